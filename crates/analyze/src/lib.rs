@@ -1,0 +1,1 @@
+//! nflab-analyze (placeholder)

@@ -1,0 +1,1 @@
+//! nflab-model (placeholder)
