@@ -1,1 +1,54 @@
-fn main() {}
+//! `nflab`: argument parsing and wiring, nothing else (DESIGN §3.1).
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A lab for packet processing systems: precise traffic, every packet
+/// recorded, latency distributions and tails, reproducible experiments.
+#[derive(Parser)]
+#[command(name = "nflab", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("NFLAB_GIT_COMMIT"), ")"))]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a whole experiment: topology, DuT, traffic, analysis, report.
+    Run(commands::run::Args),
+    /// The generator alone, on a named interface.
+    Gen(commands::gen::Args),
+    /// The recorder alone, on a named interface.
+    Recv(commands::recv::Args),
+    /// Compute the statistics of record files (.nfr or CSV seq,tx_ns,rx_ns).
+    Analyze(commands::analyze::Args),
+    /// (Re)build report.html of an experiment directory.
+    Report(commands::report::Args),
+    /// Manage the built-in namespace topology.
+    Topo(commands::topo::Args),
+    /// Check this host: privileges, sockets, XDP, clocks, noise floor.
+    Doctor(commands::doctor::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => commands::run::main(a),
+        Command::Gen(a) => commands::gen::main(a),
+        Command::Recv(a) => commands::recv::main(a),
+        Command::Analyze(a) => commands::analyze::main(a),
+        Command::Report(a) => commands::report::main(a),
+        Command::Topo(a) => commands::topo::main(a),
+        Command::Doctor(a) => commands::doctor::main(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

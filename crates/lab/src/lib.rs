@@ -1,1 +1,23 @@
-//! nflab-lab (placeholder)
+//! Experiments: the spec, sweeps, the namespace topology, DuT set-up,
+//! provenance and the artifact tree (DESIGN §1, §3.2, §3.5).
+//!
+//! `run_experiment` reads a spec, expands `[sweep]` into runs, and for each
+//! run builds a fresh topology, runs the generator and the recorder on their
+//! own pinned threads, writes the records, analyses them and removes the
+//! topology, whatever ended the run. Namespaces carry the owner's pid in their
+//! name and an owner file, so `topology::gc` can remove leftovers of dead runs.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod env;
+pub mod error;
+pub mod netns;
+pub mod recorder;
+pub mod results;
+pub mod runner;
+pub mod spec;
+pub mod topology;
+
+pub use error::LabError;
+pub use runner::{run_experiment, ExperimentResult, RunOptions};
+pub use spec::Spec;

@@ -1,0 +1,163 @@
+//! `nflab doctor`: what this host can do, and how precisely it measures.
+
+use std::process::{Command, ExitCode};
+
+use nflab_lab::netns::NetnsGuard;
+use nflab_lab::spec::DutKind;
+use nflab_lab::topology::Topology;
+use serde::Serialize;
+
+/// Arguments of `nflab doctor`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Seconds of the loopback calibration run (0 skips it).
+    #[arg(long, default_value_t = 2.0)]
+    noise_seconds: f64,
+    /// Rate of the calibration run, packets per second.
+    #[arg(long, default_value_t = 10_000.0)]
+    noise_rate: f64,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+#[derive(Serialize)]
+struct NoiseFloor {
+    rate_pps: f64,
+    seconds: f64,
+    received: u64,
+    lost: u64,
+    p50_ns: Option<i64>,
+    p99_ns: Option<i64>,
+    p99_9_ns: Option<i64>,
+    max_ns: Option<i64>,
+    stdev_ns: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    machine: String,
+    checks: Vec<Check>,
+    noise_floor: Option<NoiseFloor>,
+}
+
+fn check(name: &'static str, r: Result<String, String>) -> Check {
+    match r {
+        Ok(detail) => Check { name, ok: true, detail },
+        Err(detail) => Check { name, ok: false, detail },
+    }
+}
+
+pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let (version, commit) = super::version();
+    let env = nflab_lab::env::Environment::capture(&version, &commit);
+    let root = nflab_lab::topology::check_root();
+    let mut checks = vec![check(
+        "root",
+        root.as_ref().map(|_| "running as root".to_string()).map_err(|e| e.to_string()),
+    )];
+    checks.push(check(
+        "af_packet",
+        nflab_io::probe_caps::af_packet().map(|_| "AF_PACKET sockets open".into()).map_err(|e| e.to_string()),
+    ));
+    checks.push(check(
+        "af_xdp",
+        nflab_io::probe_caps::af_xdp().map(|_| "AF_XDP sockets open".into()).map_err(|e| e.to_string()),
+    ));
+    let rt_res = nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME);
+    let rt_gran = nflab_io::clock::observed_granularity_ns(libc::CLOCK_REALTIME);
+    checks.push(Check {
+        name: "clock",
+        ok: rt_res <= 1_000,
+        detail: format!(
+            "CLOCK_REALTIME resolution {rt_res} ns, smallest observed step {rt_gran} ns, kernel clocksource {}",
+            env.kernel_clocksource
+        ),
+    });
+    let stop = super::stop_flag()?;
+    let mut noise = None;
+    if root.is_ok() {
+        match Topology::create(DutKind::Loopback) {
+            Ok(topo) => {
+                let xdp = NetnsGuard::run(&topo.lg_ns, || nflab_io::probe_caps::xdp_on("lg0"))
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                checks.push(check("xdp_on_veth", xdp.map(|_| "an XDP program attaches to a veth and detaches".into())));
+                let netem = Command::new("ip")
+                    .args(["netns", "exec", &topo.lg_ns, "tc", "qdisc", "add", "dev", "lg0", "root", "netem", "delay", "1ms"])
+                    .output();
+                checks.push(match netem {
+                    Ok(o) if o.status.success() => Check { name: "netem", ok: true, detail: "tc netem is available".into() },
+                    Ok(o) => Check {
+                        name: "netem",
+                        ok: false,
+                        detail: format!(
+                            "tc netem is not available ({}): use the nflab data plane's delayer for delay emulation",
+                            String::from_utf8_lossy(&o.stderr).trim()
+                        ),
+                    },
+                    Err(e) => Check { name: "netem", ok: false, detail: format!("cannot run tc: {e}") },
+                });
+                drop(topo);
+            }
+            Err(e) => checks.push(Check { name: "netns", ok: false, detail: e.to_string() }),
+        }
+        if args.noise_seconds > 0.0 {
+            noise = Some(noise_floor(args.noise_seconds, args.noise_rate, &stop)?);
+        }
+    }
+    let report = Report { machine: env.machine_line(), checks, noise_floor: noise };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("machine: {}", report.machine);
+        for c in &report.checks {
+            println!("{} {:<12} {}", if c.ok { "ok  " } else { "no  " }, c.name, c.detail);
+        }
+        if let Some(n) = &report.noise_floor {
+            use nflab_lab::results::human_ns;
+            let h = |v: Option<i64>| human_ns(v.map(|x| x as f64));
+            println!(
+                "noise floor (loopback veth, {} pps, {} s, {} received, {} lost): p50 {}  p99 {}  p99.9 {}  max {}  stdev {}",
+                n.rate_pps, n.seconds, n.received, n.lost, h(n.p50_ns), h(n.p99_ns), h(n.p99_9_ns), h(n.max_ns), human_ns(n.stdev_ns)
+            );
+            println!("  a DuT's added latency is only meaningful well above this floor");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn noise_floor(
+    seconds: f64,
+    rate: f64,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<NoiseFloor> {
+    let text = format!(
+        "[experiment]\nname = \"doctor\"\n[dut]\nkind = \"loopback\"\n[traffic]\nrate_pps = {rate}\nduration_s = {seconds}\nwarmup_s = 0.2\n"
+    );
+    let spec = nflab_lab::Spec::parse(&text, "doctor")?;
+    let plan = spec.expand(&text)?.remove(0);
+    let dir = std::env::temp_dir().join(format!("nflab-doctor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let outcome = nflab_lab::runner::run_one(&plan, &dir, stop);
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = outcome?.summary;
+    Ok(NoiseFloor {
+        rate_pps: rate,
+        seconds,
+        received: s.packets.received,
+        lost: s.packets.lost,
+        p50_ns: s.latency_ns.p50,
+        p99_ns: s.latency_ns.p99,
+        p99_9_ns: s.latency_ns.p99_9,
+        max_ns: s.latency_ns.max,
+        stdev_ns: s.latency_ns.stdev,
+    })
+}

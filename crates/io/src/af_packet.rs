@@ -1,0 +1,741 @@
+//! AF_PACKET backend: raw Ethernet frames through memory-mapped rings.
+//!
+//! # RX: one `TPACKET_V3` block ring
+//!
+//! The kernel fills fixed-size blocks with variable-size frames and hands a whole block to
+//! user space when it is full or `rx_block_timeout_ms` has passed since its first frame
+//! (`tp_retire_blk_tov`). Each frame carries the kernel's receive timestamp: with net
+//! timestamping switched on (`SO_TIMESTAMPNS`), `skb->tstamp` is taken from
+//! `CLOCK_REALTIME` when the frame enters the stack (`netif_rx`/`netif_receive_skb`), and
+//! the ring reports it with `TP_STATUS_TS_SOFTWARE`. That stamp is independent of when
+//! user space gets around to the block, which is why the recorder uses it.
+//!
+//! The socket is created with protocol 0 and bound to `ETH_P_ALL` on one interface only
+//! after the ring exists, so no frame of another interface ever lands in its queue.
+//!
+//! # TX: one `TPACKET_V2` frame ring on a second socket
+//!
+//! A separate socket with protocol 0 receives nothing, so the TX path never competes with
+//! RX. V2 is used for TX because every slot has the same fixed size, which makes the ring a
+//! plain array of slots (V3 TX is V2 with `tp_next_offset = 0` and adds nothing).
+//! `tx_batch` writes frames into free slots and marks them `TP_STATUS_SEND_REQUEST`;
+//! `flush_tx` does one `send(fd, NULL, 0, MSG_DONTWAIT)`, on which the kernel transmits
+//! every marked slot and marks each `TP_STATUS_AVAILABLE` again once the device is done
+//! with it (the frame is sent from the ring pages without a copy). `PACKET_LOSS` is on so a
+//! malformed frame is skipped rather than jamming the ring; lengths are checked here first.
+//!
+//! # Memory ordering
+//!
+//! The status words are shared with the kernel, which runs on other CPUs. The kernel writes
+//! a frame, issues `smp_wmb()`, then sets the status; so our status *loads* are `Acquire`,
+//! making the frame bytes read after them the bytes the kernel wrote. Our status *stores*
+//! are `Release`: on RX, our reads of a block finish before the kernel may refill it; on
+//! TX, the frame and its length are visible before the kernel can see `SEND_REQUEST`.
+
+use std::cell::Cell;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::sys::{self, Mmap};
+use crate::{iface, IoError, IoStats, Layer, PacketIo, RxMeta, TsSource};
+
+const BACKEND: &str = "AF_PACKET";
+/// Ethernet header without tag.
+const ETH_HLEN: usize = 14;
+/// One 802.1Q tag: the kernel allows MTU + 14 + 4 only for frames with ethertype 0x8100.
+const VLAN_HLEN: usize = 4;
+const ETH_P_8021Q: u16 = 0x8100;
+/// `TPACKET_ALIGNMENT` from <linux/if_packet.h>.
+const TPACKET_ALIGNMENT: usize = 16;
+/// Where frame data starts in a V2 TX slot: `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`
+/// = `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))` (see `tpacket_fill_skb`).
+const TX_DATA_OFFSET: usize =
+    (size_of::<libc::tpacket2_hdr>() + TPACKET_ALIGNMENT - 1) & !(TPACKET_ALIGNMENT - 1);
+/// V3 RX frame size: only used by the kernel's sanity checks on `tpacket_req3`.
+const RX_FRAME_BYTES: usize = 2048;
+/// Target size of one TX ring block: big enough that the kernel's block vector stays short.
+const TX_BLOCK_TARGET_BYTES: usize = 64 * 1024;
+
+/// Settings of [`AfPacket::open`].
+#[derive(Debug, Clone)]
+pub struct AfPacketConfig {
+    /// Open the RX ring.
+    pub rx: bool,
+    /// Open the TX ring.
+    pub tx: bool,
+    /// Send straight to the driver, skipping the qdisc (`PACKET_QDISC_BYPASS`). Default true.
+    pub qdisc_bypass: bool,
+    /// Size of one RX block in bytes, a multiple of the page size. Default 1 MiB.
+    pub rx_block_bytes: usize,
+    /// Number of RX blocks. Default 64.
+    pub rx_blocks: usize,
+    /// Hand a partly filled RX block to user space after this many ms. Default 1.
+    pub rx_block_timeout_ms: u32,
+    /// Number of TX slots (rounded up to fill whole blocks). Default 4096.
+    pub tx_frames: usize,
+    /// Size of one TX slot in bytes, a multiple of 16; holds a 32-byte header and the frame. Default 2048.
+    pub tx_frame_bytes: usize,
+    /// Turn on kernel RX timestamps and report them; when false, `RxMeta::ts_ns` is None. Default true.
+    pub kernel_timestamps: bool,
+    /// Do not receive frames this host sends on the interface (`PACKET_IGNORE_OUTGOING`). Default true.
+    pub ignore_outgoing: bool,
+}
+
+impl Default for AfPacketConfig {
+    fn default() -> Self {
+        AfPacketConfig {
+            rx: true,
+            tx: true,
+            qdisc_bypass: true,
+            rx_block_bytes: 1 << 20,
+            rx_blocks: 64,
+            rx_block_timeout_ms: 1,
+            tx_frames: 4096,
+            tx_frame_bytes: 2048,
+            kernel_timestamps: true,
+            ignore_outgoing: true,
+        }
+    }
+}
+
+/// Raw Ethernet frames on one interface through AF_PACKET rings (see the module docs).
+pub struct AfPacket {
+    ifname: String,
+    mtu: usize,
+    max_frame_len: usize,
+    rx: Option<RxRing>,
+    tx: Option<TxRing>,
+    tx_packets: u64,
+    rx_packets: u64,
+    tx_ring_full: u64,
+    /// `PACKET_STATISTICS` resets the kernel's counters on every read, so they are summed here.
+    rx_drops: Cell<u64>,
+}
+
+struct RxRing {
+    // Field order matters for Drop: unmap before the socket closes.
+    map: Mmap,
+    fd: OwnedFd,
+    block_bytes: usize,
+    blocks: usize,
+    timestamps: bool,
+    /// Block the next frame comes from.
+    cur: usize,
+    /// Frames of `cur` not yet delivered; meaningful while `open` is true.
+    left: u32,
+    /// Offset in `cur` of the next frame's `tpacket3_hdr`.
+    next_off: usize,
+    /// True between taking `cur` from the kernel and giving it back.
+    open: bool,
+}
+
+struct TxRing {
+    map: Mmap,
+    fd: OwnedFd,
+    block_bytes: usize,
+    frames_per_block: usize,
+    frame_bytes: usize,
+    frames: usize,
+    /// Next slot to fill.
+    head: usize,
+    /// Slots filled and not yet seen back as AVAILABLE, ending just before `head`.
+    pending: usize,
+}
+
+fn cfg_err(field: &'static str, reason: String) -> IoError {
+    IoError::Config {
+        backend: BACKEND,
+        field,
+        reason,
+    }
+}
+
+fn open_socket(ifname: &str) -> Result<OwnedFd, IoError> {
+    // Protocol 0: nothing is received until bind() names a protocol.
+    sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| {
+        if sys::is_perm(&e) {
+            IoError::NeedCapNetRaw { what: BACKEND }
+        } else if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+            IoError::Unsupported {
+                what: BACKEND,
+                hint: "load the af_packet module or use a kernel with CONFIG_PACKET",
+            }
+        } else {
+            sys::err_from("socket(AF_PACKET)", ifname, e)
+        }
+    })
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+impl RxRing {
+    fn open(ifname: &str, ifindex: u32, cfg: &AfPacketConfig) -> Result<RxRing, IoError> {
+        let page = sys::page_size();
+        if cfg.rx_block_bytes < RX_FRAME_BYTES || cfg.rx_block_bytes % page != 0 {
+            return Err(cfg_err(
+                "rx_block_bytes",
+                format!(
+                    "is {} but must be a multiple of the {page}-byte page size and at least {RX_FRAME_BYTES}",
+                    cfg.rx_block_bytes
+                ),
+            ));
+        }
+        if cfg.rx_blocks == 0 || (cfg.rx_block_bytes as u64) * (cfg.rx_blocks as u64) > u32::MAX as u64
+        {
+            return Err(cfg_err(
+                "rx_blocks",
+                format!(
+                    "is {} but must be at least 1 with rx_block_bytes * rx_blocks below 4 GiB",
+                    cfg.rx_blocks
+                ),
+            ));
+        }
+        let fd = open_socket(ifname)?;
+        sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, sys::TPACKET_V3)
+            .map_err(|e| sys::err_from("setsockopt(PACKET_VERSION, TPACKET_V3)", ifname, e))?;
+        if cfg.kernel_timestamps {
+            // Switches on net timestamping (the `netstamp_needed` key), so skb->tstamp is
+            // taken at receive and the ring reports it with TP_STATUS_TS_SOFTWARE.
+            sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+                .map_err(|e| sys::err_from("setsockopt(SO_TIMESTAMPNS)", ifname, e))?;
+            // Best effort: also ask for software RX stamps through SO_TIMESTAMPING, and let
+            // the ring prefer a NIC hardware stamp where the driver provides one (it only
+            // does after SIOCSHWTSTAMP, which is the caller's choice of NIC setup).
+            let flags = (libc::SOF_TIMESTAMPING_RX_SOFTWARE
+                | libc::SOF_TIMESTAMPING_SOFTWARE
+                | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
+            let _ = sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags);
+            let ring_flags = (libc::SOF_TIMESTAMPING_SOFTWARE
+                | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
+            let _ = sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_TIMESTAMP, ring_flags);
+        }
+        let req = libc::tpacket_req3 {
+            tp_block_size: cfg.rx_block_bytes as u32,
+            tp_block_nr: cfg.rx_blocks as u32,
+            tp_frame_size: RX_FRAME_BYTES as u32,
+            tp_frame_nr: (cfg.rx_block_bytes / RX_FRAME_BYTES * cfg.rx_blocks) as u32,
+            tp_retire_blk_tov: cfg.rx_block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOMEM) {
+                cfg_err(
+                    "rx_blocks",
+                    format!(
+                        "asks for {} MiB of RX ring the kernel could not allocate: use fewer or smaller blocks",
+                        cfg.rx_block_bytes * cfg.rx_blocks >> 20
+                    ),
+                )
+            } else {
+                sys::err_from("setsockopt(PACKET_RX_RING)", ifname, e)
+            }
+        })?;
+        let map = Mmap::ring(&fd, cfg.rx_block_bytes * cfg.rx_blocks)
+            .map_err(|e| sys::err_from("mmap(PACKET_RX_RING)", ifname, e))?;
+        if cfg.ignore_outgoing {
+            sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)
+                .map_err(|e| sys::err_from("setsockopt(PACKET_IGNORE_OUTGOING)", ifname, e))?;
+        }
+        sys::bind_ll(&fd, ifindex, (libc::ETH_P_ALL as u16).to_be())
+            .map_err(|e| sys::err_from("bind(AF_PACKET, ETH_P_ALL)", ifname, e))?;
+        Ok(RxRing {
+            map,
+            fd,
+            block_bytes: cfg.rx_block_bytes,
+            blocks: cfg.rx_blocks,
+            timestamps: cfg.kernel_timestamps,
+            cur: 0,
+            left: 0,
+            next_off: 0,
+            open: false,
+        })
+    }
+
+    fn block_ptr(&self, b: usize) -> *mut u8 {
+        debug_assert!(b < self.blocks);
+        // SAFETY: b < blocks, so the offset stays inside the mapping of blocks * block_bytes.
+        unsafe { self.map.ptr.add(b * self.block_bytes) }
+    }
+
+    /// `hdr.bh1.block_status` of block `b`.
+    fn block_status(&self, b: usize) -> &AtomicU32 {
+        let p = self.block_ptr(b);
+        // SAFETY: a block starts with `struct tpacket_block_desc` { u32 version; u32
+        // offset_to_priv; struct tpacket_hdr_v1 { u32 block_status; ... } }, so the status
+        // is the u32 at offset 8, 4-byte aligned (blocks are page aligned). It lives as long
+        // as the mapping, which `&self` keeps alive, and the kernel only accesses it
+        // atomically-or-ordered as described in the module docs.
+        unsafe { AtomicU32::from_ptr(p.add(8) as *mut u32) }
+    }
+
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&[u8], RxMeta),
+        ifname: &str,
+    ) -> Result<usize, IoError> {
+        let mut n = 0;
+        let mut deadline: Option<Instant> = None;
+        while n < max {
+            if !self.open {
+                let st = self.block_status(self.cur).load(Ordering::Acquire);
+                if st & libc::TP_STATUS_USER == 0 {
+                    if n > 0 {
+                        break;
+                    }
+                    let now = Instant::now();
+                    let end = *deadline.get_or_insert(now + timeout);
+                    if now >= end {
+                        break;
+                    }
+                    sys::poll_in(&self.fd, sys::poll_ms(end - now))
+                        .map_err(|e| sys::err_from("poll(AF_PACKET RX)", ifname, e))?;
+                    continue;
+                }
+                let bd = self.block_ptr(self.cur) as *const libc::tpacket_block_desc;
+                // SAFETY: the block is ours (TP_STATUS_USER, loaded with Acquire above), so
+                // its descriptor is fully written and the kernel will not touch it until we
+                // hand it back; the descriptor lies at the start of the block.
+                let h1 = unsafe { std::ptr::read(bd).hdr.bh1 };
+                self.left = h1.num_pkts;
+                self.next_off = h1.offset_to_first_pkt as usize;
+                self.open = true;
+            }
+            while self.left > 0 && n < max {
+                let off = self.next_off;
+                if off + size_of::<libc::tpacket3_hdr>() > self.block_bytes {
+                    // A corrupt offset cannot come from the kernel; stop reading this block.
+                    self.left = 0;
+                    break;
+                }
+                // SAFETY: `off` plus a header lies inside the block (checked above); the
+                // frame belongs to a block we own; frame headers are TPACKET_ALIGNMENT
+                // aligned, read_unaligned makes no assumption anyway.
+                let h = unsafe {
+                    std::ptr::read_unaligned(
+                        self.block_ptr(self.cur).add(off) as *const libc::tpacket3_hdr
+                    )
+                };
+                let start = off + h.tp_mac as usize;
+                let snap = (h.tp_snaplen as usize).min(self.block_bytes.saturating_sub(start));
+                // SAFETY: [start, start + snap) lies inside the block we own (clamped above);
+                // the slice lives only for the sink call, before the block is handed back.
+                let data =
+                    unsafe { std::slice::from_raw_parts(self.block_ptr(self.cur).add(start), snap) };
+                let (ts_ns, ts_source) = if self.timestamps {
+                    let ts = h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64;
+                    // Without either flag the kernel read CLOCK_REALTIME itself in
+                    // tpacket_rcv: still a kernel software stamp, only taken a little later.
+                    let src = if h.tp_status & libc::TP_STATUS_TS_RAW_HARDWARE != 0 {
+                        TsSource::Hardware
+                    } else {
+                        TsSource::KernelSoftware
+                    };
+                    (Some(ts), src)
+                } else {
+                    (None, TsSource::None)
+                };
+                sink(
+                    data,
+                    RxMeta {
+                        ts_ns,
+                        ts_source,
+                        wire_len: h.tp_len as usize,
+                    },
+                );
+                n += 1;
+                self.left -= 1;
+                self.next_off = off + h.tp_next_offset as usize;
+            }
+            if self.left == 0 {
+                // Hand the block back; Release orders our reads of it before the kernel's refill.
+                self.block_status(self.cur)
+                    .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+                self.cur = (self.cur + 1) % self.blocks;
+                self.open = false;
+            }
+        }
+        Ok(n)
+    }
+
+    fn drops(&self) -> u64 {
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
+        match sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st) {
+            Ok(()) => st.tp_drops as u64,
+            Err(_) => 0,
+        }
+    }
+}
+
+impl TxRing {
+    fn open(ifname: &str, ifindex: u32, cfg: &AfPacketConfig) -> Result<TxRing, IoError> {
+        let page = sys::page_size();
+        let fb = cfg.tx_frame_bytes;
+        if fb % TPACKET_ALIGNMENT != 0 || fb < TX_DATA_OFFSET + 64 || fb > 1 << 20 {
+            return Err(cfg_err(
+                "tx_frame_bytes",
+                format!(
+                    "is {fb} but must be a multiple of {TPACKET_ALIGNMENT} between {} and 1 MiB",
+                    round_up(TX_DATA_OFFSET + 64, TPACKET_ALIGNMENT)
+                ),
+            ));
+        }
+        if cfg.tx_frames == 0 || cfg.tx_frames > 1 << 20 {
+            return Err(cfg_err(
+                "tx_frames",
+                format!("is {} but must be between 1 and 1048576", cfg.tx_frames),
+            ));
+        }
+        // Slots never straddle blocks: a block is a whole number of pages holding
+        // `frames_per_block` slots, like the kernel's own `packet_lookup_frame`.
+        let min_block = round_up(fb, page);
+        let block_bytes = min_block * (TX_BLOCK_TARGET_BYTES / min_block).max(1);
+        let frames_per_block = block_bytes / fb;
+        let blocks = cfg.tx_frames.div_ceil(frames_per_block);
+        let frames = blocks * frames_per_block;
+
+        let fd = open_socket(ifname)?;
+        sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, sys::TPACKET_V2)
+            .map_err(|e| sys::err_from("setsockopt(PACKET_VERSION, TPACKET_V2)", ifname, e))?;
+        if cfg.qdisc_bypass {
+            sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)
+                .map_err(|e| sys::err_from("setsockopt(PACKET_QDISC_BYPASS)", ifname, e))?;
+        }
+        sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_LOSS, 1)
+            .map_err(|e| sys::err_from("setsockopt(PACKET_LOSS)", ifname, e))?;
+        let req = libc::tpacket_req {
+            tp_block_size: block_bytes as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: fb as u32,
+            tp_frame_nr: frames as u32,
+        };
+        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)
+            .map_err(|e| sys::err_from("setsockopt(PACKET_TX_RING)", ifname, e))?;
+        let map = Mmap::ring(&fd, block_bytes * blocks)
+            .map_err(|e| sys::err_from("mmap(PACKET_TX_RING)", ifname, e))?;
+        sys::bind_ll(&fd, ifindex, 0).map_err(|e| sys::err_from("bind(AF_PACKET)", ifname, e))?;
+        Ok(TxRing {
+            map,
+            fd,
+            block_bytes,
+            frames_per_block,
+            frame_bytes: fb,
+            frames,
+            head: 0,
+            pending: 0,
+        })
+    }
+
+    fn slot_ptr(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.frames);
+        let off = (i / self.frames_per_block) * self.block_bytes + (i % self.frames_per_block) * self.frame_bytes;
+        // SAFETY: i < frames, so `off + frame_bytes` is within blocks * block_bytes.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    /// `tp_status` of slot `i`, the first u32 of its `tpacket2_hdr`.
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: slots are 16-byte aligned inside the mapping that `&self` keeps alive, and
+        // `tp_status` is the u32 at offset 0 of the slot's header.
+        unsafe { AtomicU32::from_ptr(self.slot_ptr(i) as *mut u32) }
+    }
+
+    /// Count slots the kernel has finished with, oldest first.
+    fn reclaim(&mut self) {
+        while self.pending > 0 {
+            let tail = (self.head + self.frames - self.pending) % self.frames;
+            // Acquire: the kernel's last read of the slot happens before we reuse it.
+            if self.status(tail).load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
+                break;
+            }
+            self.pending -= 1;
+        }
+    }
+}
+
+impl AfPacket {
+    /// Open RX and/or TX rings on `ifname` in the current thread's network namespace.
+    pub fn open(ifname: &str, cfg: &AfPacketConfig) -> Result<Self, IoError> {
+        let ifindex = iface::index(ifname)?;
+        let mtu = iface::mtu(ifname)?;
+        if !cfg.rx && !cfg.tx {
+            return Err(cfg_err("rx", "and 'tx' are both false: open at least one direction".into()));
+        }
+        let rx = if cfg.rx {
+            Some(RxRing::open(ifname, ifindex, cfg)?)
+        } else {
+            None
+        };
+        let tx = if cfg.tx {
+            Some(TxRing::open(ifname, ifindex, cfg)?)
+        } else {
+            None
+        };
+        let mut max_frame_len = mtu + ETH_HLEN + VLAN_HLEN;
+        if let Some(t) = &tx {
+            max_frame_len = max_frame_len.min(t.frame_bytes - TX_DATA_OFFSET);
+        }
+        Ok(AfPacket {
+            ifname: ifname.to_string(),
+            mtu,
+            max_frame_len,
+            rx,
+            tx,
+            tx_packets: 0,
+            rx_packets: 0,
+            tx_ring_full: 0,
+            rx_drops: Cell::new(0),
+        })
+    }
+
+    /// The interface this socket is bound to.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// TX slots queued or still in the kernel's hands; 0 once every frame has left.
+    pub fn tx_outstanding(&mut self) -> usize {
+        match self.tx.as_mut() {
+            Some(t) => {
+                t.reclaim();
+                t.pending
+            }
+            None => 0,
+        }
+    }
+
+    /// The TX socket and RX socket descriptors, for callers that poll several backends.
+    pub fn raw_fds(&self) -> (Option<i32>, Option<i32>) {
+        (
+            self.rx.as_ref().map(|r| r.fd.as_raw_fd()),
+            self.tx.as_ref().map(|t| t.fd.as_raw_fd()),
+        )
+    }
+
+    fn check_len(&self, buf: &[u8], len: usize) -> Result<(), IoError> {
+        if len < ETH_HLEN {
+            return Err(IoError::FrameTooShort {
+                ifname: self.ifname.clone(),
+                len,
+                min: ETH_HLEN,
+            });
+        }
+        let untagged_max = (self.mtu + ETH_HLEN).min(self.max_frame_len);
+        if len > untagged_max {
+            let tagged = u16::from_be_bytes([buf[12], buf[13]]) == ETH_P_8021Q;
+            if !tagged || len > self.max_frame_len {
+                return Err(IoError::FrameTooLong {
+                    ifname: self.ifname.clone(),
+                    len,
+                    max: if tagged { self.max_frame_len } else { untagged_max },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PacketIo for AfPacket {
+    fn name(&self) -> &'static str {
+        "af_packet"
+    }
+
+    fn layer(&self) -> Layer {
+        Layer::Ethernet
+    }
+
+    fn max_frame_len(&self) -> usize {
+        self.max_frame_len
+    }
+
+    fn tx_batch(
+        &mut self,
+        n: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
+    ) -> Result<usize, IoError> {
+        if self.tx.is_none() {
+            return Err(IoError::DirectionDisabled {
+                backend: BACKEND,
+                ifname: self.ifname.clone(),
+                direction: "tx",
+            });
+        }
+        let mut queued = 0;
+        let result = loop {
+            if queued == n {
+                break Ok(());
+            }
+            let Some(tx) = self.tx.as_mut() else {
+                break Ok(());
+            };
+            if queued == 0 {
+                tx.reclaim();
+            }
+            if tx.pending == tx.frames {
+                tx.reclaim();
+                if tx.pending == tx.frames {
+                    self.tx_ring_full += 1;
+                    break Ok(());
+                }
+            }
+            let slot = tx.head;
+            let base = tx.slot_ptr(slot);
+            let cap = tx.frame_bytes - TX_DATA_OFFSET;
+            // SAFETY: the slot is free (counted out of `pending`, so the kernel set it
+            // AVAILABLE and is done with it); its data area [TX_DATA_OFFSET, frame_bytes)
+            // lies in the mapping, and nothing else references it while `buf` lives.
+            let buf = unsafe { std::slice::from_raw_parts_mut(base.add(TX_DATA_OFFSET), cap) };
+            let len = fill(queued, buf);
+            let buf = &*buf;
+            if let Err(e) = self.check_len(buf, len) {
+                break Err(e);
+            }
+            let Some(tx) = self.tx.as_mut() else {
+                break Ok(());
+            };
+            let hdr = base as *mut libc::tpacket2_hdr;
+            // SAFETY: `hdr` is the slot's header, in the mapping and 16-byte aligned; the
+            // kernel does not read it until it sees SEND_REQUEST below.
+            unsafe {
+                std::ptr::addr_of_mut!((*hdr).tp_len).write(len as u32);
+                std::ptr::addr_of_mut!((*hdr).tp_snaplen).write(len as u32);
+            }
+            // Release: frame bytes and tp_len become visible before SEND_REQUEST.
+            tx.status(slot)
+                .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            tx.head = (tx.head + 1) % tx.frames;
+            tx.pending += 1;
+            queued += 1;
+        };
+        self.tx_packets += queued as u64;
+        result.map(|()| queued)
+    }
+
+    fn flush_tx(&mut self) -> Result<(), IoError> {
+        let Some(tx) = self.tx.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            // SAFETY: send with a NULL buffer of length 0 is the documented way to kick a
+            // PACKET_TX_RING; the kernel reads frames only from the ring.
+            let rc = unsafe {
+                libc::send(tx.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT)
+            };
+            if rc >= 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // Socket send buffer or device queue full: the remaining SEND_REQUEST
+                // slots stay marked and leave on the next flush.
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => break,
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
+                    return Err(IoError::Syscall {
+                        call: "send(PACKET_TX_RING): interface is down",
+                        target: self.ifname.clone(),
+                        source: e,
+                    })
+                }
+                _ => return Err(sys::err_from("send(PACKET_TX_RING)", &self.ifname, e)),
+            }
+        }
+        tx.reclaim();
+        Ok(())
+    }
+
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, IoError> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Err(IoError::DirectionDisabled {
+                backend: BACKEND,
+                ifname: self.ifname.clone(),
+                direction: "rx",
+            });
+        };
+        let n = rx.rx_batch(max, timeout, sink, &self.ifname)?;
+        self.rx_packets += n as u64;
+        Ok(n)
+    }
+
+    fn stats(&self) -> IoStats {
+        if let Some(rx) = &self.rx {
+            self.rx_drops.set(self.rx_drops.get() + rx.drops());
+        }
+        IoStats {
+            tx_packets: self.tx_packets,
+            rx_packets: self.rx_packets,
+            rx_kernel_drops: self.rx_drops.get(),
+            tx_ring_full: self.tx_ring_full,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_data_offset_matches_the_kernel() {
+        // TPACKET2_HDRLEN (52) - sizeof(struct sockaddr_ll) (20) = 32.
+        assert_eq!(TX_DATA_OFFSET, 32);
+        assert_eq!(libc::TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>(), 32);
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = AfPacketConfig::default();
+        assert!(c.rx && c.tx && c.qdisc_bypass && c.kernel_timestamps && c.ignore_outgoing);
+        assert_eq!(c.rx_block_bytes, 1 << 20);
+        assert_eq!(c.rx_blocks, 64);
+        assert_eq!(c.rx_block_timeout_ms, 1);
+        assert_eq!(c.tx_frames, 4096);
+        assert_eq!(c.tx_frame_bytes, 2048);
+    }
+
+    #[test]
+    fn open_on_a_missing_interface_names_it() {
+        let e = AfPacket::open("nflabnope1", &AfPacketConfig::default())
+            .err()
+            .expect("must fail");
+        assert!(e.to_string().contains("'nflabnope1' does not exist"), "{e}");
+    }
+
+    #[test]
+    fn bad_ring_sizes_are_config_errors() {
+        // lo exists in every namespace; the config is checked before any socket is opened
+        // for RX, so this needs no privilege.
+        let cfg = AfPacketConfig {
+            rx_block_bytes: 5000,
+            ..AfPacketConfig::default()
+        };
+        let e = AfPacket::open("lo", &cfg).err().expect("must fail");
+        assert!(
+            matches!(e, IoError::Config { field: "rx_block_bytes", .. }),
+            "{e:?}"
+        );
+        let cfg = AfPacketConfig {
+            rx: false,
+            tx: false,
+            ..AfPacketConfig::default()
+        };
+        assert!(matches!(
+            AfPacket::open("lo", &cfg),
+            Err(IoError::Config { .. })
+        ));
+    }
+}

@@ -1,0 +1,815 @@
+//! The experiment spec (DESIGN §3.5): parsing, validation, and expansion of
+//! `[sweep]` into concrete runs.
+//!
+//! A sweep is applied to the *TOML document* before it is deserialized, so a
+//! swept key is checked by exactly the same rules as a key written by hand:
+//! an unknown key or a bad value is an error naming the key.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+
+/// A whole experiment as declared in one TOML file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Name, repetitions, order and seed.
+    pub experiment: ExperimentSection,
+    /// Where the LoadGen and DuT live.
+    #[serde(default)]
+    pub topology: TopologySection,
+    /// The device under test.
+    #[serde(default)]
+    pub dut: DutSection,
+    /// What the generator sends.
+    #[serde(default)]
+    pub traffic: TrafficSection,
+    /// Which statistics to compute.
+    #[serde(default)]
+    pub analysis: AnalysisSection,
+    /// Loop variables: dotted key -> list of values (kept as written).
+    #[serde(default)]
+    pub sweep: toml::Table,
+}
+
+/// `[experiment]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentSection {
+    /// Name used in the artifact directory.
+    pub name: String,
+    /// Free text for the report.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// How often each parameter combination runs.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// Run order.
+    #[serde(default)]
+    pub order: Order,
+    /// Seed of the shuffled order (and of any other randomness).
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+}
+
+/// Order of the runs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Cross product in the order written, repetitions innermost.
+    #[default]
+    Sequential,
+    /// The same list, shuffled with `experiment.seed` (seed 001's regret: no randomised order).
+    Random,
+}
+
+/// `[topology]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySection {
+    /// Built-in two-namespace topology, or real hosts.
+    #[serde(default)]
+    pub kind: TopologyKind,
+    /// CPU the generator thread is pinned to (default 0).
+    #[serde(default)]
+    pub gen_cpu: Option<usize>,
+    /// CPU the recorder thread is pinned to (default: the last CPU).
+    #[serde(default)]
+    pub rec_cpu: Option<usize>,
+}
+
+/// Kind of topology.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    /// Network namespaces and veth pairs on this host (DESIGN §1).
+    #[default]
+    Netns,
+    /// Real machines over SSH (DESIGN §5).
+    Hosts,
+}
+
+/// `[dut]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DutSection {
+    /// Which device under test.
+    #[serde(default)]
+    pub kind: DutKind,
+    /// nflab data plane: functions in order.
+    #[serde(default)]
+    pub pipeline: Option<Vec<String>>,
+    /// nflab data plane: batch size.
+    #[serde(default)]
+    pub batch: Option<u32>,
+    /// nflab data plane: receive mode.
+    #[serde(default)]
+    pub rx_mode: Option<String>,
+    /// nflab data plane: drain timer in µs.
+    #[serde(default)]
+    pub drain_us: Option<u64>,
+    /// external: command that sets the DuT up.
+    #[serde(default)]
+    pub command: Option<String>,
+}
+
+impl Default for DutSection {
+    fn default() -> Self {
+        DutSection {
+            kind: DutKind::LinuxRouter,
+            pipeline: None,
+            batch: None,
+            rx_mode: None,
+            drain_us: None,
+            command: None,
+        }
+    }
+}
+
+/// Kind of device under test (DESIGN §1).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum DutKind {
+    /// Kernel IPv4 forwarding with static neighbours.
+    #[default]
+    LinuxRouter,
+    /// Kernel bridge.
+    LinuxBridge,
+    /// lg0 cabled straight to lg1: the measurement's own noise floor.
+    Loopback,
+    /// The nflab data plane.
+    Nflab,
+    /// A user command or a real device.
+    External,
+}
+
+impl DutKind {
+    /// Name as written in the spec.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DutKind::LinuxRouter => "linux-router",
+            DutKind::LinuxBridge => "linux-bridge",
+            DutKind::Loopback => "loopback",
+            DutKind::Nflab => "nflab",
+            DutKind::External => "external",
+        }
+    }
+}
+
+/// `[traffic]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSection {
+    /// I/O backend of generator and recorder.
+    #[serde(default)]
+    pub backend: Backend,
+    /// Traffic pattern.
+    #[serde(default)]
+    pub pattern: Pattern,
+    /// Packets per second, or "max".
+    #[serde(default)]
+    pub rate_pps: Rate,
+    /// Ethernet frame size including the 4-byte FCS (RFC 2544 convention).
+    #[serde(default = "default_frame_bytes")]
+    pub frame_bytes: u64,
+    /// Measured duration in seconds (after warm-up).
+    #[serde(default = "default_duration_s")]
+    pub duration_s: f64,
+    /// Warm-up in seconds: sent, but excluded from the analysis.
+    #[serde(default = "default_warmup_s")]
+    pub warmup_s: f64,
+    /// How long the recorder keeps listening after the last packet, in ms.
+    #[serde(default = "default_drain_ms")]
+    pub drain_ms: u64,
+}
+
+impl Default for TrafficSection {
+    fn default() -> Self {
+        TrafficSection {
+            backend: Backend::default(),
+            pattern: Pattern::default(),
+            rate_pps: Rate::default(),
+            frame_bytes: default_frame_bytes(),
+            duration_s: default_duration_s(),
+            warmup_s: default_warmup_s(),
+            drain_ms: default_drain_ms(),
+        }
+    }
+}
+
+/// I/O backend.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// AF_XDP sockets.
+    AfXdp,
+    /// AF_PACKET with TPACKET_V3 rings.
+    #[default]
+    AfPacket,
+    /// Plain UDP sockets.
+    Udp,
+}
+
+impl Backend {
+    /// Name as written in the spec.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Backend::AfXdp => "af_xdp",
+            Backend::AfPacket => "af_packet",
+            Backend::Udp => "udp",
+        }
+    }
+}
+
+/// Traffic pattern.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Constant bit rate.
+    #[default]
+    Cbr,
+    /// Poisson arrivals.
+    Poisson,
+    /// Back-to-back bursts.
+    Burst,
+    /// On/off.
+    Onoff,
+    /// Periodic real-time flow.
+    Periodic,
+    /// Trace replay.
+    Replay,
+}
+
+impl Pattern {
+    /// Name as written in the spec.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Pattern::Cbr => "cbr",
+            Pattern::Poisson => "poisson",
+            Pattern::Burst => "burst",
+            Pattern::Onoff => "onoff",
+            Pattern::Periodic => "periodic",
+            Pattern::Replay => "replay",
+        }
+    }
+}
+
+/// A packet rate: a number of packets per second, or "max".
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// Exactly this many packets per second.
+    Pps(f64),
+    /// As fast as the backend sends.
+    Max,
+}
+
+impl Default for Rate {
+    fn default() -> Self {
+        Rate::Pps(10_000.0)
+    }
+}
+
+impl Rate {
+    /// Packets per second, or None for "max".
+    pub fn pps(&self) -> Option<f64> {
+        match self {
+            Rate::Pps(p) => Some(*p),
+            Rate::Max => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rate::Pps(p) => write!(f, "{p}"),
+            Rate::Max => f.write_str("max"),
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::Pps(p) if p.fract() == 0.0 && *p < 9.0e15 => s.serialize_i64(*p as i64),
+            Rate::Pps(p) => s.serialize_f64(*p),
+            Rate::Max => s.serialize_str("max"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a positive number of packets per second or \"max\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Rate, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Rate, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Rate, E> {
+                if v.is_finite() && v > 0.0 {
+                    Ok(Rate::Pps(v))
+                } else {
+                    Err(E::custom(format!(
+                        "rate {v} is not valid: use a positive number of packets per second or \"max\""
+                    )))
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Rate, E> {
+                if v == "max" {
+                    Ok(Rate::Max)
+                } else {
+                    Err(E::custom(format!(
+                        "rate \"{v}\" is not valid: use a positive number of packets per second or \"max\""
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `[analysis]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisSection {
+    /// Anomaly definitions `n:t` (seed 001), e.g. "2:250us".
+    #[serde(default = "default_anomalies")]
+    pub anomalies: Vec<String>,
+}
+
+impl Default for AnalysisSection {
+    fn default() -> Self {
+        AnalysisSection {
+            anomalies: default_anomalies(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn default_frame_bytes() -> u64 {
+    64
+}
+fn default_duration_s() -> f64 {
+    5.0
+}
+fn default_warmup_s() -> f64 {
+    1.0
+}
+fn default_drain_ms() -> u64 {
+    200
+}
+fn default_anomalies() -> Vec<String> {
+    vec!["2:250us".into(), "2:750us".into()]
+}
+
+/// Smallest frame that holds Ethernet + IPv4 + UDP + the 18-byte probe + FCS.
+pub const MIN_FRAME_BYTES: u64 = 64;
+/// Largest untagged frame at the default MTU of 1500 (1500 + 14 + 4).
+pub const MAX_FRAME_BYTES: u64 = 1518;
+
+/// One concrete run of an experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunPlan {
+    /// Index in execution order, also the directory name `runs/NNN`.
+    pub index: usize,
+    /// Which repetition of its parameter combination (0-based).
+    pub repetition: u32,
+    /// Index of its parameter combination in the cross product.
+    pub combination: usize,
+    /// The swept values of this run, key as written in `[sweep]`.
+    pub params: BTreeMap<String, toml::Value>,
+    /// The fully resolved spec of this run.
+    pub spec: Spec,
+}
+
+impl Spec {
+    /// Read and validate a spec file.
+    pub fn from_file(path: &Path) -> Result<(Spec, String), LabError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LabError::Spec {
+            file: path.display().to_string(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        let spec = Spec::parse(&text, &path.display().to_string())?;
+        Ok((spec, text))
+    }
+
+    /// Parse and validate spec text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Spec, LabError> {
+        let spec: Spec = toml::from_str(text).map_err(|e| LabError::Spec {
+            file: origin.to_string(),
+            message: one_line(&e.to_string()),
+        })?;
+        spec.validate(text, origin)?;
+        // Expanding checks every swept value too.
+        spec.expand_with_text(text, origin)?;
+        Ok(spec)
+    }
+
+    /// Check value ranges that serde cannot express.
+    fn validate(&self, text: &str, origin: &str) -> Result<(), LabError> {
+        let err = |section: &str, key: &str, message: String| LabError::Spec {
+            file: origin.to_string(),
+            message: format!("{}{message}", where_is(text, section, key)),
+        };
+        if self.experiment.name.trim().is_empty()
+            || self
+                .experiment
+                .name
+                .chars()
+                .any(|c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+        {
+            return Err(err(
+                "experiment",
+                "name",
+                format!(
+                    "experiment.name = {:?} is not valid: use letters, digits, '-', '_' or '.'",
+                    self.experiment.name
+                ),
+            ));
+        }
+        if self.experiment.repetitions == 0 {
+            return Err(err(
+                "experiment",
+                "repetitions",
+                "experiment.repetitions = 0 is not valid: use 1 or more".into(),
+            ));
+        }
+        let t = &self.traffic;
+        if !(MIN_FRAME_BYTES..=MAX_FRAME_BYTES).contains(&t.frame_bytes) {
+            return Err(err(
+                "traffic",
+                "frame_bytes",
+                format!(
+                    "traffic.frame_bytes = {} is out of range: use {MIN_FRAME_BYTES} to {MAX_FRAME_BYTES} \
+                     (an IPv4/UDP probe frame including FCS, at MTU 1500)",
+                    t.frame_bytes
+                ),
+            ));
+        }
+        if !(t.duration_s.is_finite() && t.duration_s > 0.0 && t.duration_s <= 86_400.0) {
+            return Err(err(
+                "traffic",
+                "duration_s",
+                format!(
+                    "traffic.duration_s = {} is not valid: use a number of seconds above 0 and at most 86400",
+                    t.duration_s
+                ),
+            ));
+        }
+        if !(t.warmup_s.is_finite() && t.warmup_s >= 0.0 && t.warmup_s <= 3_600.0) {
+            return Err(err(
+                "traffic",
+                "warmup_s",
+                format!(
+                    "traffic.warmup_s = {} is not valid: use 0 to 3600 seconds",
+                    t.warmup_s
+                ),
+            ));
+        }
+        if let Rate::Pps(p) = t.rate_pps {
+            if p > 100.0e6 {
+                return Err(err(
+                    "traffic",
+                    "rate_pps",
+                    format!("traffic.rate_pps = {p} is above 100 Mpps, which no backend here reaches: use a lower rate or \"max\""),
+                ));
+            }
+        }
+        for a in &self.analysis.anomalies {
+            if let Err(e) = a.parse::<nflab_analyze::AnomalySpec>() {
+                return Err(err("analysis", "anomalies", format!("analysis.anomalies: {e}")));
+            }
+        }
+        if let Some(cpu) = self.topology.gen_cpu.or(self.topology.rec_cpu) {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cpu >= n {
+                return Err(err(
+                    "topology",
+                    if self.topology.gen_cpu == Some(cpu) { "gen_cpu" } else { "rec_cpu" },
+                    format!("CPU {cpu} does not exist on this host: use 0 to {}", n - 1),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Check that this (resolved) spec can run in this version of nflab.
+    pub fn check_supported(&self) -> Result<(), LabError> {
+        let unsupported = |key: &str, value: &str, valid: &str| {
+            Err(LabError::Unsupported(format!(
+                "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
+            )))
+        };
+        match self.dut.kind {
+            DutKind::Nflab | DutKind::External => {
+                return unsupported(
+                    "dut.kind",
+                    self.dut.kind.as_str(),
+                    "loopback, linux-router, linux-bridge",
+                )
+            }
+            _ => {}
+        }
+        if self.topology.kind == TopologyKind::Hosts {
+            return unsupported("topology.kind", "hosts", "netns");
+        }
+        if self.traffic.backend != Backend::AfPacket {
+            return unsupported("traffic.backend", self.traffic.backend.as_str(), "af_packet");
+        }
+        if self.traffic.pattern != Pattern::Cbr {
+            return unsupported("traffic.pattern", self.traffic.pattern.as_str(), "cbr");
+        }
+        Ok(())
+    }
+
+    /// The runs of this experiment, in execution order.
+    pub fn expand(&self, text: &str) -> Result<Vec<RunPlan>, LabError> {
+        self.expand_with_text(text, "spec")
+    }
+
+    fn expand_with_text(&self, text: &str, origin: &str) -> Result<Vec<RunPlan>, LabError> {
+        let base: toml::Table = toml::from_str(text).map_err(|e| LabError::Spec {
+            file: origin.to_string(),
+            message: one_line(&e.to_string()),
+        })?;
+        let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
+        for (key, values) in &self.sweep {
+            let here = where_is(text, "sweep", key);
+            let list = match values {
+                toml::Value::Array(a) if !a.is_empty() => a.clone(),
+                toml::Value::Array(_) => {
+                    return Err(LabError::Spec {
+                        file: origin.to_string(),
+                        message: format!("{here}sweep key \"{key}\" has an empty list of values: give at least one value"),
+                    })
+                }
+                other => vec![other.clone()],
+            };
+            let parts: Vec<&str> = key.split('.').collect();
+            if parts.len() != 2
+                || !["experiment", "topology", "dut", "traffic", "analysis"].contains(&parts[0])
+                || parts[0] == "experiment"
+            {
+                return Err(LabError::Spec {
+                    file: origin.to_string(),
+                    message: format!(
+                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic or analysis"
+                    ),
+                });
+            }
+            axes.push((key.clone(), list));
+        }
+
+        // Cross product, first key outermost (pos loop variables).
+        let mut combos: Vec<BTreeMap<String, toml::Value>> = vec![BTreeMap::new()];
+        for (key, values) in &axes {
+            let mut next = Vec::with_capacity(combos.len() * values.len());
+            for c in &combos {
+                for v in values {
+                    let mut c = c.clone();
+                    c.insert(key.clone(), v.clone());
+                    next.push(c);
+                }
+            }
+            combos = next;
+        }
+
+        let mut plans = Vec::new();
+        for (ci, combo) in combos.iter().enumerate() {
+            let mut doc = base.clone();
+            doc.remove("sweep");
+            for (key, value) in combo {
+                let (section, field) = key.split_once('.').unwrap_or((key, ""));
+                let entry = doc
+                    .entry(section.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(t) = entry {
+                    t.insert(field.to_string(), value.clone());
+                }
+            }
+            let resolved: Spec = toml::Value::Table(doc.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| LabError::Spec {
+                    file: origin.to_string(),
+                    message: format!(
+                        "{}the sweep value {} is not valid: {}",
+                        combo
+                            .keys()
+                            .next()
+                            .map(|k| where_is(text, "sweep", k))
+                            .unwrap_or_default(),
+                        describe_combo(combo),
+                        one_line(&e.to_string())
+                    ),
+                })?;
+            let resolved_text = toml::to_string(&doc).unwrap_or_default();
+            resolved
+                .validate(&resolved_text, origin)
+                .map_err(|e| match e {
+                    LabError::Spec { file, message } => LabError::Spec {
+                        file,
+                        message: format!("with {}: {message}", describe_combo(combo)),
+                    },
+                    other => other,
+                })?;
+            for rep in 0..self.experiment.repetitions {
+                plans.push(RunPlan {
+                    index: 0,
+                    repetition: rep,
+                    combination: ci,
+                    params: combo.clone(),
+                    spec: resolved.clone(),
+                });
+            }
+        }
+        if self.experiment.order == Order::Random {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.experiment.seed);
+            plans.shuffle(&mut rng);
+        }
+        for (i, p) in plans.iter_mut().enumerate() {
+            p.index = i;
+        }
+        Ok(plans)
+    }
+}
+
+fn describe_combo(combo: &BTreeMap<String, toml::Value>) -> String {
+    combo
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Collapse toml's multi-line error display into one sentence with its line.
+fn one_line(s: &str) -> String {
+    // toml errors look like: "TOML parse error at line 3, column 1\n  |\n3 | foo = 1\n  | ^^^\nunknown field `foo`, expected ...\n"
+    let mut head = String::new();
+    let mut tail = Vec::new();
+    for line in s.lines() {
+        let l = line.trim();
+        if l.starts_with("TOML parse error") {
+            head = l.replace("TOML parse error at ", "").to_string();
+        } else if l.is_empty() || l.starts_with('|') || l.contains(" | ") || l.starts_with('^') {
+            continue;
+        } else {
+            tail.push(l.to_string());
+        }
+    }
+    let msg = tail.join(" ");
+    if head.is_empty() {
+        msg
+    } else {
+        format!("{head}: {msg}")
+    }
+}
+
+/// "line N: " of `key` inside `[section]`, or "" if it cannot be found.
+pub(crate) fn where_is(text: &str, section: &str, key: &str) -> String {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            current = l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        if current == section {
+            let k = l.split('=').next().unwrap_or("").trim().trim_matches('"');
+            if k == key {
+                return format!("line {}: ", i + 1);
+            }
+        }
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUICK: &str = r#"
+[experiment]
+name = "quick"
+repetitions = 2
+
+[dut]
+kind = "loopback"
+
+[traffic]
+rate_pps = 1000
+frame_bytes = 64
+duration_s = 1
+
+[sweep]
+"traffic.rate_pps" = [1000, 2000, 3000]
+"dut.kind" = ["loopback", "linux-router"]
+"#;
+
+    #[test]
+    fn cross_product_times_repetitions() {
+        let spec = Spec::parse(QUICK, "t").unwrap();
+        let runs = spec.expand(QUICK).unwrap();
+        assert_eq!(runs.len(), 3 * 2 * 2);
+        // First key outermost, repetitions innermost.
+        assert_eq!(runs[0].spec.traffic.rate_pps, Rate::Pps(1000.0));
+        assert_eq!(runs[0].spec.dut.kind, DutKind::Loopback);
+        assert_eq!(runs[1].repetition, 1);
+        assert_eq!(runs[2].spec.dut.kind, DutKind::LinuxRouter);
+        assert_eq!(runs[4].spec.traffic.rate_pps, Rate::Pps(2000.0));
+        let idx: Vec<usize> = runs.iter().map(|r| r.index).collect();
+        assert_eq!(idx, (0..12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn random_order_is_a_seeded_permutation() {
+        let text = QUICK.replace("repetitions = 2", "repetitions = 2\norder = \"random\"\nseed = 7");
+        let spec = Spec::parse(&text, "t").unwrap();
+        let a = spec.expand(&text).unwrap();
+        let b = spec.expand(&text).unwrap();
+        let key = |r: &RunPlan| (r.combination, r.repetition);
+        assert_eq!(a.iter().map(key).collect::<Vec<_>>(), b.iter().map(key).collect::<Vec<_>>());
+        let mut sorted: Vec<_> = a.iter().map(key).collect();
+        assert_ne!(sorted, (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>());
+        sorted.sort();
+        assert_eq!(sorted, (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let text = "[experiment]\nname = \"x\"\n[traffic]\nrate_ps = 5\n";
+        let e = Spec::parse(text, "bad.toml").unwrap_err().to_string();
+        assert!(e.contains("rate_ps"), "{e}");
+        assert!(e.contains("line 4"), "{e}");
+        assert!(e.contains("bad.toml"), "{e}");
+    }
+
+    #[test]
+    fn zero_rate_is_rejected() {
+        let text = "[experiment]\nname = \"x\"\n[traffic]\nrate_pps = 0\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("positive number"), "{e}");
+        assert!(e.contains("line 4"), "{e}");
+    }
+
+    #[test]
+    fn frame_size_bounds() {
+        for (size, ok) in [(63, false), (64, true), (1518, true), (1519, false)] {
+            let text = format!("[experiment]\nname = \"x\"\n[traffic]\nframe_bytes = {size}\n");
+            let r = Spec::parse(&text, "s");
+            assert_eq!(r.is_ok(), ok, "{size}: {r:?}");
+            if let Err(e) = r {
+                let e = e.to_string();
+                assert!(e.contains("frame_bytes") && e.contains("line 4"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn sweep_over_unknown_key_or_bad_value_is_rejected() {
+        let text = "[experiment]\nname = \"x\"\n[sweep]\n\"traffic.rte\" = [1]\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("traffic.rte") && e.contains("rte"), "{e}");
+        let text = "[experiment]\nname = \"x\"\n[sweep]\n\"traffic.rate_pps\" = [10, -1]\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("rate_pps"), "{e}");
+        let text = "[experiment]\nname = \"x\"\n[sweep]\n\"traffic.rate_pps\" = []\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("empty list") && e.contains("line 4"), "{e}");
+    }
+
+    #[test]
+    fn bad_anomaly_and_dut_kind() {
+        let text = "[experiment]\nname = \"x\"\n[analysis]\nanomalies = [\"2:fast\"]\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("2:fast"), "{e}");
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-ruter\"\n";
+        let e = Spec::parse(text, "s").unwrap_err().to_string();
+        assert!(e.contains("linux-ruter") && e.contains("linux-router"), "{e}");
+    }
+
+    #[test]
+    fn rate_max_round_trips() {
+        let text = "[experiment]\nname = \"x\"\n[traffic]\nrate_pps = \"max\"\n";
+        let s = Spec::parse(text, "s").unwrap();
+        assert_eq!(s.traffic.rate_pps, Rate::Max);
+        let back = toml::to_string(&s).unwrap();
+        assert!(back.contains("rate_pps = \"max\""), "{back}");
+    }
+}

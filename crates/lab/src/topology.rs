@@ -1,0 +1,359 @@
+//! The built-in two-node topology (DESIGN §1): a LoadGen namespace and a DuT
+//! namespace joined by two veth pairs.
+//!
+//! ```text
+//!   nflab-<id>-lg                          nflab-<id>-dut
+//!   gen ──► lg0 ═══════ veth ═══════► dut0 ─┐
+//!                                           │ linux-router | linux-bridge
+//!   rec ◄── lg1 ◄══════ veth ════════ dut1 ◄┘
+//! ```
+//!
+//! `loopback` cables lg0 straight to lg1 and has no DuT namespace. Every
+//! namespace gets an owner file in `/run/nflab/` with the pid and start time
+//! of the process that made it, so `nflab topo gc` can tell leftovers of dead
+//! runs from namespaces in use. `Topology` removes what it created when it is
+//! dropped, whatever ended the run.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use nflab_wire::MacAddr;
+use serde::Serialize;
+
+use crate::error::LabError;
+use crate::spec::DutKind;
+
+/// Directory of owner files.
+pub const OWNER_DIR: &str = "/run/nflab";
+/// Prefix of every namespace nflab creates.
+pub const NS_PREFIX: &str = "nflab-";
+
+/// Fixed, locally administered MACs: the namespaces isolate runs, so the same
+/// addresses in every run make captures comparable.
+pub const LG0_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x00, 0x01]);
+/// MAC of lg1 (the recorder's interface).
+pub const LG1_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x00, 0x02]);
+/// MAC of dut0 (the DuT's ingress).
+pub const DUT0_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x01, 0x01]);
+/// MAC of dut1 (the DuT's egress).
+pub const DUT1_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x01, 0x02]);
+/// LoadGen sender address (RFC 2544 benchmarking range).
+pub const LG0_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// DuT ingress address.
+pub const DUT0_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// DuT egress address.
+pub const DUT1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+/// LoadGen receiver address.
+pub const LG1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
+/// A live topology; removed on drop.
+#[derive(Debug, Serialize)]
+pub struct Topology {
+    /// `<pid>-<n>`: unique among live processes.
+    pub id: String,
+    /// LoadGen namespace.
+    pub lg_ns: String,
+    /// DuT namespace, absent for `loopback`.
+    pub dut_ns: Option<String>,
+    /// Which DuT was set up.
+    pub dut: DutKind,
+    /// Generator interface (in `lg_ns`).
+    pub gen_iface: String,
+    /// Recorder interface (in `lg_ns`).
+    pub rec_iface: String,
+    #[serde(skip)]
+    removed: bool,
+}
+
+impl Topology {
+    /// Create namespaces, links, addresses and the DuT of `dut`.
+    pub fn create(dut: DutKind) -> Result<Topology, LabError> {
+        check_root()?;
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT_ID.fetch_add(1, Ordering::Relaxed)
+        );
+        let lg_ns = format!("{NS_PREFIX}{id}-lg");
+        let dut_ns = match dut {
+            DutKind::Loopback => None,
+            DutKind::LinuxRouter | DutKind::LinuxBridge => Some(format!("{NS_PREFIX}{id}-dut")),
+            other => {
+                return Err(LabError::Unsupported(format!(
+                    "dut.kind = \"{}\" cannot be built by the netns topology of this version",
+                    other.as_str()
+                )))
+            }
+        };
+        let mut topo = Topology {
+            id,
+            lg_ns,
+            dut_ns,
+            dut,
+            gen_iface: "lg0".into(),
+            rec_iface: "lg1".into(),
+            removed: false,
+        };
+        // On any error below, drop() removes what was made so far.
+        topo.build()?;
+        Ok(topo)
+    }
+
+    /// Where the generator addresses its frames.
+    pub fn probe_dst_mac(&self) -> MacAddr {
+        match self.dut {
+            DutKind::LinuxRouter => DUT0_MAC,
+            _ => LG1_MAC,
+        }
+    }
+
+    /// Namespaces of this topology.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut v = vec![self.lg_ns.clone()];
+        v.extend(self.dut_ns.clone());
+        v
+    }
+
+    fn build(&mut self) -> Result<(), LabError> {
+        let lg = self.lg_ns.clone();
+        std::fs::create_dir_all(OWNER_DIR)
+            .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
+        for ns in self.namespaces() {
+            ip(&["netns", "add", &ns])?;
+            write_owner(&ns)?;
+            // No IPv6 on the benchmark links: router solicitations and DAD
+            // would otherwise show up as foreign frames at the recorder.
+            sysctl(
+                &ns,
+                &[
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ],
+            )?;
+        }
+        let (m0, m1, d0, d1) = (
+            LG0_MAC.to_string(),
+            LG1_MAC.to_string(),
+            DUT0_MAC.to_string(),
+            DUT1_MAC.to_string(),
+        );
+        match &self.dut_ns {
+            None => {
+                ip(&["-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer", "name", "lg1", "address", &m1])?;
+            }
+            Some(dut) => {
+                ip(&["-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer", "name", "dut0", "address", &d0, "netns", dut])?;
+                ip(&["-n", &lg, "link", "add", "lg1", "address", &m1, "type", "veth", "peer", "name", "dut1", "address", &d1, "netns", dut])?;
+            }
+        }
+        ip(&["-n", &lg, "addr", "add", &format!("{LG0_IP}/24"), "dev", "lg0"])?;
+        if self.dut_ns.is_some() {
+            ip(&["-n", &lg, "addr", "add", &format!("{LG1_IP}/24"), "dev", "lg1"])?;
+        }
+        for dev in ["lo", "lg0", "lg1"] {
+            ip(&["-n", &lg, "link", "set", dev, "up"])?;
+        }
+        if let Some(dut) = self.dut_ns.clone() {
+            match self.dut {
+                DutKind::LinuxRouter => {
+                    sysctl(&dut, &["net.ipv4.ip_forward=1"])?;
+                    ip(&["-n", &dut, "addr", "add", &format!("{DUT0_IP}/24"), "dev", "dut0"])?;
+                    ip(&["-n", &dut, "addr", "add", &format!("{DUT1_IP}/24"), "dev", "dut1"])?;
+                    // Static neighbours: no ARP on the measured path.
+                    ip(&["-n", &dut, "neigh", "replace", &LG1_IP.to_string(), "lladdr", &m1, "dev", "dut1", "nud", "permanent"])?;
+                    ip(&["-n", &dut, "neigh", "replace", &LG0_IP.to_string(), "lladdr", &m0, "dev", "dut0", "nud", "permanent"])?;
+                    ip(&["-n", &lg, "neigh", "replace", &DUT0_IP.to_string(), "lladdr", &d0, "dev", "lg0", "nud", "permanent"])?;
+                }
+                DutKind::LinuxBridge => {
+                    ip(&["-n", &dut, "link", "add", "br0", "type", "bridge", "stp_state", "0"])?;
+                    ip(&["-n", &dut, "link", "set", "dut0", "master", "br0"])?;
+                    ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
+                    ip(&["-n", &dut, "link", "set", "br0", "up"])?;
+                }
+                _ => {}
+            }
+            for dev in ["lo", "dut0", "dut1"] {
+                ip(&["-n", &dut, "link", "set", dev, "up"])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leave the topology in place after this process exits (`nflab topo up`):
+    /// its owner files say "kept", so `gc` spares it and `topo down` removes it.
+    pub fn keep(mut self) -> Result<(), LabError> {
+        for ns in self.namespaces() {
+            std::fs::write(owner_path(&ns), "kept\n")
+                .map_err(|e| LabError::Topology(format!("cannot write owner file for {ns}: {e}")))?;
+        }
+        self.removed = true;
+        Ok(())
+    }
+
+    /// Remove the namespaces (their links go with them) and owner files.
+    pub fn remove(&mut self) -> Result<(), LabError> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        let mut first_err = None;
+        for ns in self.namespaces() {
+            if let Err(e) = remove_namespace(&ns) {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            eprintln!("warning: {e}");
+        }
+    }
+}
+
+/// Fail early, with the fix, when not root.
+pub fn check_root() -> Result<(), LabError> {
+    if nix::unistd::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(LabError::Host(
+            "this needs root (network namespaces and raw sockets): run it with sudo".into(),
+        ))
+    }
+}
+
+/// Remove one namespace and its owner file; a namespace already gone is fine.
+pub fn remove_namespace(ns: &str) -> Result<(), LabError> {
+    let _ = std::fs::remove_file(owner_path(ns));
+    if !std::path::Path::new("/run/netns").join(ns).exists() {
+        return Ok(());
+    }
+    ip(&["netns", "del", ns])
+}
+
+fn owner_path(ns: &str) -> PathBuf {
+    PathBuf::from(OWNER_DIR).join(format!("{ns}.owner"))
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of stat).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn write_owner(ns: &str) -> Result<(), LabError> {
+    let pid = std::process::id();
+    let start = process_start_time(pid).unwrap_or(0);
+    std::fs::write(owner_path(ns), format!("{pid} {start}\n"))
+        .map_err(|e| LabError::Topology(format!("cannot write owner file for {ns}: {e}")))
+}
+
+/// A namespace made by nflab and who owns it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamespaceInfo {
+    /// Namespace name.
+    pub name: String,
+    /// Owner pid, if known.
+    pub owner_pid: Option<u32>,
+    /// Whether the owner is still running.
+    pub owner_alive: bool,
+    /// Made by `nflab topo up` to stay until `nflab topo down`.
+    pub kept: bool,
+}
+
+/// Every nflab namespace on this host.
+pub fn list_namespaces() -> Vec<NamespaceInfo> {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    let mut out: Vec<NamespaceInfo> = dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(NS_PREFIX))
+        .map(|name| {
+            let owner = std::fs::read_to_string(owner_path(&name)).ok();
+            let kept = owner.as_deref().map(str::trim) == Some("kept");
+            let (pid, start) = match owner.as_deref().map(|s| {
+                let mut it = s.split_whitespace();
+                (
+                    it.next().and_then(|p| p.parse::<u32>().ok()),
+                    it.next().and_then(|p| p.parse::<u64>().ok()),
+                )
+            }) {
+                Some((p, s)) => (p, s),
+                // No owner file: the pid is the first part of the id.
+                None => (
+                    name.trim_start_matches(NS_PREFIX)
+                        .split('-')
+                        .next()
+                        .and_then(|p| p.parse().ok()),
+                    None,
+                ),
+            };
+            let owner_alive = match (pid, start) {
+                (Some(p), Some(s)) => process_start_time(p) == Some(s),
+                (Some(p), None) => process_start_time(p).is_some(),
+                _ => false,
+            };
+            NamespaceInfo {
+                name,
+                owner_pid: pid.filter(|_| !kept),
+                owner_alive: owner_alive && !kept,
+                kept,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Remove namespaces whose owner is gone; returns their names.
+pub fn gc() -> Result<Vec<String>, LabError> {
+    check_root()?;
+    let mut removed = Vec::new();
+    for ns in list_namespaces() {
+        if !ns.owner_alive && !ns.kept {
+            remove_namespace(&ns.name)?;
+            removed.push(ns.name);
+        }
+    }
+    Ok(removed)
+}
+
+fn ip(args: &[&str]) -> Result<(), LabError> {
+    run("ip", args)
+}
+
+fn sysctl(ns: &str, settings: &[&str]) -> Result<(), LabError> {
+    let mut args = vec!["netns", "exec", ns, "sysctl", "-qw"];
+    args.extend_from_slice(settings);
+    run("ip", &args)
+}
+
+fn run(prog: &str, args: &[&str]) -> Result<(), LabError> {
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Host(format!("cannot run '{prog}': {e}; install iproute2")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Topology(format!(
+            "'{prog} {}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
