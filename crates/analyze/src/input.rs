@@ -34,7 +34,10 @@ pub(crate) fn sent_from_highest_seq(records: &[Record]) -> Vec<FlowSent> {
 /// exclusion, and a note says so. A truncated tail is a note, not an error;
 /// the [`TailState`] is returned too. When `cfg.clock.source` is empty the
 /// file's clock is used.
-pub fn analyze_file(path: &Path, cfg: &AnalysisConfig) -> Result<(Summary, TailState), AnalyzeError> {
+pub fn analyze_file(
+    path: &Path,
+    cfg: &AnalysisConfig,
+) -> Result<(Summary, TailState), AnalyzeError> {
     let file = nflab_record::read_all(path)?;
     let mut notes = Vec::new();
     let sent = match &file.trailer {

@@ -123,9 +123,12 @@ pub fn analyze(records: &[Record], sent: &[FlowSent], cfg: &AnalysisConfig) -> S
                  the sent count does not match these records"
             ));
         }
-        counts.sent += measured;
-        counts.received += received;
-        counts.lost += measured.saturating_sub(received);
+        // Saturating: sent counts derived from garbage seqs can be near u64::MAX.
+        counts.sent = counts.sent.saturating_add(measured);
+        counts.received = counts.received.saturating_add(received);
+        counts.lost = counts
+            .lost
+            .saturating_add(measured.saturating_sub(received));
     }
     let loss_ratio = if counts.sent == 0 {
         0.0

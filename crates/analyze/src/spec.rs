@@ -85,20 +85,19 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, AnalyzeError> {
         int_part.parse().map_err(|_| overflow())?
     };
     let mut value = int.checked_mul(scale).ok_or_else(overflow)?;
-    // Fractional digits: each one is worth scale / 10^k ns.
+    // Fractional digits: the k-th is worth scale / 10^k ns (scale is a power
+    // of ten); digits below 1 ns must be zero.
     let mut unit_ns = scale;
     for d in frac_part.bytes() {
         let digit = u64::from(d - b'0');
-        if unit_ns % 10 != 0 {
+        if unit_ns == 1 {
             if digit != 0 {
                 return Err(bad("the value is not a whole number of nanoseconds"));
             }
             continue;
         }
         unit_ns /= 10;
-        value = value
-            .checked_add(digit * unit_ns)
-            .ok_or_else(overflow)?;
+        value = value.checked_add(digit * unit_ns).ok_or_else(overflow)?;
     }
     Ok(value)
 }
@@ -123,7 +122,16 @@ mod tests {
         ] {
             assert_eq!(parse_duration_ns(text).expect(text), ns, "{text}");
         }
-        for text in ["", "ms", "1.2.3ms", "-5us", "5 minutes", "0.5ns", "1.25", "99999999999999999999"] {
+        for text in [
+            "",
+            "ms",
+            "1.2.3ms",
+            "-5us",
+            "5 minutes",
+            "0.5ns",
+            "1.25",
+            "99999999999999999999",
+        ] {
             let e = parse_duration_ns(text).expect_err(text);
             assert!(e.to_string().contains(&format!("{text:?}")), "{e}");
         }
@@ -138,7 +146,10 @@ mod tests {
             ("1:1.5ms", 1, 1_500_000),
             ("2:1s", 2, 1_000_000_000),
         ] {
-            assert_eq!(text.parse::<AnomalySpec>().expect(text), AnomalySpec { n, t_ns });
+            assert_eq!(
+                text.parse::<AnomalySpec>().expect(text),
+                AnomalySpec { n, t_ns }
+            );
         }
         for text in ["2", "0:1ms", "x:1ms", "2:1parsec", "2:"] {
             let e = text.parse::<AnomalySpec>().expect_err(text);

@@ -130,7 +130,8 @@ fn reference(t: &Trace, specs: &[AnomalySpec]) -> Reference {
         j
     });
 
-    let by_key: HashMap<(u16, u64), i64> = firsts.iter().map(|r| ((r.flow, r.seq), lat(r))).collect();
+    let by_key: HashMap<(u16, u64), i64> =
+        firsts.iter().map(|r| ((r.flow, r.seq), lat(r))).collect();
     let ipdv: Vec<i64> = by_key
         .iter()
         .filter_map(|(&(f, s), &l)| {
@@ -190,7 +191,11 @@ fn check(seed: u64, with_dups: bool) {
     if !with_dups {
         assert_eq!(s.packets.duplicated, 0);
     }
-    assert_eq!(s.packets.received + s.packets.lost, s.packets.sent, "seed {seed}");
+    assert_eq!(
+        s.packets.received + s.packets.lost,
+        s.packets.sent,
+        "seed {seed}"
+    );
 
     let l = s.latency_ns;
     for (got, num, den) in [
@@ -201,7 +206,11 @@ fn check(seed: u64, with_dups: bool) {
         (l.p99_99, 9999, 10000),
         (l.p99_999, 99999, 100000),
     ] {
-        assert_eq!(got, ref_percentile(&r.lats, num, den), "seed {seed} p{num}/{den}");
+        assert_eq!(
+            got,
+            ref_percentile(&r.lats, num, den),
+            "seed {seed} p{num}/{den}"
+        );
     }
     assert_eq!(l.min, r.lats.iter().copied().min());
     assert_eq!(l.max, r.lats.iter().copied().max());

@@ -29,6 +29,8 @@ enum Command {
     Report(commands::report::Args),
     /// Manage the built-in namespace topology.
     Topo(commands::topo::Args),
+    /// Predict what the lab measures (resource model).
+    Model(commands::model::Args),
     /// Check this host: privileges, sockets, XDP, clocks, noise floor.
     Doctor(commands::doctor::Args),
 }
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Report(a) => commands::report::main(a),
         Command::Topo(a) => commands::topo::main(a),
         Command::Doctor(a) => commands::doctor::main(a),
+        Command::Model(a) => commands::model::main(a),
     };
     match result {
         Ok(code) => code,

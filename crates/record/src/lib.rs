@@ -345,8 +345,22 @@ mod tests {
     #[test]
     fn csv_has_header_and_rows() {
         let recs = [
-            Record { seq: 1, flow: 2, tx_ns: 3, rx_ns: 4, wire_len: 5, flags: 6 },
-            Record { seq: 7, flow: 8, tx_ns: 9, rx_ns: 10, wire_len: 11, flags: 12 },
+            Record {
+                seq: 1,
+                flow: 2,
+                tx_ns: 3,
+                rx_ns: 4,
+                wire_len: 5,
+                flags: 6,
+            },
+            Record {
+                seq: 7,
+                flow: 8,
+                tx_ns: 9,
+                rx_ns: 10,
+                wire_len: 11,
+                flags: 12,
+            },
         ];
         let mut out = Vec::new();
         write_csv(&recs, &mut out).expect("write to Vec");

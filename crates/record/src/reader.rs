@@ -6,8 +6,8 @@ use std::path::Path;
 
 use crate::{
     decode_record, Metadata, Record, RecordError, Trailer, BLOCK_HEADER_BYTES, BLOCK_KIND_RECORDS,
-    BLOCK_KIND_TRAILER, BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_BLOCK_RECORDS,
-    MAX_JSON_BYTES, RECORD_BYTES,
+    BLOCK_KIND_TRAILER, BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_BLOCK_RECORDS, MAX_JSON_BYTES,
+    RECORD_BYTES,
 };
 
 /// How a record stream ended. Valid once [`RecordReader::next_block`] has
@@ -222,7 +222,8 @@ impl<R: Read> RecordReader<R> {
                 return Ok(false);
             }
             if hdr[0..4] != BLOCK_MAGIC {
-                self.corrupt(n as u64,
+                self.corrupt(
+                    n as u64,
                     format!(
                         "block {idx} at byte {start}: bad block magic {:02x?} (expected \"NFBK\")",
                         &hdr[0..4]
@@ -245,7 +246,8 @@ impl<R: Read> RecordReader<R> {
                     return Ok(false);
                 }
                 other => {
-                    self.corrupt(n as u64,
+                    self.corrupt(
+                        n as u64,
                         format!("block {idx} at byte {start}: unknown block kind {other}"),
                     )?;
                     return Ok(false);
@@ -268,7 +270,8 @@ impl<R: Read> RecordReader<R> {
             let crc = crc32fast::hash(&payload);
             if crc != stored_crc {
                 self.payload = payload;
-                self.corrupt((n + len) as u64,
+                self.corrupt(
+                    (n + len) as u64,
                     format!(
                         "block {idx} at byte {start} failed its CRC check \
                          (computed {crc:#010x}, stored {stored_crc:#010x})"

@@ -236,7 +236,7 @@ fn every_truncation_point_gives_every_complete_block() {
     for len in 0..=bytes.len() {
         let cut = &bytes[..len];
         if len < header_len {
-            let err = read(cut).err().expect("a truncated header is an error");
+            let err = read(cut).expect_err("a truncated header is an error");
             let msg = err.to_string();
             assert!(
                 msg.contains("not an nflab record file") || msg.contains("corrupt header"),
@@ -293,7 +293,10 @@ fn flipped_payload_byte_in_middle_block_is_crc_truncation() {
             discarded_bytes,
             reason,
         } => {
-            assert_eq!(discarded_bytes, (bytes.len() - header_len - block_len) as u64);
+            assert_eq!(
+                discarded_bytes,
+                (bytes.len() - header_len - block_len) as u64
+            );
             assert!(reason.contains("CRC"), "{reason}");
             assert!(reason.contains("block 1"), "{reason}");
             assert!(reason.contains("middle"), "{reason}");
@@ -317,7 +320,10 @@ fn flipped_byte_in_last_block_and_trailer() {
     assert_eq!(f.trailer, None);
     match &f.tail {
         TailState::Truncated { reason, .. } => {
-            assert!(reason.contains("CRC") && reason.contains("last block"), "{reason}")
+            assert!(
+                reason.contains("CRC") && reason.contains("last block"),
+                "{reason}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -334,7 +340,9 @@ fn flipped_byte_in_last_block_and_trailer() {
     bytes[header_len + 8..header_len + 12].copy_from_slice(&u32::MAX.to_le_bytes());
     let f = read(&bytes).expect("header is fine");
     assert!(f.records.is_empty());
-    assert!(matches!(&f.tail, TailState::Truncated { reason, .. } if reason.contains("implausible")));
+    assert!(
+        matches!(&f.tail, TailState::Truncated { reason, .. } if reason.contains("implausible"))
+    );
 
     // Garbage after the trailer: the trailer is kept, the tail is not Complete.
     let mut bytes = clean;
@@ -354,26 +362,29 @@ fn bad_headers_are_errors_naming_the_problem() {
 
     let mut b = clean.clone();
     b[0] = b'X';
-    let e = read(&b).err().expect("bad magic");
+    let e = read(&b).expect_err("bad magic");
     assert!(matches!(e, RecordError::NotRecordFile { .. }), "{e}");
     assert!(e.to_string().contains("NFLABREC"), "{e}");
 
     let mut b = clean.clone();
     b[8] = 2;
-    let e = read(&b).err().expect("bad version");
-    assert!(matches!(e, RecordError::UnsupportedVersion { version: 2, .. }), "{e}");
+    let e = read(&b).expect_err("bad version");
+    assert!(
+        matches!(e, RecordError::UnsupportedVersion { version: 2, .. }),
+        "{e}"
+    );
 
     let mut b = clean.clone();
     b[22] ^= 0x20; // inside the metadata JSON
-    let e = read(&b).err().expect("bad metadata");
+    let e = read(&b).expect_err("bad metadata");
     assert!(matches!(e, RecordError::CorruptHeader { .. }), "{e}");
     assert!(e.to_string().contains("CRC32"), "{e}");
 
-    let e = read(b"a,b,c\n1,2,3\n").err().expect("csv is not nfr");
+    let e = read(b"a,b,c\n1,2,3\n").expect_err("csv is not nfr");
     assert!(matches!(e, RecordError::NotRecordFile { .. }), "{e}");
 
     let missing = std::path::Path::new("/nonexistent/dir/x.nfr");
-    let e = read_all(missing).err().expect("missing file");
+    let e = read_all(missing).expect_err("missing file");
     assert!(e.to_string().contains("/nonexistent/dir/x.nfr"), "{e}");
 }
 
@@ -383,8 +394,11 @@ fn open_names_the_file_in_header_errors() {
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let path = dir.join("not-records.csv");
     std::fs::write(&path, "seq,tx_ns,rx_ns\n").expect("write");
-    let e = read_all(&path).err().expect("not a record file");
+    let e = read_all(&path).expect_err("not a record file");
     let msg = e.to_string();
-    assert!(msg.contains("not-records.csv") && msg.contains("not an nflab record file"), "{msg}");
+    assert!(
+        msg.contains("not-records.csv") && msg.contains("not an nflab record file"),
+        "{msg}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -84,7 +84,10 @@ fn kill9_leaves_exact_prefix_and_no_trailer() {
         if let Some(status) = child.try_wait().expect("try_wait") {
             panic!("child exited before writing 3 blocks: {status}");
         }
-        assert!(Instant::now() < deadline, "child did not write 3 blocks in 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "child did not write 3 blocks in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     std::thread::sleep(Duration::from_millis(37));

@@ -105,7 +105,11 @@ pub fn incremental_update(old_csum: u16, old_word: u16, new_word: u16) -> u16 {
 /// If `old` and `new` have different lengths.
 #[inline]
 pub fn incremental_update_bytes(old_csum: u16, old: &[u8], new: &[u8]) -> u16 {
-    assert_eq!(old.len(), new.len(), "incremental_update_bytes: length mismatch");
+    assert_eq!(
+        old.len(),
+        new.len(),
+        "incremental_update_bytes: length mismatch"
+    );
     // ~m summed over words equals 0xFFFF * n - sum(m); adding the sums separately keeps
     // everything in u64 without negative intermediates.
     let n_words = old.len().div_ceil(2) as u64;
@@ -147,7 +151,10 @@ mod test {
         data[8] = 0x3f; // TTL decrement, as a router does
         let after = internet_checksum(&data);
         let w = |b: [u8; 2]| u16::from_be_bytes(b);
-        assert_eq!(incremental_update(before, w(old), w([data[8], data[9]])), after);
+        assert_eq!(
+            incremental_update(before, w(old), w([data[8], data[9]])),
+            after
+        );
         assert_eq!(
             incremental_update_bytes(before, &old, &[data[8], data[9]]),
             after

@@ -85,7 +85,12 @@ impl Default for ProbeSpec {
 impl ProbeSpec {
     /// Bytes of Ethernet header, with the VLAN tag if any.
     fn l2_bytes(&self) -> usize {
-        ethernet::HEADER_LEN + if self.vlan.is_some() { vlan::HEADER_LEN } else { 0 }
+        ethernet::HEADER_LEN
+            + if self.vlan.is_some() {
+                vlan::HEADER_LEN
+            } else {
+                0
+            }
     }
 
     /// Bytes of IP header (by the family of `src_ip`).
@@ -263,7 +268,11 @@ impl ProbeTemplate {
         let udp_len = ip_len - spec.ip_header_bytes();
         let payload_len = udp_len - udp::HEADER_LEN;
 
-        let ip_ethertype = if ipv6 { EtherType::IPV6 } else { EtherType::IPV4 };
+        let ip_ethertype = if ipv6 {
+            EtherType::IPV6
+        } else {
+            EtherType::IPV4
+        };
         ethernet::Repr {
             src_addr: spec.src_mac,
             dst_addr: spec.dst_mac,
@@ -406,7 +415,8 @@ impl ProbeTemplate {
             frame.len(),
             self.frame.len()
         );
-        let stamp = self.payload_offset + probe::STAMP.start..self.payload_offset + probe::STAMP.end;
+        let stamp =
+            self.payload_offset + probe::STAMP.start..self.payload_offset + probe::STAMP.end;
         let new = probe::stamp_bytes(seq, tx_ns);
         if let Some(at) = self.udp_checksum_offset {
             let old_csum = bytes::read_u16(&frame[at..]);
@@ -485,7 +495,12 @@ pub fn parse_probe(frame: &[u8]) -> Result<ProbeInfo, WireError> {
             if repr.protocol != udp::IP_PROTOCOL {
                 return Err(WireError::Unsupported);
             }
-            (repr.src_addr.into(), repr.dst_addr.into(), ip.payload(), false)
+            (
+                repr.src_addr.into(),
+                repr.dst_addr.into(),
+                ip.payload(),
+                false,
+            )
         }
         EtherType::IPV6 => {
             let ip = ipv6::Packet::new_unchecked(l3);
@@ -493,7 +508,12 @@ pub fn parse_probe(frame: &[u8]) -> Result<ProbeInfo, WireError> {
             if repr.next_header != udp::IP_PROTOCOL {
                 return Err(WireError::Unsupported);
             }
-            (repr.src_addr.into(), repr.dst_addr.into(), ip.payload(), true)
+            (
+                repr.src_addr.into(),
+                repr.dst_addr.into(),
+                ip.payload(),
+                true,
+            )
         }
         _ => return Err(WireError::Unsupported),
     };

@@ -163,10 +163,8 @@ impl Repr {
         dst_addr: IpAddr,
     ) -> Result<Repr, WireError> {
         packet.check_len()?;
-        let checksum_optional = src_addr.is_ipv4();
-        if !(checksum_optional && packet.checksum() == 0)
-            && !packet.verify_checksum(src_addr, dst_addr)
-        {
+        let no_checksum = packet.checksum() == 0 && src_addr.is_ipv4();
+        if !no_checksum && !packet.verify_checksum(src_addr, dst_addr) {
             return Err(WireError::BadChecksum);
         }
         Ok(Repr {

@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod doctor;
 pub mod gen;
+pub mod model;
 pub mod recv;
 pub mod report;
 pub mod run;

@@ -52,10 +52,8 @@ static GOLDEN_V4: [u8; 60] = [
     0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
 ];
 
-// The same probe with an 802.1Q tag (VID 100, PCP 5) in a 68-byte frame: 4 more bytes of
-// header, so the IP payload and the frame are the same as above plus 4 B of zero padding?
-// No: the frame grows by the tag only (68 = 64 + 4), the IP packet stays 46 B, checksum
-// 0xaddf as above.
+// The same probe with an 802.1Q tag (VID 100, PCP 5) in a 68-byte frame: the frame grows
+// by the tag only (68 = 64 + 4), so the IP packet and its checksum (0xaddf) are unchanged.
 static GOLDEN_V4_VLAN: [u8; 64] = [
     0x02, 0x00, 0x00, 0x00, 0x00, 0x02, //
     0x02, 0x00, 0x00, 0x00, 0x00, 0x01, //
@@ -121,7 +119,10 @@ fn golden_v4_builds() {
     let mut out = [0x55u8; 70];
     assert_eq!(t.write(&mut out, SEQ, TX_NS), 60);
     assert_eq!(out[..60], GOLDEN_V4);
-    assert!(out[60..].iter().all(|&b| b == 0x55), "write touched bytes past len()");
+    assert!(
+        out[60..].iter().all(|&b| b == 0x55),
+        "write touched bytes past len()"
+    );
     // The template itself is the golden frame with seq and tx_ns zero.
     let mut zeroed = GOLDEN_V4;
     zeroed[46..60].fill(0);
@@ -207,8 +208,14 @@ fn min_and_max_frame_bytes() {
     assert_eq!(ProbeSpec { vlan: tag, ..v4 }.max_frame_bytes(), 1522);
     assert_eq!(ProbeSpec { mtu: 9000, ..v6 }.max_frame_bytes(), 9018);
     // The IP length fields cap the MTU.
-    assert_eq!(ProbeSpec { mtu: 1 << 20, ..v4 }.max_frame_bytes(), 65535 + 18);
-    assert_eq!(ProbeSpec { mtu: 1 << 20, ..v6 }.max_frame_bytes(), 65575 + 18);
+    assert_eq!(
+        ProbeSpec { mtu: 1 << 20, ..v4 }.max_frame_bytes(),
+        65535 + 18
+    );
+    assert_eq!(
+        ProbeSpec { mtu: 1 << 20, ..v6 }.max_frame_bytes(),
+        65575 + 18
+    );
     assert_eq!(ProbeSpec::default().frame_bytes, 64);
     assert_eq!(ProbeSpec::default().mtu, 1500);
 }
@@ -218,13 +225,34 @@ fn frame_too_small() {
     let tag = Some(VlanTag { vid: 1, pcp: 0 });
     let cases = [
         (golden_spec(), 63, 64, false, false),
-        (ProbeSpec { vlan: tag, ..golden_spec() }, 67, 68, true, false),
+        (
+            ProbeSpec {
+                vlan: tag,
+                ..golden_spec()
+            },
+            67,
+            68,
+            true,
+            false,
+        ),
         (v6_spec(), 83, 84, false, true),
-        (ProbeSpec { vlan: tag, ..v6_spec() }, 87, 88, true, true),
+        (
+            ProbeSpec {
+                vlan: tag,
+                ..v6_spec()
+            },
+            87,
+            88,
+            true,
+            true,
+        ),
         (golden_spec(), 0, 64, false, false),
     ];
     for (spec, frame_bytes, min_bytes, vlan, ipv6) in cases {
-        let spec = ProbeSpec { frame_bytes, ..spec };
+        let spec = ProbeSpec {
+            frame_bytes,
+            ..spec
+        };
         assert_eq!(
             ProbeTemplate::new(&spec).unwrap_err(),
             BuildError::FrameTooSmall {
@@ -268,7 +296,15 @@ fn frame_too_large() {
     let tag = Some(VlanTag { vid: 1, pcp: 0 });
     let cases = [
         (golden_spec(), 1500, 1518, false),
-        (ProbeSpec { vlan: tag, ..golden_spec() }, 1500, 1522, true),
+        (
+            ProbeSpec {
+                vlan: tag,
+                ..golden_spec()
+            },
+            1500,
+            1522,
+            true,
+        ),
         (v6_spec(), 9000, 9018, false),
         (golden_spec(), 1 << 20, 65553, false),
     ];
@@ -413,11 +449,49 @@ fn parse_v6_checks_udp_checksum() {
     assert_eq!(parse_probe(&moved), Err(WireError::BadChecksum));
 }
 
+/// A UDP checksum that computes to 0 must be sent as 0xFFFF (RFC 768), by `write` and by the
+/// incremental update in `patch` alike. The last 16-bit word of `seq` runs through all
+/// values, so one of them makes the sum hit that case.
+#[test]
+fn udp_checksum_zero_is_sent_as_ffff() {
+    let t = ProbeTemplate::new(&v6_spec()).unwrap();
+    let csum_at = 14 + 40 + 6;
+    let mut f = vec![0u8; t.len()];
+    let mut found = None;
+    for seq in 0..=0xffffu64 {
+        t.write(&mut f, seq, 0);
+        if f[csum_at..csum_at + 2] == [0xff, 0xff] {
+            found = Some(seq);
+            break;
+        }
+    }
+    let seq = found.expect("some seq gives a computed checksum of 0");
+    let mut zeroed = f.clone();
+    zeroed[csum_at..csum_at + 2].fill(0);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&zeroed[14 + 8..14 + 40]); // source and destination
+    pseudo.extend_from_slice(&((f.len() - 54) as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 17]);
+    pseudo.extend_from_slice(&zeroed[54..]);
+    assert_eq!(naive_checksum(&pseudo), 0);
+    assert_eq!(parse_probe(&f).map(|i| i.seq), Ok(seq));
+    let mut g = vec![0u8; t.len()];
+    t.write(&mut g, seq + 12345, 99);
+    t.patch(&mut g, seq, 0);
+    assert_eq!(g, f);
+}
+
 #[test]
 fn parse_probe_payload_errors() {
     assert_eq!(parse_probe_payload(&[]), Err(WireError::Truncated));
-    assert_eq!(parse_probe_payload(&GOLDEN_V4[42..59]), Err(WireError::Truncated));
-    assert_eq!(parse_probe_payload(&GOLDEN_V4[..]), Err(WireError::NotProbe));
+    assert_eq!(
+        parse_probe_payload(&GOLDEN_V4[42..59]),
+        Err(WireError::Truncated)
+    );
+    assert_eq!(
+        parse_probe_payload(&GOLDEN_V4[..]),
+        Err(WireError::NotProbe)
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -432,10 +506,8 @@ fn arb_ips() -> impl Strategy<Value = (IpAddr, IpAddr)> {
     prop_oneof![
         (any::<[u8; 4]>(), any::<[u8; 4]>())
             .prop_map(|(s, d)| (IpAddr::V4(s.into()), IpAddr::V4(d.into()))),
-        (any::<[u8; 16]>(), any::<[u8; 16]>()).prop_map(|(s, d)| (
-            IpAddr::V6(Ipv6Addr::from(s)),
-            IpAddr::V6(Ipv6Addr::from(d))
-        )),
+        (any::<[u8; 16]>(), any::<[u8; 16]>())
+            .prop_map(|(s, d)| (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))),
     ]
 }
 
