@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, every unit,
+# property and end-to-end test (real namespaces and veth, so as root), and a
+# final check that no test left a network namespace behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: the end-to-end tests create network namespaces: run as root (sudo $0)" >&2
+  exit 1
+fi
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked 2>&1 | tee target/test-output.txt
+status=${PIPESTATUS[0]}
+left=$(ip netns list | grep -c . || true)
+if [ "$left" -ne 0 ]; then
+  echo "error: tests left $left network namespace(s):" >&2
+  ip netns list >&2
+  exit 1
+fi
+exit "$status"
