@@ -1,0 +1,436 @@
+//! Backends against real kernel objects: a network namespace with a veth pair per test.
+//!
+//! Needs root (namespaces, raw sockets, bpf); as another user each test prints why it
+//! skipped and passes. Every namespace is removed by a guard's Drop, also when a test panics.
+
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nflab_io::clock::realtime_ns;
+use nflab_io::probe_caps::{self, XdpAttach};
+use nflab_io::{iface, AfPacket, AfPacketConfig, IoError, PacketIo, TsSource, UdpIo};
+
+/// IEEE 802 "local experimental ethertype 1": nothing else on the veth uses it.
+const ETHERTYPE_TEST: u16 = 0x88B5;
+const MAGIC: &[u8; 4] = b"NFLB";
+const FRAME_BYTES: usize = 60;
+
+fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        println!("skipping {test}: needs root for network namespaces and raw sockets");
+    }
+    root
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace that exists exactly as long as this value.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("nflabtest-io-{}-{tag}", std::process::id());
+        // A leftover of a crashed run with the same pid would make `add` fail.
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run("ip", &["netns", "add", &name]);
+        let ns = Netns { name };
+        // No IPv6 autoconfiguration chatter (DAD, RS, MLD) on the test links.
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+        ns
+    }
+
+    /// `ip netns exec NAME args...`
+    fn exec(&self, args: &[&str]) {
+        let mut a = vec!["netns", "exec", &self.name];
+        a.extend_from_slice(args);
+        run("ip", &a);
+    }
+
+    /// `ip -n NAME args...`
+    fn ip(&self, args: &str) {
+        let mut a = vec!["-n", &self.name];
+        a.extend(args.split_whitespace());
+        run("ip", &a);
+    }
+
+    fn ip_output(&self, args: &str) -> String {
+        let mut a = vec!["-n", self.name.as_str()];
+        a.extend(args.split_whitespace());
+        let out = Command::new("ip").args(&a).output().expect("ip");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A veth pair va <-> vb, both up.
+    fn with_veth(tag: &str) -> Netns {
+        let ns = Netns::new(tag);
+        ns.ip("link add va type veth peer name vb");
+        ns.ip("link set va up");
+        ns.ip("link set vb up");
+        ns
+    }
+
+    /// Run `f` on a fresh thread that has entered this namespace (setns is per thread).
+    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.name);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let file = std::fs::File::open(&path).expect("open netns file");
+                // SAFETY: a valid namespace fd; CLONE_NEWNET switches only this thread.
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let ok = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("warning: could not delete network namespace {}", self.name);
+        }
+    }
+}
+
+/// Write test frame `seq` (dst, src, ethertype, magic, seq) and return its length.
+fn build_frame(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], seq: u64) -> usize {
+    buf[..FRAME_BYTES].fill(0);
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+    buf[12..14].copy_from_slice(&ETHERTYPE_TEST.to_be_bytes());
+    buf[14..18].copy_from_slice(MAGIC);
+    buf[18..26].copy_from_slice(&seq.to_be_bytes());
+    FRAME_BYTES
+}
+
+fn parse_frame(f: &[u8]) -> Option<u64> {
+    if f.len() >= 26 && f[12..14] == ETHERTYPE_TEST.to_be_bytes() && &f[14..18] == MAGIC {
+        Some(u64::from_be_bytes(f[18..26].try_into().ok()?))
+    } else {
+        None
+    }
+}
+
+fn tx_only() -> AfPacketConfig {
+    AfPacketConfig {
+        rx: false,
+        ..AfPacketConfig::default()
+    }
+}
+
+fn rx_only() -> AfPacketConfig {
+    AfPacketConfig {
+        tx: false,
+        ..AfPacketConfig::default()
+    }
+}
+
+#[test]
+fn af_packet_moves_10k_frames_in_order_with_kernel_timestamps() {
+    if !root_or_skip("af_packet_moves_10k_frames_in_order_with_kernel_timestamps") {
+        return;
+    }
+    const N: u64 = 10_000;
+    let ns = Netns::with_veth("afp");
+    ns.enter(|| {
+        probe_caps::af_packet().expect("AF_PACKET as root");
+        let mut tx = AfPacket::open("va", &tx_only()).expect("open TX on va");
+        let mut rx = AfPacket::open("vb", &rx_only()).expect("open RX on vb");
+        let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+        assert_ne!(src, [0; 6]);
+        assert_eq!(tx.max_frame_len(), 1500 + 14 + 4);
+        let done_sending = AtomicBool::new(false);
+
+        let t_start = realtime_ns();
+        let t0 = Instant::now();
+        let (seqs, ts, others, rx_stats) = std::thread::scope(|s| {
+            let receiver = s.spawn(|| {
+                let (mut seqs, mut ts, mut others) = (Vec::new(), Vec::new(), 0u64);
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while (seqs.len() as u64) < N && Instant::now() < deadline {
+                    rx.rx_batch(256, Duration::from_millis(50), &mut |f, m| {
+                        let now = realtime_ns();
+                        match parse_frame(f) {
+                            Some(seq) => {
+                                assert_eq!(m.wire_len, FRAME_BYTES);
+                                assert_eq!(m.ts_source, TsSource::KernelSoftware);
+                                let t = m.ts_ns.expect("kernel timestamp");
+                                assert!(t <= now, "stamp {t} after delivery {now}");
+                                seqs.push(seq);
+                                ts.push(t);
+                            }
+                            None => others += 1,
+                        }
+                    })
+                    .expect("rx_batch");
+                }
+                (seqs, ts, others, rx.stats())
+            });
+            let mut sent = 0u64;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while sent < N {
+                assert!(Instant::now() < deadline, "TX stalled at {sent}");
+                let want = (N - sent).min(64) as usize;
+                let q = tx
+                    .tx_batch(want, &mut |i, buf| build_frame(buf, dst, src, sent + i as u64))
+                    .expect("tx_batch");
+                sent += q as u64;
+                tx.flush_tx().expect("flush_tx");
+                if q < want {
+                    std::thread::yield_now();
+                }
+            }
+            while tx.tx_outstanding() > 0 {
+                assert!(Instant::now() < deadline, "TX ring never drained");
+                tx.flush_tx().expect("flush_tx");
+                std::thread::yield_now();
+            }
+            done_sending.store(true, Ordering::Relaxed);
+            receiver.join().unwrap()
+        });
+        let elapsed = t0.elapsed();
+        let t_end = realtime_ns();
+
+        assert_eq!(seqs.len() as u64, N, "received {} of {N}", seqs.len());
+        assert!(seqs.iter().copied().eq(0..N), "frames out of order");
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "timestamps decrease");
+        assert!(ts[0] >= t_start && ts[ts.len() - 1] <= t_end);
+        let tx_stats = tx.stats();
+        assert_eq!(tx_stats.tx_packets, N);
+        assert_eq!(rx_stats.rx_packets, N + others);
+        assert_eq!(rx_stats.rx_kernel_drops, 0);
+        println!(
+            "af_packet veth: {N} frames of {FRAME_BYTES} B in {:.1} ms = {:.0} frames/s (debug build), \
+             stamps span {:.1} ms, TX ring full {} times, {others} other frames",
+            elapsed.as_secs_f64() * 1e3,
+            N as f64 / elapsed.as_secs_f64(),
+            (ts[ts.len() - 1] - ts[0]) as f64 / 1e6,
+            tx_stats.tx_ring_full
+        );
+    });
+}
+
+#[test]
+fn af_packet_stamps_at_receive_not_at_read() {
+    if !root_or_skip("af_packet_stamps_at_receive_not_at_read") {
+        return;
+    }
+    let ns = Netns::with_veth("stamp");
+    ns.enter(|| {
+        let mut tx = AfPacket::open("va", &tx_only()).unwrap();
+        let mut rx = AfPacket::open("vb", &rx_only()).unwrap();
+        let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+        let t_send = realtime_ns();
+        assert_eq!(
+            tx.tx_batch(1, &mut |_, b| build_frame(b, dst, src, 7)).unwrap(),
+            1
+        );
+        tx.flush_tx().unwrap();
+        let t_sent = realtime_ns();
+        // Read 100 ms later: an application stamp would be >= 100 ms after the send.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut stamp = None;
+        rx.rx_batch(8, Duration::from_secs(2), &mut |f, m| {
+            if parse_frame(f) == Some(7) {
+                stamp = m.ts_ns;
+            }
+        })
+        .unwrap();
+        let t = stamp.expect("frame 7 received");
+        assert!(t >= t_send && t <= t_sent, "stamp {t} not within send [{t_send}, {t_sent}]");
+    });
+}
+
+#[test]
+fn af_packet_rejects_frames_the_kernel_would_drop_and_unused_directions() {
+    if !root_or_skip("af_packet_rejects_frames_the_kernel_would_drop_and_unused_directions") {
+        return;
+    }
+    let ns = Netns::with_veth("len");
+    ns.enter(|| {
+        let mut tx = AfPacket::open("va", &tx_only()).unwrap();
+        let mut rx = AfPacket::open("vb", &rx_only()).unwrap();
+        // Untagged: at most MTU + 14.
+        let e = tx.tx_batch(1, &mut |_, b| {
+            b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            1515
+        });
+        match e {
+            Err(IoError::FrameTooLong { len: 1515, max: 1514, .. }) => {}
+            other => panic!("expected FrameTooLong, got {other:?}"),
+        }
+        assert!(matches!(
+            tx.tx_batch(1, &mut |_, _| 13),
+            Err(IoError::FrameTooShort { .. })
+        ));
+        // 802.1Q tagged: MTU + 18 is allowed and arrives whole.
+        let tagged = tx.tx_batch(1, &mut |_, b| {
+            b[..1518].fill(0xab);
+            b[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+            1518
+        });
+        assert_eq!(tagged.unwrap(), 1);
+        tx.flush_tx().unwrap();
+        let mut lens = Vec::new();
+        rx.rx_batch(4, Duration::from_secs(2), &mut |f, m| lens.push((f.len(), m.wire_len)))
+            .unwrap();
+        assert_eq!(lens, vec![(1518, 1518)]);
+        // Directions that were not opened say so.
+        let e = rx.tx_batch(1, &mut |_, _| 60).unwrap_err();
+        assert!(e.to_string().contains("opened without tx"), "{e}");
+        assert!(tx.rx_batch(1, Duration::ZERO, &mut |_, _| {}).is_err());
+        // Nothing was queued by the rejected calls: only the tagged frame went out.
+        assert_eq!(tx.stats().tx_packets, 1);
+    });
+}
+
+#[test]
+fn af_packet_small_rx_batches_keep_position_inside_a_block() {
+    if !root_or_skip("af_packet_small_rx_batches_keep_position_inside_a_block") {
+        return;
+    }
+    let ns = Netns::with_veth("small");
+    ns.enter(|| {
+        let mut tx = AfPacket::open("va", &tx_only()).unwrap();
+        let cfg = AfPacketConfig {
+            rx_block_bytes: 1 << 16,
+            rx_blocks: 4,
+            ..rx_only()
+        };
+        let mut rx = AfPacket::open("vb", &cfg).unwrap();
+        let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+        // 1000 frames over 64 KiB blocks: several blocks, each read 3 frames at a time.
+        const N: u64 = 1000;
+        let mut sent = 0;
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while (got.len() as u64) < N {
+            assert!(Instant::now() < deadline, "stalled at {}", got.len());
+            if sent < N {
+                let q = tx
+                    .tx_batch(((N - sent) as usize).min(100), &mut |i, b| {
+                        build_frame(b, dst, src, sent + i as u64)
+                    })
+                    .unwrap();
+                sent += q as u64;
+                tx.flush_tx().unwrap();
+            }
+            rx.rx_batch(3, Duration::from_millis(10), &mut |f, _| {
+                if let Some(s) = parse_frame(f) {
+                    got.push(s)
+                }
+            })
+            .unwrap();
+        }
+        assert!(got.iter().copied().eq(0..N));
+        // The small ring may have overflowed while we read 3 at a time? It must not have:
+        // every frame arrived, so the kernel dropped none.
+        assert_eq!(rx.stats().rx_kernel_drops, 0);
+    });
+}
+
+#[test]
+fn udp_over_loopback_with_kernel_timestamps() {
+    if !root_or_skip("udp_over_loopback_with_kernel_timestamps") {
+        return;
+    }
+    const N: u32 = 2_000;
+    let ns = Netns::new("udp");
+    ns.ip("link set lo up");
+    ns.enter(|| {
+        let lo = "127.0.0.1:0".parse().unwrap();
+        let mut b = UdpIo::open(lo, None).expect("bind receiver");
+        let mut a = UdpIo::open(lo, Some(b.local_addr())).expect("bind sender");
+        assert_ne!(b.local_addr().port(), 0);
+        assert_eq!((a.name(), a.layer()), ("udp", nflab_io::Layer::UdpPayload));
+        let t_start = realtime_ns();
+        let mut got: Vec<(u32, u64, usize)> = Vec::new();
+        let mut sent = 0u32;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while (got.len() as u32) < N {
+            assert!(Instant::now() < deadline, "stalled at {}", got.len());
+            if sent < N {
+                let want = (N - sent).min(100) as usize;
+                let q = a
+                    .tx_batch(want, &mut |i, buf| {
+                        buf[..4].copy_from_slice(&(sent + i as u32).to_be_bytes());
+                        buf[4..100].fill(0x5a);
+                        100
+                    })
+                    .unwrap();
+                a.flush_tx().unwrap();
+                sent += q as u32;
+            }
+            b.rx_batch(64, Duration::from_millis(10), &mut |f, m| {
+                assert_eq!(m.ts_source, TsSource::KernelSoftware);
+                assert_eq!((f.len(), m.wire_len), (100, 100));
+                got.push((u32::from_be_bytes(f[..4].try_into().unwrap()), m.ts_ns.unwrap(), f.len()));
+            })
+            .unwrap();
+        }
+        let t_end = realtime_ns();
+        assert!(got.iter().map(|g| g.0).eq(0..N), "datagrams out of order");
+        assert!(got.windows(2).all(|w| w[0].1 <= w[1].1), "timestamps decrease");
+        assert!(got[0].1 >= t_start && got[got.len() - 1].1 <= t_end);
+        let (sa, sb) = (a.stats(), b.stats());
+        assert_eq!((sa.tx_packets, sb.rx_packets, sb.rx_kernel_drops), (N as u64, N as u64, 0));
+        // A receive with nothing pending times out with 0.
+        assert_eq!(b.rx_batch(1, Duration::from_millis(5), &mut |_, _| {}).unwrap(), 0);
+        // The receiver has no peer.
+        assert!(matches!(
+            b.tx_batch(1, &mut |_, _| 1),
+            Err(IoError::NoPeer { .. })
+        ));
+    });
+}
+
+fn assert_no_xdp(ns: &Netns, dev: &str) {
+    let out = ns.ip_output(&format!("-d link show dev {dev}"));
+    assert!(out.contains(dev), "ip link show gave: {out}");
+    assert!(!out.contains("xdp"), "an XDP program stayed attached: {out}");
+}
+
+#[test]
+fn xdp_probe_attaches_and_leaves_nothing_behind() {
+    if !root_or_skip("xdp_probe_attaches_and_leaves_nothing_behind") {
+        return;
+    }
+    let ns = Netns::with_veth("xdp");
+    ns.enter(|| {
+        probe_caps::af_xdp().expect("AF_XDP socket as root");
+        probe_caps::xdp_on("va").expect("XDP on veth");
+        assert_no_xdp(&ns, "va");
+        probe_caps::xdp_on_with("va", XdpAttach::Link).expect("XDP via BPF link");
+        assert_no_xdp(&ns, "va");
+        probe_caps::xdp_on_with("va", XdpAttach::Netlink).expect("XDP via netlink");
+        assert_no_xdp(&ns, "va");
+        assert!(matches!(
+            probe_caps::xdp_on("nope0"),
+            Err(IoError::NoSuchInterface { .. })
+        ));
+    });
+}
