@@ -129,6 +129,8 @@ struct RxRing {
     next_off: usize,
     /// True between taking `cur` from the kernel and giving it back.
     open: bool,
+    /// Scratch for frames whose VLAN tag is re-inserted; grows to the largest such frame.
+    vlan_buf: Vec<u8>,
 }
 
 struct TxRing {
@@ -184,7 +186,8 @@ impl RxRing {
                 ),
             ));
         }
-        if cfg.rx_blocks == 0 || (cfg.rx_block_bytes as u64) * (cfg.rx_blocks as u64) > u32::MAX as u64
+        if cfg.rx_blocks == 0
+            || (cfg.rx_block_bytes as u64) * (cfg.rx_blocks as u64) > u32::MAX as u64
         {
             return Err(cfg_err(
                 "rx_blocks",
@@ -209,8 +212,8 @@ impl RxRing {
                 | libc::SOF_TIMESTAMPING_SOFTWARE
                 | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
             let _ = sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags);
-            let ring_flags = (libc::SOF_TIMESTAMPING_SOFTWARE
-                | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
+            let ring_flags = (libc::SOF_TIMESTAMPING_SOFTWARE | libc::SOF_TIMESTAMPING_RAW_HARDWARE)
+                as libc::c_int;
             let _ = sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_TIMESTAMP, ring_flags);
         }
         let req = libc::tpacket_req3 {
@@ -228,7 +231,7 @@ impl RxRing {
                     "rx_blocks",
                     format!(
                         "asks for {} MiB of RX ring the kernel could not allocate: use fewer or smaller blocks",
-                        cfg.rx_block_bytes * cfg.rx_blocks >> 20
+                        (cfg.rx_block_bytes * cfg.rx_blocks) >> 20
                     ),
                 )
             } else {
@@ -253,6 +256,7 @@ impl RxRing {
             left: 0,
             next_off: 0,
             open: false,
+            vlan_buf: Vec::new(),
         })
     }
 
@@ -326,8 +330,9 @@ impl RxRing {
                 let snap = (h.tp_snaplen as usize).min(self.block_bytes.saturating_sub(start));
                 // SAFETY: [start, start + snap) lies inside the block we own (clamped above);
                 // the slice lives only for the sink call, before the block is handed back.
-                let data =
-                    unsafe { std::slice::from_raw_parts(self.block_ptr(self.cur).add(start), snap) };
+                let data = unsafe {
+                    std::slice::from_raw_parts(self.block_ptr(self.cur).add(start), snap)
+                };
                 let (ts_ns, ts_source) = if self.timestamps {
                     let ts = h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64;
                     // Without either flag the kernel read CLOCK_REALTIME itself in
@@ -341,14 +346,38 @@ impl RxRing {
                 } else {
                     (None, TsSource::None)
                 };
-                sink(
-                    data,
-                    RxMeta {
-                        ts_ns,
-                        ts_source,
-                        wire_len: h.tp_len as usize,
-                    },
-                );
+                let meta = RxMeta {
+                    ts_ns,
+                    ts_source,
+                    wire_len: h.tp_len as usize,
+                };
+                if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 && data.len() >= 2 * 6 {
+                    // The stack moved the 802.1Q tag into metadata (skb_vlan_untag) before
+                    // the packet socket saw the frame; put it back where it was on the
+                    // wire, as libpcap does, so tagged traffic reads as sent.
+                    let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0
+                        && h.hv1.tp_vlan_tpid != 0
+                    {
+                        h.hv1.tp_vlan_tpid
+                    } else {
+                        ETH_P_8021Q
+                    };
+                    self.vlan_buf.clear();
+                    self.vlan_buf.extend_from_slice(&data[..12]);
+                    self.vlan_buf.extend_from_slice(&tpid.to_be_bytes());
+                    self.vlan_buf
+                        .extend_from_slice(&(h.hv1.tp_vlan_tci as u16).to_be_bytes());
+                    self.vlan_buf.extend_from_slice(&data[12..]);
+                    sink(
+                        &self.vlan_buf,
+                        RxMeta {
+                            wire_len: meta.wire_len + VLAN_HLEN,
+                            ..meta
+                        },
+                    );
+                } else {
+                    sink(data, meta);
+                }
                 n += 1;
                 self.left -= 1;
                 self.next_off = off + h.tp_next_offset as usize;
@@ -381,7 +410,7 @@ impl TxRing {
     fn open(ifname: &str, ifindex: u32, cfg: &AfPacketConfig) -> Result<TxRing, IoError> {
         let page = sys::page_size();
         let fb = cfg.tx_frame_bytes;
-        if fb % TPACKET_ALIGNMENT != 0 || fb < TX_DATA_OFFSET + 64 || fb > 1 << 20 {
+        if fb % TPACKET_ALIGNMENT != 0 || !(TX_DATA_OFFSET + 64..=1 << 20).contains(&fb) {
             return Err(cfg_err(
                 "tx_frame_bytes",
                 format!(
@@ -438,7 +467,8 @@ impl TxRing {
 
     fn slot_ptr(&self, i: usize) -> *mut u8 {
         debug_assert!(i < self.frames);
-        let off = (i / self.frames_per_block) * self.block_bytes + (i % self.frames_per_block) * self.frame_bytes;
+        let off = (i / self.frames_per_block) * self.block_bytes
+            + (i % self.frames_per_block) * self.frame_bytes;
         // SAFETY: i < frames, so `off + frame_bytes` is within blocks * block_bytes.
         unsafe { self.map.ptr.add(off) }
     }
@@ -469,7 +499,10 @@ impl AfPacket {
         let ifindex = iface::index(ifname)?;
         let mtu = iface::mtu(ifname)?;
         if !cfg.rx && !cfg.tx {
-            return Err(cfg_err("rx", "and 'tx' are both false: open at least one direction".into()));
+            return Err(cfg_err(
+                "rx",
+                "and 'tx' are both false: open at least one direction".into(),
+            ));
         }
         let rx = if cfg.rx {
             Some(RxRing::open(ifname, ifindex, cfg)?)
@@ -537,7 +570,11 @@ impl AfPacket {
                 return Err(IoError::FrameTooLong {
                     ifname: self.ifname.clone(),
                     len,
-                    max: if tagged { self.max_frame_len } else { untagged_max },
+                    max: if tagged {
+                        self.max_frame_len
+                    } else {
+                        untagged_max
+                    },
                 });
             }
         }
@@ -628,9 +665,8 @@ impl PacketIo for AfPacket {
         loop {
             // SAFETY: send with a NULL buffer of length 0 is the documented way to kick a
             // PACKET_TX_RING; the kernel reads frames only from the ring.
-            let rc = unsafe {
-                libc::send(tx.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT)
-            };
+            let rc =
+                unsafe { libc::send(tx.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
             if rc >= 0 {
                 break;
             }
@@ -725,7 +761,13 @@ mod tests {
         };
         let e = AfPacket::open("lo", &cfg).err().expect("must fail");
         assert!(
-            matches!(e, IoError::Config { field: "rx_block_bytes", .. }),
+            matches!(
+                e,
+                IoError::Config {
+                    field: "rx_block_bytes",
+                    ..
+                }
+            ),
             "{e:?}"
         );
         let cfg = AfPacketConfig {

@@ -103,8 +103,14 @@ mod tests {
             e.to_string(),
             "interface 'nflabnope0' does not exist in this network namespace: check the name with `ip link` and the namespace the thread runs in"
         );
-        assert!(matches!(mtu("nflabnope0"), Err(IoError::NoSuchInterface { .. })));
-        assert!(matches!(mac("nflabnope0"), Err(IoError::NoSuchInterface { .. })));
+        assert!(matches!(
+            mtu("nflabnope0"),
+            Err(IoError::NoSuchInterface { .. })
+        ));
+        assert!(matches!(
+            mac("nflabnope0"),
+            Err(IoError::NoSuchInterface { .. })
+        ));
     }
 
     #[test]

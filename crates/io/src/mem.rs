@@ -188,13 +188,23 @@ mod tests {
         let mut got = Vec::new();
         let n = b
             .rx_batch(10, Duration::ZERO, &mut |f, m| {
-                got.push((u32::from_be_bytes(f[..4].try_into().unwrap()), f.len(), m.wire_len))
+                got.push((
+                    u32::from_be_bytes(f[..4].try_into().unwrap()),
+                    f.len(),
+                    m.wire_len,
+                ))
             })
             .unwrap();
         assert_eq!(n, 5);
         assert_eq!(
             got,
-            vec![(100, 4, 4), (101, 5, 5), (102, 6, 6), (103, 4, 4), (104, 5, 5)]
+            vec![
+                (100, 4, 4),
+                (101, 5, 5),
+                (102, 6, 6),
+                (103, 4, 4),
+                (104, 5, 5)
+            ]
         );
         // Nothing went the other way.
         assert_eq!(a.rx_batch(10, Duration::ZERO, &mut |_, _| {}).unwrap(), 0);
@@ -224,7 +234,8 @@ mod tests {
         let (_a, mut b) = MemIo::pair(4);
         let t0 = Instant::now();
         assert_eq!(
-            b.rx_batch(1, Duration::from_millis(20), &mut |_, _| {}).unwrap(),
+            b.rx_batch(1, Duration::from_millis(20), &mut |_, _| {})
+                .unwrap(),
             0
         );
         let waited = t0.elapsed();
@@ -271,7 +282,9 @@ mod tests {
     #[test]
     fn too_long_frames_are_an_error() {
         let (mut a, _b) = MemIo::pair(4);
-        let e = a.tx_batch(1, &mut |_, _| MEM_MAX_FRAME_BYTES + 1).unwrap_err();
+        let e = a
+            .tx_batch(1, &mut |_, _| MEM_MAX_FRAME_BYTES + 1)
+            .unwrap_err();
         assert!(matches!(e, IoError::FrameTooLong { .. }), "{e:?}");
     }
 

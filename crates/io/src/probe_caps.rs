@@ -60,10 +60,12 @@ pub enum XdpAttach {
 pub fn xdp_on(ifname: &str) -> Result<(), IoError> {
     match xdp_on_with(ifname, XdpAttach::Link) {
         Ok(()) => Ok(()),
-        Err(e @ (IoError::NoSuchInterface { .. }
-        | IoError::BadInterfaceName { .. }
-        | IoError::NeedCapBpf { .. }
-        | IoError::XdpBusy { .. })) => Err(e),
+        Err(
+            e @ (IoError::NoSuchInterface { .. }
+            | IoError::BadInterfaceName { .. }
+            | IoError::NeedCapBpf { .. }
+            | IoError::XdpBusy { .. }),
+        ) => Err(e),
         Err(_) => xdp_on_with(ifname, XdpAttach::Netlink),
     }
 }
@@ -80,7 +82,12 @@ pub fn xdp_on_with(ifname: &str, how: XdpAttach) -> Result<(), IoError> {
             Ok(())
         }
         XdpAttach::Netlink => {
-            netlink_set_xdp(ifindex, prog.as_raw_fd(), sys::XDP_FLAGS_UPDATE_IF_NOEXIST, ifname)?;
+            netlink_set_xdp(
+                ifindex,
+                prog.as_raw_fd(),
+                sys::XDP_FLAGS_UPDATE_IF_NOEXIST,
+                ifname,
+            )?;
             netlink_set_xdp(ifindex, -1, 0, ifname)
         }
     }
@@ -199,7 +206,11 @@ fn netlink_set_xdp(ifindex: u32, prog_fd: i32, flags: u32, ifname: &str) -> Resu
     body.extend_from_slice(&(ifindex as i32).to_ne_bytes());
     body.extend_from_slice(&0u32.to_ne_bytes());
     body.extend_from_slice(&0u32.to_ne_bytes());
-    push_attr(&mut body, libc::IFLA_XDP | libc::NLA_F_NESTED as u16, &nested);
+    push_attr(
+        &mut body,
+        libc::IFLA_XDP | libc::NLA_F_NESTED as u16,
+        &nested,
+    );
     let mut msg = Vec::with_capacity(16 + body.len());
     // struct nlmsghdr { u32 len; u16 type; u16 flags; u32 seq; u32 pid; }
     msg.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
@@ -250,7 +261,8 @@ fn netlink_set_xdp(ifindex: u32, prog_fd: i32, flags: u32, ifname: &str) -> Resu
             let len = u32::from_ne_bytes(reply[off..off + 4].try_into().unwrap_or([0; 4])) as usize;
             let ty = u16::from_ne_bytes([reply[off + 4], reply[off + 5]]);
             if ty == libc::NLMSG_ERROR as u16 && off + 20 <= n {
-                let err = i32::from_ne_bytes(reply[off + 16..off + 20].try_into().unwrap_or([0; 4]));
+                let err =
+                    i32::from_ne_bytes(reply[off + 16..off + 20].try_into().unwrap_or([0; 4]));
                 if err == 0 {
                     return Ok(());
                 }

@@ -86,7 +86,12 @@ pub(crate) fn setsockopt<T: Copy>(
 }
 
 /// `setsockopt(2)` with an `int` value.
-pub(crate) fn setsockopt_int(fd: &OwnedFd, level: c_int, name: c_int, val: c_int) -> io::Result<()> {
+pub(crate) fn setsockopt_int(
+    fd: &OwnedFd,
+    level: c_int,
+    name: c_int,
+    val: c_int,
+) -> io::Result<()> {
     setsockopt(fd, level, name, &val)
 }
 

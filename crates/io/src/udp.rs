@@ -116,18 +116,31 @@ impl UdpIo {
         sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
             .map_err(|e| sys::err_from("setsockopt(SO_RXQ_OVFL)", &target, e))?;
         // Best effort: FORCE works with CAP_NET_ADMIN, the plain one up to rmem_max.
-        if sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF_BYTES).is_err()
-        {
+        if sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF_BYTES).is_err() {
             let _ = sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF_BYTES);
         }
         let (ss, len) = to_raw(&bind);
         // SAFETY: `ss` holds a valid sockaddr of length `len`.
-        let rc = unsafe { libc::bind(fd.as_raw_fd(), &ss as *const _ as *const libc::sockaddr, len) };
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &ss as *const _ as *const libc::sockaddr,
+                len,
+            )
+        };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EADDRINUSE) => sys::err_from("bind (address already in use: pick another port)", &target, e),
-                Some(libc::EADDRNOTAVAIL) => sys::err_from("bind (no interface in this network namespace has this address)", &target, e),
+                Some(libc::EADDRINUSE) => sys::err_from(
+                    "bind (address already in use: pick another port)",
+                    &target,
+                    e,
+                ),
+                Some(libc::EADDRNOTAVAIL) => sys::err_from(
+                    "bind (no interface in this network namespace has this address)",
+                    &target,
+                    e,
+                ),
                 _ => sys::err_from("bind", &target, e),
             });
         }
@@ -272,7 +285,8 @@ impl PacketIo for UdpIo {
             // SAFETY: as above.
             let mut msgs: [libc::mmsghdr; UDP_BATCH] = unsafe { std::mem::zeroed() };
             for i in 0..want {
-                iov[i].iov_base = self.rx_bufs[i * RX_BUF_BYTES..].as_mut_ptr() as *mut libc::c_void;
+                iov[i].iov_base =
+                    self.rx_bufs[i * RX_BUF_BYTES..].as_mut_ptr() as *mut libc::c_void;
                 iov[i].iov_len = RX_BUF_BYTES;
                 msgs[i].msg_hdr.msg_iov = &mut iov[i];
                 msgs[i].msg_hdr.msg_iovlen = 1;
@@ -324,11 +338,16 @@ impl PacketIo for UdpIo {
                     let mut c = libc::CMSG_FIRSTHDR(hdr);
                     while !c.is_null() {
                         let cm = &*c;
-                        if cm.cmsg_level == libc::SOL_SOCKET && cm.cmsg_type == libc::SCM_TIMESTAMPNS {
-                            let t: libc::timespec =
-                                std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                        if cm.cmsg_level == libc::SOL_SOCKET
+                            && cm.cmsg_type == libc::SCM_TIMESTAMPNS
+                        {
+                            let t: libc::timespec = std::ptr::read_unaligned(
+                                libc::CMSG_DATA(c) as *const libc::timespec
+                            );
                             ts = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
-                        } else if cm.cmsg_level == libc::SOL_SOCKET && cm.cmsg_type == libc::SO_RXQ_OVFL {
+                        } else if cm.cmsg_level == libc::SOL_SOCKET
+                            && cm.cmsg_type == libc::SO_RXQ_OVFL
+                        {
                             let d: u32 = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const u32);
                             self.stats.rx_kernel_drops = d as u64;
                         }

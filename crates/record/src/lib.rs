@@ -66,7 +66,9 @@ pub const BLOCK_KIND_TRAILER: u8 = 2;
 /// Size of a block header in bytes: magic (4), kind (1), reserved (3),
 /// count or length (4), CRC32 of the payload (4).
 pub const BLOCK_HEADER_BYTES: usize = 16;
-/// Size of one encoded record in bytes.
+/// Size of one encoded record in bytes: 30 bytes of fields and 10 reserved
+/// zero bytes, a multiple of 8 so records stay 8-byte aligned in an aligned
+/// buffer (see `docs/formats.md`).
 pub const RECORD_BYTES: usize = 40;
 /// Records per block written by [`RecordWriter`]; a block is written and
 /// flushed when this many records are buffered.
