@@ -228,6 +228,12 @@ pub fn run_cbr(
         last_tx = stamps_last;
         seq += queued as u64;
     }
+    // The last frames may still sit in the ring when the kernel was busy.
+    let flush_deadline = clock::monotonic_ns() + 100_000_000;
+    while io.tx_outstanding() > 0 && clock::monotonic_ns() < flush_deadline {
+        io.flush_tx()?;
+        std::hint::spin_loop();
+    }
     report.sent = seq;
     report.warmup = report.warmup.min(seq);
     report.first_tx_ns = first_measured_tx;

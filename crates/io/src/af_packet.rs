@@ -71,7 +71,8 @@ pub struct AfPacketConfig {
     pub rx_block_bytes: usize,
     /// Number of RX blocks. Default 64.
     pub rx_blocks: usize,
-    /// Hand a partly filled RX block to user space after this many ms. Default 1.
+    /// Hand a partly filled RX block to user space after this many ms (0: the kernel derives
+    /// it from the link speed). Frame timestamps do not depend on it. Default 1.
     pub rx_block_timeout_ms: u32,
     /// Number of TX slots (rounded up to fill whole blocks). Default 4096.
     pub tx_frames: usize,
@@ -547,39 +548,61 @@ impl AfPacket {
         }
     }
 
-    /// The TX socket and RX socket descriptors, for callers that poll several backends.
+    /// The (RX, TX) socket descriptors, for callers that poll several backends.
     pub fn raw_fds(&self) -> (Option<i32>, Option<i32>) {
         (
             self.rx.as_ref().map(|r| r.fd.as_raw_fd()),
             self.tx.as_ref().map(|t| t.fd.as_raw_fd()),
         )
     }
+}
 
-    fn check_len(&self, buf: &[u8], len: usize) -> Result<(), IoError> {
-        if len < ETH_HLEN {
-            return Err(IoError::FrameTooShort {
-                ifname: self.ifname.clone(),
+impl Drop for AfPacket {
+    /// Gives frames still queued in the TX ring a short, bounded chance to leave (about
+    /// 10 ms), so a generator that drops its backend right after its last `flush_tx` does
+    /// not lose the tail; then the rings are unmapped and the sockets closed.
+    fn drop(&mut self) {
+        const DRAIN_TRIES: usize = 100;
+        if self.tx.is_none() {
+            return;
+        }
+        for _ in 0..DRAIN_TRIES {
+            if self.tx_outstanding() == 0 || self.flush_tx().is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// Refuse a frame the kernel would reject (`tpacket_snd`: shorter than the link header,
+/// or longer than MTU + 14, where only 802.1Q-tagged frames may use 4 bytes more).
+fn check_frame_len(
+    ifname: &str,
+    mtu: usize,
+    max_frame_len: usize,
+    buf: &[u8],
+    len: usize,
+) -> Result<(), IoError> {
+    if len < ETH_HLEN {
+        return Err(IoError::FrameTooShort {
+            ifname: ifname.to_string(),
+            len,
+            min: ETH_HLEN,
+        });
+    }
+    let untagged_max = (mtu + ETH_HLEN).min(max_frame_len);
+    if len > untagged_max {
+        let tagged = u16::from_be_bytes([buf[12], buf[13]]) == ETH_P_8021Q;
+        if !tagged || len > max_frame_len {
+            return Err(IoError::FrameTooLong {
+                ifname: ifname.to_string(),
                 len,
-                min: ETH_HLEN,
+                max: if tagged { max_frame_len } else { untagged_max },
             });
         }
-        let untagged_max = (self.mtu + ETH_HLEN).min(self.max_frame_len);
-        if len > untagged_max {
-            let tagged = u16::from_be_bytes([buf[12], buf[13]]) == ETH_P_8021Q;
-            if !tagged || len > self.max_frame_len {
-                return Err(IoError::FrameTooLong {
-                    ifname: self.ifname.clone(),
-                    len,
-                    max: if tagged {
-                        self.max_frame_len
-                    } else {
-                        untagged_max
-                    },
-                });
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 impl PacketIo for AfPacket {
@@ -600,46 +623,50 @@ impl PacketIo for AfPacket {
         n: usize,
         fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
     ) -> Result<usize, IoError> {
-        if self.tx.is_none() {
+        let AfPacket {
+            ifname,
+            mtu,
+            max_frame_len,
+            tx,
+            tx_packets,
+            tx_ring_full,
+            ..
+        } = self;
+        let Some(tx) = tx.as_mut() else {
             return Err(IoError::DirectionDisabled {
                 backend: BACKEND,
-                ifname: self.ifname.clone(),
+                ifname: ifname.clone(),
                 direction: "tx",
             });
-        }
+        };
+        tx.reclaim();
         let mut queued = 0;
-        let result = loop {
-            if queued == n {
-                break Ok(());
-            }
-            let Some(tx) = self.tx.as_mut() else {
-                break Ok(());
-            };
-            if queued == 0 {
-                tx.reclaim();
-            }
+        let mut result = Ok(());
+        while queued < n {
             if tx.pending == tx.frames {
                 tx.reclaim();
                 if tx.pending == tx.frames {
-                    self.tx_ring_full += 1;
-                    break Ok(());
+                    *tx_ring_full += 1;
+                    break;
                 }
             }
             let slot = tx.head;
             let base = tx.slot_ptr(slot);
-            let cap = tx.frame_bytes - TX_DATA_OFFSET;
             // SAFETY: the slot is free (counted out of `pending`, so the kernel set it
             // AVAILABLE and is done with it); its data area [TX_DATA_OFFSET, frame_bytes)
             // lies in the mapping, and nothing else references it while `buf` lives.
-            let buf = unsafe { std::slice::from_raw_parts_mut(base.add(TX_DATA_OFFSET), cap) };
-            let len = fill(queued, buf);
-            let buf = &*buf;
-            if let Err(e) = self.check_len(buf, len) {
-                break Err(e);
-            }
-            let Some(tx) = self.tx.as_mut() else {
-                break Ok(());
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(
+                    base.add(TX_DATA_OFFSET),
+                    tx.frame_bytes - TX_DATA_OFFSET,
+                )
             };
+            let len = fill(queued, buf);
+            if let Err(e) = check_frame_len(ifname, *mtu, *max_frame_len, buf, len) {
+                // The slot stays free; frames queued before this one stay queued.
+                result = Err(e);
+                break;
+            }
             let hdr = base as *mut libc::tpacket2_hdr;
             // SAFETY: `hdr` is the slot's header, in the mapping and 16-byte aligned; the
             // kernel does not read it until it sees SEND_REQUEST below.
@@ -653,8 +680,8 @@ impl PacketIo for AfPacket {
             tx.head = (tx.head + 1) % tx.frames;
             tx.pending += 1;
             queued += 1;
-        };
-        self.tx_packets += queued as u64;
+        }
+        *tx_packets += queued as u64;
         result.map(|()| queued)
     }
 
@@ -677,10 +704,8 @@ impl PacketIo for AfPacket {
                 // slots stay marked and leave on the next flush.
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => break,
                 Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
-                    return Err(IoError::Syscall {
-                        call: "send(PACKET_TX_RING): interface is down",
-                        target: self.ifname.clone(),
-                        source: e,
+                    return Err(IoError::InterfaceDown {
+                        ifname: self.ifname.clone(),
                     })
                 }
                 _ => return Err(sys::err_from("send(PACKET_TX_RING)", &self.ifname, e)),
@@ -706,6 +731,10 @@ impl PacketIo for AfPacket {
         let n = rx.rx_batch(max, timeout, sink, &self.ifname)?;
         self.rx_packets += n as u64;
         Ok(n)
+    }
+
+    fn tx_outstanding(&mut self) -> usize {
+        AfPacket::tx_outstanding(self)
     }
 
     fn stats(&self) -> IoStats {

@@ -140,6 +140,11 @@ pub trait PacketIo: Send {
     ) -> Result<usize, IoError>;
     /// Counters since open.
     fn stats(&self) -> IoStats;
+    /// Frames queued by `tx_batch` that have not left yet (0 for backends
+    /// that send at once). A sender calls `flush_tx` until this is 0.
+    fn tx_outstanding(&mut self) -> usize {
+        0
+    }
 }
 
 /// Everything that can go wrong in this crate. Each message is one sentence that names
@@ -180,7 +185,7 @@ pub enum IoError {
         hint: &'static str,
     },
     /// A system call failed for a reason not covered by a more specific variant.
-    #[error("{call} failed on '{target}' ({source}): check that the interface is up and the settings are within the kernel's limits")]
+    #[error("{call} failed on '{target}' ({source}): check that it exists and is up and that the settings are within the kernel's limits")]
     Syscall {
         /// The call, with its option where it matters, e.g. "setsockopt(PACKET_RX_RING)".
         call: &'static str,
@@ -189,6 +194,12 @@ pub enum IoError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The interface is down.
+    #[error("interface '{ifname}' is down: bring it up with `ip link set dev {ifname} up`")]
+    InterfaceDown {
+        /// The interface.
+        ifname: String,
     },
     /// A `fill` closure returned a frame longer than the backend can send.
     #[error("frame of {len} bytes is longer than the {max} bytes '{ifname}' can send: lower the frame size or raise the interface MTU")]

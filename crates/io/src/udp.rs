@@ -130,19 +130,7 @@ impl UdpIo {
         };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EADDRINUSE) => sys::err_from(
-                    "bind (address already in use: pick another port)",
-                    &target,
-                    e,
-                ),
-                Some(libc::EADDRNOTAVAIL) => sys::err_from(
-                    "bind (no interface in this network namespace has this address)",
-                    &target,
-                    e,
-                ),
-                _ => sys::err_from("bind", &target, e),
-            });
+            return Err(sys::err_from("bind", &target, e));
         }
         // SAFETY: sockaddr_storage is plain data; all-zero is valid.
         let mut local_ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };

@@ -49,9 +49,12 @@ pub fn record<W: Write>(
             } else {
                 nflab_wire::parse_probe(frame)
             };
-            let Ok(p) = parsed else {
-                report.foreign_frames += 1;
-                return;
+            let p = match parsed {
+                Ok(p) if p.flow != crate::runner::READY_FLOW => p,
+                _ => {
+                    report.foreign_frames += 1;
+                    return;
+                }
             };
             let (rx_ns, rx_flags) = match (meta.ts_ns, meta.ts_source) {
                 (Some(t), TsSource::Hardware) => (t, flags::RX_TS_HARDWARE),

@@ -218,8 +218,8 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
     cols.push(Column::I64("latency_max_ns".into(), get(&|r| l(r).max)));
     let j = |r: &RunRow| r.summary.jitter_ns.clone();
     cols.push(Column::F64("jitter_rfc3550_ns".into(), getf(&|r| j(r).rfc3550)));
-    cols.push(Column::I64("ipdv_p50_ns".into(), get(&|r| j(r).ipdv_p50)));
-    cols.push(Column::I64("ipdv_p99_ns".into(), get(&|r| j(r).ipdv_p99)));
+    cols.push(Column::I64("ipdv_p50_ns".into(), get(&|r| j(r).ipdv_p50.map(|v| v as i64))));
+    cols.push(Column::I64("ipdv_p99_ns".into(), get(&|r| j(r).ipdv_p99.map(|v| v as i64))));
     if let Some(first) = rows.first() {
         for (i, a) in first.summary.anomalies.iter().enumerate() {
             let name = format!("anomalies_{}_{}ns", a.n, a.t_ns);

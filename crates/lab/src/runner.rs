@@ -173,16 +173,11 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
                 ..AfPacketConfig::default()
             },
         )?;
-        let rx = AfPacket::open(
-            &topo.rec_iface,
-            &AfPacketConfig {
-                rx: true,
-                tx: false,
-                ..AfPacketConfig::default()
-            },
-        )?;
+        let rx = AfPacket::open(&topo.rec_iface, &recorder_ring())?;
         (tx, rx)
     };
+
+    wait_until_forwarding(&mut tx, &mut rx, &topo, stop)?;
 
     let clock = ClockInfo {
         source: "CLOCK_REALTIME".into(),
@@ -300,6 +295,79 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
         generator: gen_report,
         recorder: rec_report,
     })
+}
+
+/// Flow id of the readiness probes sent before a run; never recorded.
+pub const READY_FLOW: u16 = u16::MAX;
+/// How long a fresh topology may take to forward its first frame.
+const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Send readiness probes until one comes back through the DuT, so that no
+/// measured packet is lost to a link or bridge port still coming up (a
+/// fresh kernel bridge drops frames for a few hundred ms on this host).
+fn wait_until_forwarding(
+    tx: &mut AfPacket,
+    rx: &mut AfPacket,
+    topo: &Topology,
+    stop: &AtomicBool,
+) -> Result<(), LabError> {
+    use nflab_io::PacketIo;
+    let template = ProbeTemplate::new(&ProbeSpec {
+        src_mac: LG0_MAC,
+        dst_mac: topo.probe_dst_mac(),
+        vlan: None,
+        src_ip: LG0_IP.into(),
+        dst_ip: LG1_IP.into(),
+        src_port: PROBE_SRC_PORT,
+        dst_port: PROBE_DST_PORT,
+        dscp: 0,
+        ttl: 64,
+        flow: READY_FLOW,
+        frame_bytes: 64,
+        mtu: 1500,
+    })?;
+    let start = std::time::Instant::now();
+    let mut seq = 0;
+    while start.elapsed() < READY_TIMEOUT && !stop.load(Ordering::Relaxed) {
+        tx.tx_batch(1, &mut |_, buf| template.write(buf, seq, nflab_io::clock::realtime_ns()))?;
+        tx.flush_tx()?;
+        seq += 1;
+        let mut ready = false;
+        rx.rx_batch(64, Duration::from_millis(10), &mut |f, _| {
+            ready |= nflab_wire::parse_probe(f).is_ok_and(|p| p.flow == READY_FLOW);
+        })?;
+        if ready {
+            // Let stragglers of the readiness probes arrive before measuring.
+            std::thread::sleep(Duration::from_millis(20));
+            while rx.rx_batch(256, Duration::from_millis(1), &mut |_, _| {})? > 0 {}
+            return Ok(());
+        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    Err(LabError::Topology(format!(
+        "the {} DuT forwarded none of {seq} probe frames within {} s: check `nflab doctor` and the DuT's set-up",
+        topo.dut.as_str(),
+        READY_TIMEOUT.as_secs()
+    )))
+}
+
+/// The recorder's ring. A TPACKET_V3 block is handed to user space when it
+/// is full or after its retire timeout, so at low rates each block carries
+/// few frames: the ring must have many blocks to ride out a recorder that is
+/// descheduled for a while (256 × 256 KiB ≈ 1 s at 10 kpps even with 4 ms
+/// blocks, and far more at high rates). The timeout only delays delivery to
+/// the recorder; the timestamps are taken by the kernel at reception.
+pub fn recorder_ring() -> AfPacketConfig {
+    AfPacketConfig {
+        rx: true,
+        tx: false,
+        rx_block_bytes: 256 << 10,
+        rx_blocks: 256,
+        rx_block_timeout_ms: 4,
+        ..AfPacketConfig::default()
+    }
 }
 
 /// Pin the calling thread; an impossible pin is reported, not fatal.

@@ -97,8 +97,8 @@ fn print_human(s: &Summary) {
     println!(
         "  jitter    rfc3550 {}  |ipdv| p50 {}  p99 {}",
         human_ns(j.rfc3550),
-        h(j.ipdv_p50),
-        h(j.ipdv_p99)
+        h(j.ipdv_p50.map(|v| v as i64)),
+        h(j.ipdv_p99.map(|v| v as i64))
     );
     for a in &s.anomalies {
         println!(

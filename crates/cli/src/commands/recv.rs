@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
-use nflab_io::{AfPacket, AfPacketConfig, PacketIo, UdpIo};
+use nflab_io::{AfPacket, PacketIo, UdpIo};
 use nflab_lab::netns::NetnsGuard;
 use nflab_record::{ClockInfo, Metadata, RecordWriter, Trailer};
 
@@ -46,11 +46,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             let Some(iface) = &args.iface else {
                 bail!("--iface is required with the af-packet backend");
             };
-            let cfg = AfPacketConfig {
-                rx: true,
-                tx: false,
-                ..AfPacketConfig::default()
-            };
+            let cfg = nflab_lab::runner::recorder_ring();
             (Box::new(AfPacket::open(iface, &cfg)?), "kernel-software")
         }
         super::gen::BackendArg::Udp => {
