@@ -121,7 +121,11 @@ impl Chain {
     /// Apps in order; every link holds `link_capacity` packets.
     pub fn new(apps: Vec<Box<dyn App>>, link_capacity: usize, batch: usize) -> Chain {
         let links = (0..=apps.len()).map(|_| Link::new(link_capacity)).collect();
-        Chain { apps, links, batch: batch.max(1) }
+        Chain {
+            apps,
+            links,
+            batch: batch.max(1),
+        }
     }
 
     /// The chain's input link.
@@ -147,7 +151,10 @@ impl Chain {
 
     /// Counters of each link, in order: (accepted, dropped).
     pub fn link_counters(&self) -> Vec<(u64, u64)> {
-        self.links.iter().map(|l| (l.tx_packets, l.tx_drops)).collect()
+        self.links
+            .iter()
+            .map(|l| (l.tx_packets, l.tx_drops))
+            .collect()
     }
 }
 
@@ -176,7 +183,10 @@ mod tests {
         let a = MacAddr([2, 0, 0, 0, 0, 0xa]);
         let b = MacAddr([2, 0, 0, 0, 0, 0xb]);
         let mut c = Chain::new(
-            vec![Box::new(L2Fwd { src: a, dst: b }), Box::new(L2Fwd { src: b, dst: a })],
+            vec![
+                Box::new(L2Fwd { src: a, dst: b }),
+                Box::new(L2Fwd { src: b, dst: a }),
+            ],
             64,
             4,
         );

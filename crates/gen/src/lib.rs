@@ -215,7 +215,7 @@ pub fn run_cbr(
         if queued == 0 {
             report.ring_full_retries += 1;
             polls = polls.wrapping_add(1);
-            if polls % 1024 == 0 {
+            if polls.is_multiple_of(1024) {
                 std::thread::yield_now();
             }
             continue;

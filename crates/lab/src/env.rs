@@ -77,7 +77,11 @@ impl Environment {
             .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cpu_governor = (0..cpus)
-            .map(|c| read(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor")))
+            .map(|c| {
+                read(&format!(
+                    "/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"
+                ))
+            })
             .collect();
         let memory_bytes = read("/proc/meminfo")
             .lines()
@@ -119,7 +123,11 @@ impl Environment {
             self.memory_bytes / (1 << 30),
             self.kernel,
             self.kernel_clocksource,
-            if self.hypervisor { " · virtual machine" } else { "" }
+            if self.hypervisor {
+                " · virtual machine"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -20,8 +20,9 @@ pub struct NetnsGuard {
 impl NetnsGuard {
     /// Move the current thread into the named namespace (`/run/netns/NAME`).
     pub fn enter(name: &str) -> Result<NetnsGuard, LabError> {
-        let original = File::open("/proc/thread-self/ns/net")
-            .map_err(|e| LabError::Topology(format!("cannot open this thread's network namespace: {e}")))?;
+        let original = File::open("/proc/thread-self/ns/net").map_err(|e| {
+            LabError::Topology(format!("cannot open this thread's network namespace: {e}"))
+        })?;
         let target = File::open(format!("/run/netns/{name}")).map_err(|e| {
             LabError::Topology(format!("network namespace '{name}' does not exist ({e})"))
         })?;

@@ -83,7 +83,13 @@ pub fn format_table(rows: &[RunRow]) -> String {
             r.summary
                 .anomalies
                 .iter()
-                .map(|a| format!("anom {}:{}", a.n, human_ns(Some(a.t_ns as f64)).replace(' ', "")))
+                .map(|a| {
+                    format!(
+                        "anom {}:{}",
+                        a.n,
+                        human_ns(Some(a.t_ns as f64)).replace(' ', "")
+                    )
+                })
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
@@ -172,9 +178,15 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
     let get = |f: &dyn Fn(&RunRow) -> Option<i64>| rows.iter().map(f).collect::<Vec<_>>();
     let getf = |f: &dyn Fn(&RunRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
     let mut cols = vec![
-        Column::Str("run".into(), rows.iter().map(|r| Some(r.run.clone())).collect()),
+        Column::Str(
+            "run".into(),
+            rows.iter().map(|r| Some(r.run.clone())).collect(),
+        ),
         Column::I64("repetition".into(), get(&|r| Some(r.repetition as i64))),
-        Column::Str("dut".into(), rows.iter().map(|r| Some(r.dut.clone())).collect()),
+        Column::Str(
+            "dut".into(),
+            rows.iter().map(|r| Some(r.dut.clone())).collect(),
+        ),
         Column::I64("frame_bytes".into(), get(&|r| Some(r.frame_bytes as i64))),
     ];
     let mut keys: Vec<&String> = rows.iter().flat_map(|r| r.params.keys()).collect();
@@ -195,31 +207,67 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
             None => Column::Str(format!("param.{k}"), vals),
         });
     }
-    let p = |r: &RunRow| r.summary.packets.clone();
-    cols.push(Column::I64("sent".into(), get(&|r| Some(p(r).sent as i64))));
-    cols.push(Column::I64("received".into(), get(&|r| Some(p(r).received as i64))));
-    cols.push(Column::I64("lost".into(), get(&|r| Some(p(r).lost as i64))));
-    cols.push(Column::I64("reordered".into(), get(&|r| Some(p(r).reordered as i64))));
-    cols.push(Column::I64("duplicated".into(), get(&|r| Some(p(r).duplicated as i64))));
-    cols.push(Column::F64("loss_ratio".into(), getf(&|r| Some(r.summary.loss_ratio))));
-    cols.push(Column::F64("offered_pps".into(), getf(&|r| r.summary.rate.offered_pps)));
-    cols.push(Column::F64("tx_pps".into(), getf(&|r| r.summary.rate.tx_pps)));
-    cols.push(Column::F64("rx_pps".into(), getf(&|r| r.summary.rate.rx_pps)));
-    let l = |r: &RunRow| r.summary.latency_ns.clone();
-    cols.push(Column::I64("latency_min_ns".into(), get(&|r| l(r).min)));
-    cols.push(Column::F64("latency_mean_ns".into(), getf(&|r| l(r).mean)));
-    cols.push(Column::F64("latency_stdev_ns".into(), getf(&|r| l(r).stdev)));
-    cols.push(Column::I64("latency_p50_ns".into(), get(&|r| l(r).p50)));
-    cols.push(Column::I64("latency_p90_ns".into(), get(&|r| l(r).p90)));
-    cols.push(Column::I64("latency_p99_ns".into(), get(&|r| l(r).p99)));
-    cols.push(Column::I64("latency_p99.9_ns".into(), get(&|r| l(r).p99_9)));
-    cols.push(Column::I64("latency_p99.99_ns".into(), get(&|r| l(r).p99_99)));
-    cols.push(Column::I64("latency_p99.999_ns".into(), get(&|r| l(r).p99_999)));
-    cols.push(Column::I64("latency_max_ns".into(), get(&|r| l(r).max)));
-    let j = |r: &RunRow| r.summary.jitter_ns.clone();
-    cols.push(Column::F64("jitter_rfc3550_ns".into(), getf(&|r| j(r).rfc3550)));
-    cols.push(Column::I64("ipdv_p50_ns".into(), get(&|r| j(r).ipdv_p50.map(|v| v as i64))));
-    cols.push(Column::I64("ipdv_p99_ns".into(), get(&|r| j(r).ipdv_p99.map(|v| v as i64))));
+    cols.push(Column::I64("sent".into(), get(&|r| Some(r.summary.packets.sent as i64))));
+    cols.push(Column::I64(
+        "received".into(),
+        get(&|r| Some(r.summary.packets.received as i64)),
+    ));
+    cols.push(Column::I64("lost".into(), get(&|r| Some(r.summary.packets.lost as i64))));
+    cols.push(Column::I64(
+        "reordered".into(),
+        get(&|r| Some(r.summary.packets.reordered as i64)),
+    ));
+    cols.push(Column::I64(
+        "duplicated".into(),
+        get(&|r| Some(r.summary.packets.duplicated as i64)),
+    ));
+    cols.push(Column::F64(
+        "loss_ratio".into(),
+        getf(&|r| Some(r.summary.loss_ratio)),
+    ));
+    cols.push(Column::F64(
+        "offered_pps".into(),
+        getf(&|r| r.summary.rate.offered_pps),
+    ));
+    cols.push(Column::F64(
+        "tx_pps".into(),
+        getf(&|r| r.summary.rate.tx_pps),
+    ));
+    cols.push(Column::F64(
+        "rx_pps".into(),
+        getf(&|r| r.summary.rate.rx_pps),
+    ));
+    cols.push(Column::I64("latency_min_ns".into(), get(&|r| r.summary.latency_ns.min)));
+    cols.push(Column::F64("latency_mean_ns".into(), getf(&|r| r.summary.latency_ns.mean)));
+    cols.push(Column::F64(
+        "latency_stdev_ns".into(),
+        getf(&|r| r.summary.latency_ns.stdev),
+    ));
+    cols.push(Column::I64("latency_p50_ns".into(), get(&|r| r.summary.latency_ns.p50)));
+    cols.push(Column::I64("latency_p90_ns".into(), get(&|r| r.summary.latency_ns.p90)));
+    cols.push(Column::I64("latency_p99_ns".into(), get(&|r| r.summary.latency_ns.p99)));
+    cols.push(Column::I64("latency_p99.9_ns".into(), get(&|r| r.summary.latency_ns.p99_9)));
+    cols.push(Column::I64(
+        "latency_p99.99_ns".into(),
+        get(&|r| r.summary.latency_ns.p99_99),
+    ));
+    cols.push(Column::I64(
+        "latency_p99.999_ns".into(),
+        get(&|r| r.summary.latency_ns.p99_999),
+    ));
+    cols.push(Column::I64("latency_max_ns".into(), get(&|r| r.summary.latency_ns.max)));
+    cols.push(Column::F64(
+        "jitter_rfc3550_ns".into(),
+        getf(&|r| r.summary.jitter_ns.rfc3550),
+    ));
+    cols.push(Column::I64(
+        "ipdv_p50_ns".into(),
+        get(&|r| r.summary.jitter_ns.ipdv_p50.map(|v| v as i64)),
+    ));
+    cols.push(Column::I64(
+        "ipdv_p99_ns".into(),
+        get(&|r| r.summary.jitter_ns.ipdv_p99.map(|v| v as i64)),
+    ));
     if let Some(first) = rows.first() {
         for (i, a) in first.summary.anomalies.iter().enumerate() {
             let name = format!("anomalies_{}_{}ns", a.n, a.t_ns);
@@ -238,7 +286,8 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
 
 /// Write one row per run to a Parquet file.
 pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
-    let err = |e: parquet::errors::ParquetError| LabError::Other(format!("{}: {e}", path.display()));
+    let err =
+        |e: parquet::errors::ParquetError| LabError::Other(format!("{}: {e}", path.display()));
     let cols = columns(rows);
     let fields = cols
         .iter()
@@ -249,9 +298,12 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
                 Column::F64(..) => (PhysicalType::DOUBLE, None),
                 Column::Bool(..) => (PhysicalType::BOOLEAN, None),
             };
-            let mut b = Type::primitive_type_builder(c.name(), pt).with_repetition(Repetition::OPTIONAL);
+            let mut b =
+                Type::primitive_type_builder(c.name(), pt).with_repetition(Repetition::OPTIONAL);
             if let Some(l) = logical {
-                b = b.with_logical_type(Some(l)).with_converted_type(ConvertedType::UTF8);
+                b = b
+                    .with_logical_type(Some(l))
+                    .with_converted_type(ConvertedType::UTF8);
             }
             b.build().map(Arc::new)
         })
@@ -293,7 +345,11 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
                 let (vals, defs) = split(v, |x| *x);
                 w.write_batch(&vals, Some(&defs), None).map_err(err)?;
             }
-            _ => return Err(LabError::Other("results.parquet: column type mismatch".into())),
+            _ => {
+                return Err(LabError::Other(
+                    "results.parquet: column type mismatch".into(),
+                ))
+            }
         }
         col.close().map_err(err)?;
     }

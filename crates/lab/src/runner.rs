@@ -329,7 +329,9 @@ fn wait_until_forwarding(
     let start = std::time::Instant::now();
     let mut seq = 0;
     while start.elapsed() < READY_TIMEOUT && !stop.load(Ordering::Relaxed) {
-        tx.tx_batch(1, &mut |_, buf| template.write(buf, seq, nflab_io::clock::realtime_ns()))?;
+        tx.tx_batch(1, &mut |_, buf| {
+            template.write(buf, seq, nflab_io::clock::realtime_ns())
+        })?;
         tx.flush_tx()?;
         seq += 1;
         let mut ready = false;

@@ -132,7 +132,9 @@ impl Default for DutSection {
 }
 
 /// Kind of device under test (DESIGN §1).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum DutKind {
     /// Kernel IPv4 forwarding with static neighbours.
@@ -494,7 +496,11 @@ impl Spec {
         }
         for a in &self.analysis.anomalies {
             if let Err(e) = a.parse::<nflab_analyze::AnomalySpec>() {
-                return Err(err("analysis", "anomalies", format!("analysis.anomalies: {e}")));
+                return Err(err(
+                    "analysis",
+                    "anomalies",
+                    format!("analysis.anomalies: {e}"),
+                ));
             }
         }
         if let Some(cpu) = self.topology.gen_cpu.or(self.topology.rec_cpu) {
@@ -502,7 +508,11 @@ impl Spec {
             if cpu >= n {
                 return Err(err(
                     "topology",
-                    if self.topology.gen_cpu == Some(cpu) { "gen_cpu" } else { "rec_cpu" },
+                    if self.topology.gen_cpu == Some(cpu) {
+                        "gen_cpu"
+                    } else {
+                        "rec_cpu"
+                    },
                     format!("CPU {cpu} does not exist on this host: use 0 to {}", n - 1),
                 ));
             }
@@ -531,7 +541,11 @@ impl Spec {
             return unsupported("topology.kind", "hosts", "netns");
         }
         if self.traffic.backend != Backend::AfPacket {
-            return unsupported("traffic.backend", self.traffic.backend.as_str(), "af_packet");
+            return unsupported(
+                "traffic.backend",
+                self.traffic.backend.as_str(),
+                "af_packet",
+            );
         }
         if self.traffic.pattern != Pattern::Cbr {
             return unsupported("traffic.pattern", self.traffic.pattern.as_str(), "cbr");
@@ -604,21 +618,22 @@ impl Spec {
                     t.insert(field.to_string(), value.clone());
                 }
             }
-            let resolved: Spec = toml::Value::Table(doc.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| LabError::Spec {
-                    file: origin.to_string(),
-                    message: format!(
-                        "{}the sweep value {} is not valid: {}",
-                        combo
-                            .keys()
-                            .next()
-                            .map(|k| where_is(text, "sweep", k))
-                            .unwrap_or_default(),
-                        describe_combo(combo),
-                        one_line(&e.to_string())
-                    ),
-                })?;
+            let resolved: Spec =
+                toml::Value::Table(doc.clone())
+                    .try_into()
+                    .map_err(|e: toml::de::Error| LabError::Spec {
+                        file: origin.to_string(),
+                        message: format!(
+                            "{}the sweep value {} is not valid: {}",
+                            combo
+                                .keys()
+                                .next()
+                                .map(|k| where_is(text, "sweep", k))
+                                .unwrap_or_default(),
+                            describe_combo(combo),
+                            one_line(&e.to_string())
+                        ),
+                    })?;
             let resolved_text = toml::to_string(&doc).unwrap_or_default();
             resolved
                 .validate(&resolved_text, origin)
@@ -658,26 +673,32 @@ fn describe_combo(combo: &BTreeMap<String, toml::Value>) -> String {
         .join(", ")
 }
 
-/// Collapse toml's multi-line error display into one sentence with its line.
+/// Collapse toml's multi-line error display into one sentence with its line
+/// and the offending source text, so the key is always named.
 fn one_line(s: &str) -> String {
     // toml errors look like: "TOML parse error at line 3, column 1\n  |\n3 | foo = 1\n  | ^^^\nunknown field `foo`, expected ...\n"
     let mut head = String::new();
+    let mut source = String::new();
     let mut tail = Vec::new();
     for line in s.lines() {
         let l = line.trim();
         if l.starts_with("TOML parse error") {
             head = l.replace("TOML parse error at ", "").to_string();
-        } else if l.is_empty() || l.starts_with('|') || l.contains(" | ") || l.starts_with('^') {
+        } else if let Some((num, text)) = l.split_once(" | ") {
+            if num.trim().chars().all(|c| c.is_ascii_digit()) && source.is_empty() {
+                source = text.trim().to_string();
+            }
+        } else if l.is_empty() || l.starts_with('|') || l.starts_with('^') {
             continue;
         } else {
             tail.push(l.to_string());
         }
     }
     let msg = tail.join(" ");
-    if head.is_empty() {
-        msg
-    } else {
-        format!("{head}: {msg}")
+    match (head.is_empty(), source.is_empty()) {
+        (true, _) => msg,
+        (false, true) => format!("{head}: {msg}"),
+        (false, false) => format!("{head} (`{source}`): {msg}"),
     }
 }
 
@@ -739,16 +760,28 @@ duration_s = 1
 
     #[test]
     fn random_order_is_a_seeded_permutation() {
-        let text = QUICK.replace("repetitions = 2", "repetitions = 2\norder = \"random\"\nseed = 7");
+        let text = QUICK.replace(
+            "repetitions = 2",
+            "repetitions = 2\norder = \"random\"\nseed = 7",
+        );
         let spec = Spec::parse(&text, "t").unwrap();
         let a = spec.expand(&text).unwrap();
         let b = spec.expand(&text).unwrap();
         let key = |r: &RunPlan| (r.combination, r.repetition);
-        assert_eq!(a.iter().map(key).collect::<Vec<_>>(), b.iter().map(key).collect::<Vec<_>>());
+        assert_eq!(
+            a.iter().map(key).collect::<Vec<_>>(),
+            b.iter().map(key).collect::<Vec<_>>()
+        );
         let mut sorted: Vec<_> = a.iter().map(key).collect();
-        assert_ne!(sorted, (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>());
+        assert_ne!(
+            sorted,
+            (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>()
+        );
         sorted.sort();
-        assert_eq!(sorted, (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>());
+        assert_eq!(
+            sorted,
+            (0..12).map(|i| (i / 2, (i % 2) as u32)).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -801,7 +834,10 @@ duration_s = 1
         assert!(e.contains("2:fast"), "{e}");
         let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-ruter\"\n";
         let e = Spec::parse(text, "s").unwrap_err().to_string();
-        assert!(e.contains("linux-ruter") && e.contains("linux-router"), "{e}");
+        assert!(
+            e.contains("linux-ruter") && e.contains("linux-router"),
+            "{e}"
+        );
     }
 
     #[test]

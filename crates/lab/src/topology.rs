@@ -143,16 +143,41 @@ impl Topology {
         );
         match &self.dut_ns {
             None => {
-                ip(&["-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer", "name", "lg1", "address", &m1])?;
+                ip(&[
+                    "-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer",
+                    "name", "lg1", "address", &m1,
+                ])?;
             }
             Some(dut) => {
-                ip(&["-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer", "name", "dut0", "address", &d0, "netns", dut])?;
-                ip(&["-n", &lg, "link", "add", "lg1", "address", &m1, "type", "veth", "peer", "name", "dut1", "address", &d1, "netns", dut])?;
+                ip(&[
+                    "-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer",
+                    "name", "dut0", "address", &d0, "netns", dut,
+                ])?;
+                ip(&[
+                    "-n", &lg, "link", "add", "lg1", "address", &m1, "type", "veth", "peer",
+                    "name", "dut1", "address", &d1, "netns", dut,
+                ])?;
             }
         }
-        ip(&["-n", &lg, "addr", "add", &format!("{LG0_IP}/24"), "dev", "lg0"])?;
+        ip(&[
+            "-n",
+            &lg,
+            "addr",
+            "add",
+            &format!("{LG0_IP}/24"),
+            "dev",
+            "lg0",
+        ])?;
         if self.dut_ns.is_some() {
-            ip(&["-n", &lg, "addr", "add", &format!("{LG1_IP}/24"), "dev", "lg1"])?;
+            ip(&[
+                "-n",
+                &lg,
+                "addr",
+                "add",
+                &format!("{LG1_IP}/24"),
+                "dev",
+                "lg1",
+            ])?;
         }
         for dev in ["lo", "lg0", "lg1"] {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
@@ -161,15 +186,77 @@ impl Topology {
             match self.dut {
                 DutKind::LinuxRouter => {
                     sysctl(&dut, &["net.ipv4.ip_forward=1"])?;
-                    ip(&["-n", &dut, "addr", "add", &format!("{DUT0_IP}/24"), "dev", "dut0"])?;
-                    ip(&["-n", &dut, "addr", "add", &format!("{DUT1_IP}/24"), "dev", "dut1"])?;
+                    ip(&[
+                        "-n",
+                        &dut,
+                        "addr",
+                        "add",
+                        &format!("{DUT0_IP}/24"),
+                        "dev",
+                        "dut0",
+                    ])?;
+                    ip(&[
+                        "-n",
+                        &dut,
+                        "addr",
+                        "add",
+                        &format!("{DUT1_IP}/24"),
+                        "dev",
+                        "dut1",
+                    ])?;
                     // Static neighbours: no ARP on the measured path.
-                    ip(&["-n", &dut, "neigh", "replace", &LG1_IP.to_string(), "lladdr", &m1, "dev", "dut1", "nud", "permanent"])?;
-                    ip(&["-n", &dut, "neigh", "replace", &LG0_IP.to_string(), "lladdr", &m0, "dev", "dut0", "nud", "permanent"])?;
-                    ip(&["-n", &lg, "neigh", "replace", &DUT0_IP.to_string(), "lladdr", &d0, "dev", "lg0", "nud", "permanent"])?;
+                    ip(&[
+                        "-n",
+                        &dut,
+                        "neigh",
+                        "replace",
+                        &LG1_IP.to_string(),
+                        "lladdr",
+                        &m1,
+                        "dev",
+                        "dut1",
+                        "nud",
+                        "permanent",
+                    ])?;
+                    ip(&[
+                        "-n",
+                        &dut,
+                        "neigh",
+                        "replace",
+                        &LG0_IP.to_string(),
+                        "lladdr",
+                        &m0,
+                        "dev",
+                        "dut0",
+                        "nud",
+                        "permanent",
+                    ])?;
+                    ip(&[
+                        "-n",
+                        &lg,
+                        "neigh",
+                        "replace",
+                        &DUT0_IP.to_string(),
+                        "lladdr",
+                        &d0,
+                        "dev",
+                        "lg0",
+                        "nud",
+                        "permanent",
+                    ])?;
                 }
                 DutKind::LinuxBridge => {
-                    ip(&["-n", &dut, "link", "add", "br0", "type", "bridge", "stp_state", "0"])?;
+                    ip(&[
+                        "-n",
+                        &dut,
+                        "link",
+                        "add",
+                        "br0",
+                        "type",
+                        "bridge",
+                        "stp_state",
+                        "0",
+                    ])?;
                     ip(&["-n", &dut, "link", "set", "dut0", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
@@ -187,8 +274,9 @@ impl Topology {
     /// its owner files say "kept", so `gc` spares it and `topo down` removes it.
     pub fn keep(mut self) -> Result<(), LabError> {
         for ns in self.namespaces() {
-            std::fs::write(owner_path(&ns), "kept\n")
-                .map_err(|e| LabError::Topology(format!("cannot write owner file for {ns}: {e}")))?;
+            std::fs::write(owner_path(&ns), "kept\n").map_err(|e| {
+                LabError::Topology(format!("cannot write owner file for {ns}: {e}"))
+            })?;
         }
         self.removed = true;
         Ok(())

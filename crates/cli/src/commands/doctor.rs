@@ -50,8 +50,16 @@ struct Report {
 
 fn check(name: &'static str, r: Result<String, String>) -> Check {
     match r {
-        Ok(detail) => Check { name, ok: true, detail },
-        Err(detail) => Check { name, ok: false, detail },
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            detail,
+        },
     }
 }
 
@@ -61,15 +69,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let root = nflab_lab::topology::check_root();
     let mut checks = vec![check(
         "root",
-        root.as_ref().map(|_| "running as root".to_string()).map_err(|e| e.to_string()),
+        root.as_ref()
+            .map(|_| "running as root".to_string())
+            .map_err(|e| e.to_string()),
     )];
     checks.push(check(
         "af_packet",
-        nflab_io::probe_caps::af_packet().map(|_| "AF_PACKET sockets open".into()).map_err(|e| e.to_string()),
+        nflab_io::probe_caps::af_packet()
+            .map(|_| "AF_PACKET sockets open".into())
+            .map_err(|e| e.to_string()),
     ));
     checks.push(check(
         "af_xdp",
-        nflab_io::probe_caps::af_xdp().map(|_| "AF_XDP sockets open".into()).map_err(|e| e.to_string()),
+        nflab_io::probe_caps::af_xdp()
+            .map(|_| "AF_XDP sockets open".into())
+            .map_err(|e| e.to_string()),
     ));
     let rt_res = nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME);
     let rt_gran = nflab_io::clock::observed_granularity_ns(libc::CLOCK_REALTIME);
@@ -89,9 +103,25 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 let xdp = NetnsGuard::run(&topo.lg_ns, || nflab_io::probe_caps::xdp_on("lg0"))
                     .map_err(|e| e.to_string())
                     .and_then(|r| r.map_err(|e| e.to_string()));
-                checks.push(check("xdp_on_veth", xdp.map(|_| "an XDP program attaches to a veth and detaches".into())));
+                checks.push(check(
+                    "xdp_on_veth",
+                    xdp.map(|_| "an XDP program attaches to a veth and detaches".into()),
+                ));
                 let netem = Command::new("ip")
-                    .args(["netns", "exec", &topo.lg_ns, "tc", "qdisc", "add", "dev", "lg0", "root", "netem", "delay", "1ms"])
+                    .args([
+                        "netns",
+                        "exec",
+                        &topo.lg_ns,
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        "lg0",
+                        "root",
+                        "netem",
+                        "delay",
+                        "1ms",
+                    ])
                     .output();
                 checks.push(match netem {
                     Ok(o) if o.status.success() => Check { name: "netem", ok: true, detail: "tc netem is available".into() },
@@ -107,19 +137,32 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 });
                 drop(topo);
             }
-            Err(e) => checks.push(Check { name: "netns", ok: false, detail: e.to_string() }),
+            Err(e) => checks.push(Check {
+                name: "netns",
+                ok: false,
+                detail: e.to_string(),
+            }),
         }
         if args.noise_seconds > 0.0 {
             noise = Some(noise_floor(args.noise_seconds, args.noise_rate, &stop)?);
         }
     }
-    let report = Report { machine: env.machine_line(), checks, noise_floor: noise };
+    let report = Report {
+        machine: env.machine_line(),
+        checks,
+        noise_floor: noise,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("machine: {}", report.machine);
         for c in &report.checks {
-            println!("{} {:<12} {}", if c.ok { "ok  " } else { "no  " }, c.name, c.detail);
+            println!(
+                "{} {:<12} {}",
+                if c.ok { "ok  " } else { "no  " },
+                c.name,
+                c.detail
+            );
         }
         if let Some(n) = &report.noise_floor {
             use nflab_lab::results::human_ns;

@@ -104,7 +104,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     let rate = parse_rate(&args.rate)?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
-        bail!("--duration {} is not valid: use a positive number of seconds", args.duration);
+        bail!(
+            "--duration {} is not valid: use a positive number of seconds",
+            args.duration
+        );
     }
     let stop = super::stop_flag()?;
     let guard = args.netns.as_deref().map(NetnsGuard::enter).transpose()?;
@@ -161,7 +164,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.iface,
             nflab_lab::results::human_pps(report.tx_pps),
             nflab_lab::results::human_pps(report.offered_pps),
-            if report.interrupted { "; interrupted" } else { "" }
+            if report.interrupted {
+                "; interrupted"
+            } else {
+                ""
+            }
         );
         if report.late_packets > 0 {
             println!(
@@ -170,5 +177,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if report.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+    Ok(if report.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

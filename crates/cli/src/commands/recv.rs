@@ -77,7 +77,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         let deadline = args
             .duration
             .map(|d| std::time::Instant::now() + Duration::from_secs_f64(d.max(0.0)));
-        while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| std::time::Instant::now() < d) {
+        while !stop.load(Ordering::Relaxed)
+            && deadline.is_none_or(|d| std::time::Instant::now() < d)
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         rec_stop.store(true, Ordering::Release);

@@ -59,7 +59,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         println!("report:    {}", report.display());
     }
     if result.interrupted {
-        eprintln!("interrupted: the completed runs and the records of the interrupted one are kept");
+        eprintln!(
+            "interrupted: the completed runs and the records of the interrupted one are kept"
+        );
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,640 @@
+//! End-to-end tests of the `nflab` binary: real namespaces, veth pairs,
+//! AF_PACKET sockets and files. They need root; without it they print why
+//! and pass, so `cargo test` works for anyone (CI runs them as root).
+//!
+//! They run one at a time (a shared lock): two experiments at once on a
+//! 2-core machine would measure each other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn nflab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nflab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root (network namespaces); CI runs it as root");
+            return;
+        }
+    };
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nflab-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// nflab namespaces whose name carries this pid.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+const TWO_DUTS: &str = r#"
+[experiment]
+name = "e2e"
+
+[traffic]
+rate_pps = 10000
+frame_bytes = 64
+duration_s = 1
+warmup_s = 0.2
+
+[analysis]
+anomalies = ["2:250us"]
+
+[sweep]
+"dut.kind" = ["loopback", "linux-router"]
+"#;
+
+#[test]
+fn run_writes_the_artifact_tree_and_measures_linux_router() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("run");
+    let spec = write_spec(&tmp.0, "two", TWO_DUTS);
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "namespaces left: {:?}",
+        namespaces_of(pid)
+    );
+
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = PathBuf::from(result["dir"].as_str().unwrap());
+    assert!(dir.file_name().unwrap().to_str().unwrap().ends_with("-e2e"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("spec.toml")).unwrap(),
+        TWO_DUTS
+    );
+    let env: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("env.json")).unwrap()).unwrap();
+    for key in [
+        "kernel",
+        "kernel_cmdline",
+        "cpu_model",
+        "cpu_governor",
+        "smt",
+        "nflab_version",
+        "nflab_commit",
+    ] {
+        assert!(env.get(key).is_some(), "env.json lacks {key}");
+    }
+    let parquet = std::fs::read(dir.join("results.parquet")).unwrap();
+    assert_eq!(&parquet[..4], b"PAR1");
+    assert_eq!(&parquet[parquet.len() - 4..], b"PAR1");
+    assert!(dir.join("report.html").is_file());
+
+    for (run, dut) in [("000", "loopback"), ("001", "linux-router")] {
+        let rd = dir.join("runs").join(run);
+        let params: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(rd.join("params.json")).unwrap())
+                .unwrap();
+        assert_eq!(params["dut"]["kind"], dut);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap())
+                .unwrap();
+        for path in [
+            "/packets/sent",
+            "/packets/received",
+            "/packets/lost",
+            "/packets/reordered",
+            "/packets/duplicated",
+            "/loss_ratio",
+            "/rate/offered_pps",
+            "/rate/tx_pps",
+            "/rate/rx_pps",
+            "/latency_ns/min",
+            "/latency_ns/mean",
+            "/latency_ns/stdev",
+            "/latency_ns/p50",
+            "/latency_ns/p90",
+            "/latency_ns/p99",
+            "/latency_ns/p99.9",
+            "/latency_ns/p99.99",
+            "/latency_ns/p99.999",
+            "/latency_ns/max",
+            "/jitter_ns/rfc3550",
+            "/jitter_ns/ipdv_p50",
+            "/jitter_ns/ipdv_p99",
+            "/anomalies/0/n",
+            "/anomalies/0/t_ns",
+            "/anomalies/0/count",
+            "/anomalies/0/packets",
+            "/anomalies/0/longest",
+            "/clock/source",
+            "/clock/resolution_ns",
+        ] {
+            // JSON pointers treat '.' as an ordinary character.
+            assert!(
+                summary.pointer(path).is_some(),
+                "{run}: summary.json lacks {path}"
+            );
+        }
+        // 10 kpps for 1 s after warm-up: exactly 10 000 measured packets.
+        assert_eq!(summary["packets"]["sent"], 10_000, "{run}");
+        assert_eq!(summary["packets"]["lost"], 0, "{run}: {summary}");
+        assert_eq!(summary["loss_ratio"], 0.0);
+
+        // Independent check of the pipeline: read the raw records and
+        // recompute received and the median from them.
+        let file = nflab_record::read_all(&rd.join("records.nfr")).unwrap();
+        assert!(file.tail.is_complete());
+        let trailer = file.trailer.unwrap();
+        let warmup = trailer.sent[0].warmup;
+        assert_eq!(trailer.sent[0].sent - warmup, 10_000);
+        let mut lat: Vec<i64> = file
+            .records
+            .iter()
+            .filter(|r| r.seq >= warmup)
+            .map(|r| r.rx_ns as i64 - r.tx_ns as i64)
+            .collect();
+        assert_eq!(summary["packets"]["received"], lat.len() as u64);
+        lat.sort_unstable();
+        let median = lat[(lat.len() + 1) / 2 - 1];
+        assert_eq!(summary["latency_ns"]["p50"], median);
+        assert!(lat[0] > 0, "latency must be positive on one clock");
+        assert!(file.records.iter().all(|r| r.wire_len == 64));
+        assert_eq!(file.meta.clock.source, "CLOCK_REALTIME");
+    }
+}
+
+#[test]
+fn table_is_printed_on_the_terminal_path() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("table");
+    let spec = write_spec(
+        &tmp.0,
+        "t",
+        "[experiment]\nname = \"t\"\n[dut]\nkind = \"linux-bridge\"\n[traffic]\nrate_pps = 5000\nduration_s = 0.5\nwarmup_s = 0.1\n",
+    );
+    let out = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let header = stdout.lines().next().unwrap();
+    for col in [
+        "run", "DuT", "offered", "received", "loss", "p50", "p99", "p99.9", "max", "anom",
+    ] {
+        assert!(header.contains(col), "table header lacks {col}: {header}");
+    }
+    assert!(stdout.contains("linux-bridge"), "{stdout}");
+    assert!(stdout.contains("report:"), "{stdout}");
+}
+
+fn interrupt_run(signal: i32) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new(&format!("sig{signal}"));
+    let spec = write_spec(
+        &tmp.0,
+        "long",
+        "[experiment]\nname = \"long\"\n[dut]\nkind = \"linux-router\"\n[traffic]\nrate_pps = 10000\nduration_s = 60\nwarmup_s = 0\n[sweep]\n\"traffic.frame_bytes\" = [64, 128]\n",
+    );
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until records are being written, then let it run a little.
+    let start = Instant::now();
+    let records = loop {
+        let found = std::fs::read_dir(&tmp.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("runs/000/records.nfr"))
+            .find(|p| p.exists());
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no records after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill with a valid pid of our own child.
+    unsafe { libc::kill(pid as i32, signal) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "stderr: {}", stderr(&out));
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "namespaces left: {:?}",
+        namespaces_of(pid)
+    );
+
+    let run = records.parent().unwrap();
+    let file = nflab_record::read_all(&records).unwrap();
+    assert!(
+        file.tail.is_complete(),
+        "interrupted run must still finish its file"
+    );
+    assert!(file.trailer.as_ref().unwrap().interrupted);
+    assert!(
+        file.records.len() > 1000,
+        "only {} records kept",
+        file.records.len()
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["interrupted"], true);
+    assert!(summary["packets"]["received"].as_u64().unwrap() > 1000);
+    // The second run was never started.
+    assert!(!run.parent().unwrap().join("001").exists());
+    assert!(run
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("results.parquet")
+        .exists());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("000*"),
+        "table marks the interrupted run"
+    );
+}
+
+#[test]
+fn ctrl_c_keeps_records_and_removes_namespaces() {
+    require_root!();
+    interrupt_run(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_keeps_records_and_removes_namespaces() {
+    require_root!();
+    interrupt_run(libc::SIGTERM);
+}
+
+fn expect_one_line_error(args: &[&str], must_contain: &[&str]) {
+    let child = nflab()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "one line expected: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for m in must_contain {
+        assert!(err.contains(m), "{args:?}: '{m}' not in: {err}");
+    }
+    assert!(namespaces_of(pid).is_empty());
+}
+
+#[test]
+fn bad_specs_get_one_sentence_naming_key_and_line() {
+    let tmp = TempDir::new("bad");
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "[experiment]\nname = \"x\"\n[traffic]\nrate_ps = 5\n",
+            &["rate_ps", "line 4"],
+        ),
+        (
+            "[experiment]\nname = \"x\"\n[traffic]\nrate_pps = 0\n",
+            &["rate_pps", "line 4", "positive"],
+        ),
+        (
+            "[experiment]\nname = \"x\"\n[traffic]\nframe_bytes = 40\n",
+            &["frame_bytes", "64", "1518"],
+        ),
+        (
+            "[experiment]\nname = \"x\"\n[traffic]\nframe_bytes = 9000\n",
+            &["frame_bytes", "1518"],
+        ),
+        (
+            "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-routr\"\n",
+            &["linux-routr", "linux-router"],
+        ),
+    ];
+    for (i, (body, needles)) in cases.iter().enumerate() {
+        let spec = write_spec(&tmp.0, &format!("bad{i}"), body);
+        expect_one_line_error(
+            &[
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                tmp.0.to_str().unwrap(),
+            ],
+            needles,
+        );
+    }
+    expect_one_line_error(
+        &["run", "/nonexistent/spec.toml"],
+        &["/nonexistent/spec.toml"],
+    );
+    // Nothing was created for a spec that did not parse.
+    assert_eq!(
+        std::fs::read_dir(&tmp.0)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_dir())
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn gen_rejects_bad_input_in_one_sentence() {
+    require_root!();
+    expect_one_line_error(
+        &["gen", "--iface", "nflabnoif0", "--count", "1"],
+        &["nflabnoif0"],
+    );
+    expect_one_line_error(
+        &["gen", "--iface", "lo", "--rate", "0"],
+        &["--rate 0", "positive"],
+    );
+    expect_one_line_error(
+        &["gen", "--iface", "lo", "--dst-ip", "192.0.2.1"],
+        &["192.0.2.1", "198.18.0.0/15"],
+    );
+    expect_one_line_error(
+        &[
+            "gen",
+            "--iface",
+            "lo",
+            "--frame-bytes",
+            "40",
+            "--count",
+            "1",
+        ],
+        &["40", "64"],
+    );
+}
+
+#[test]
+fn without_root_run_says_so() {
+    require_root!();
+    // Drop privileges with setpriv (util-linux); skip if the binary is not
+    // reachable for an unprivileged user from where it was built.
+    let bin = env!("CARGO_BIN_EXE_nflab");
+    let probe = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin,
+            "--version",
+        ])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            eprintln!("skipped: setpriv or an unprivileged path to {bin} is not available");
+            return;
+        }
+    }
+    let tmp = TempDir::new("noroot");
+    let spec = write_spec(&tmp.0, "s", "[experiment]\nname = \"x\"\n");
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin,
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            "/tmp",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("root") && err.lines().count() == 1, "{err}");
+}
+
+#[test]
+fn topo_up_status_down_and_gc_of_dead_owners() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let up = nflab()
+        .args(["topo", "up", "--dut", "linux-router"])
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", stderr(&up));
+    let text = String::from_utf8_lossy(&up.stdout).to_string();
+    let id = text
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("id ")
+        .unwrap()
+        .to_string();
+    let lg = format!("nflab-{id}-lg");
+    let dut = format!("nflab-{id}-dut");
+
+    // An orphan: a namespace named for a pid that cannot exist.
+    let orphan = "nflab-4194999-0-lg";
+    assert!(Command::new("ip")
+        .args(["netns", "add", orphan])
+        .status()
+        .unwrap()
+        .success());
+
+    let status = nflab().args(["topo", "status"]).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.contains(&lg) && status.contains("kept"), "{status}");
+    assert!(
+        status.contains(orphan) && status.contains("gone"),
+        "{status}"
+    );
+
+    let gc = nflab().args(["topo", "gc"]).output().unwrap();
+    let gc_out = String::from_utf8_lossy(&gc.stdout).to_string();
+    let list = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    // Clean up before asserting, so a failure leaves nothing behind.
+    let down = nflab().args(["topo", "down", &id]).output().unwrap();
+    let _ = Command::new("ip").args(["netns", "del", orphan]).status();
+    assert!(gc_out.contains(orphan), "gc: {gc_out}");
+    assert!(
+        list.contains(&lg) && list.contains(&dut),
+        "gc removed a kept topology: {list}"
+    );
+    assert!(!list.contains(orphan));
+    assert!(down.status.success(), "{}", stderr(&down));
+    let after = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(!after.contains(&lg) && !after.contains(&dut), "{after}");
+}
+
+#[test]
+fn analyze_csv_known_answer() {
+    let tmp = TempDir::new("csv");
+    let csv = tmp.0.join("t.csv");
+    // Latencies 1..=10 µs for seq 0..9, seq 4 lost, seq 7 before 6.
+    let mut body = String::from("seq,tx_ns,rx_ns\n");
+    for seq in [0u64, 1, 2, 3, 5, 7, 6, 8, 9] {
+        let tx = 1_000_000 * seq;
+        body.push_str(&format!("{seq},{tx},{}\n", tx + 1_000 * (seq + 1)));
+    }
+    std::fs::write(&csv, body).unwrap();
+    let out = nflab()
+        .args([
+            "analyze",
+            csv.to_str().unwrap(),
+            "--json",
+            "--anomaly",
+            "2:7us",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["packets"]["sent"], 10);
+    assert_eq!(s["packets"]["received"], 9);
+    assert_eq!(s["packets"]["lost"], 1);
+    assert_eq!(s["packets"]["reordered"], 1);
+    assert_eq!(s["latency_ns"]["min"], 1_000);
+    assert_eq!(s["latency_ns"]["max"], 10_000);
+    // Nearest rank: p50 of 9 values is the 5th smallest: 1,2,3,4,6,7,8,9,10 -> 6 µs.
+    assert_eq!(s["latency_ns"]["p50"], 6_000);
+    // Latency >= 7 µs at seq 6,7,8,9 (consecutive): one anomaly of 4 packets.
+    assert_eq!(s["anomalies"][0]["count"], 1);
+    assert_eq!(s["anomalies"][0]["longest"], 4);
+}
+
+#[test]
+fn model_resource_json_contract() {
+    let out = nflab()
+        .args([
+            "model",
+            "resource",
+            "--cpu-hz",
+            "3.3e9",
+            "--cores",
+            "1",
+            "--cycles-per-packet",
+            "450",
+            "--link-bps",
+            "10e9",
+            "--frame-bytes",
+            "64",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = v["t_max_pps"].as_f64().unwrap();
+    assert!((t - 7.333e6).abs() < 1e4, "{t}");
+    assert_eq!(v["bound"], "cpu");
+}
+
+#[test]
+fn doctor_reports_capabilities_and_noise_floor() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let child = nflab()
+        .args(["doctor", "--json", "--noise-seconds", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(namespaces_of(pid).is_empty());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    let ok = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["ok"].as_bool().unwrap())
+    };
+    assert_eq!(ok("root"), Some(true));
+    assert_eq!(ok("af_packet"), Some(true));
+    assert!(ok("netem").is_some() && ok("xdp_on_veth").is_some() && ok("af_xdp").is_some());
+    let nf = &v["noise_floor"];
+    assert!(nf["received"].as_u64().unwrap() > 5_000, "{nf}");
+    let (p50, p99, max) = (
+        nf["p50_ns"].as_i64().unwrap(),
+        nf["p99_ns"].as_i64().unwrap(),
+        nf["max_ns"].as_i64().unwrap(),
+    );
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{nf}");
+}
