@@ -65,6 +65,17 @@ pub fn human_ns(ns: Option<f64>) -> String {
     }
 }
 
+/// A threshold as written in specs ("250us", "1ms", "1500ns").
+pub fn short_ns(ns: u64) -> String {
+    match ns {
+        0 => "0".into(),
+        n if n % 1_000_000_000 == 0 => format!("{}s", n / 1_000_000_000),
+        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
+    }
+}
+
 /// A rate as a short human figure ("50.0 kpps").
 pub fn human_pps(pps: Option<f64>) -> String {
     match pps {
