@@ -218,12 +218,18 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
             None => Column::Str(format!("param.{k}"), vals),
         });
     }
-    cols.push(Column::I64("sent".into(), get(&|r| Some(r.summary.packets.sent as i64))));
+    cols.push(Column::I64(
+        "sent".into(),
+        get(&|r| Some(r.summary.packets.sent as i64)),
+    ));
     cols.push(Column::I64(
         "received".into(),
         get(&|r| Some(r.summary.packets.received as i64)),
     ));
-    cols.push(Column::I64("lost".into(), get(&|r| Some(r.summary.packets.lost as i64))));
+    cols.push(Column::I64(
+        "lost".into(),
+        get(&|r| Some(r.summary.packets.lost as i64)),
+    ));
     cols.push(Column::I64(
         "reordered".into(),
         get(&|r| Some(r.summary.packets.reordered as i64)),
@@ -248,16 +254,34 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
         "rx_pps".into(),
         getf(&|r| r.summary.rate.rx_pps),
     ));
-    cols.push(Column::I64("latency_min_ns".into(), get(&|r| r.summary.latency_ns.min)));
-    cols.push(Column::F64("latency_mean_ns".into(), getf(&|r| r.summary.latency_ns.mean)));
+    cols.push(Column::I64(
+        "latency_min_ns".into(),
+        get(&|r| r.summary.latency_ns.min),
+    ));
+    cols.push(Column::F64(
+        "latency_mean_ns".into(),
+        getf(&|r| r.summary.latency_ns.mean),
+    ));
     cols.push(Column::F64(
         "latency_stdev_ns".into(),
         getf(&|r| r.summary.latency_ns.stdev),
     ));
-    cols.push(Column::I64("latency_p50_ns".into(), get(&|r| r.summary.latency_ns.p50)));
-    cols.push(Column::I64("latency_p90_ns".into(), get(&|r| r.summary.latency_ns.p90)));
-    cols.push(Column::I64("latency_p99_ns".into(), get(&|r| r.summary.latency_ns.p99)));
-    cols.push(Column::I64("latency_p99.9_ns".into(), get(&|r| r.summary.latency_ns.p99_9)));
+    cols.push(Column::I64(
+        "latency_p50_ns".into(),
+        get(&|r| r.summary.latency_ns.p50),
+    ));
+    cols.push(Column::I64(
+        "latency_p90_ns".into(),
+        get(&|r| r.summary.latency_ns.p90),
+    ));
+    cols.push(Column::I64(
+        "latency_p99_ns".into(),
+        get(&|r| r.summary.latency_ns.p99),
+    ));
+    cols.push(Column::I64(
+        "latency_p99.9_ns".into(),
+        get(&|r| r.summary.latency_ns.p99_9),
+    ));
     cols.push(Column::I64(
         "latency_p99.99_ns".into(),
         get(&|r| r.summary.latency_ns.p99_99),
@@ -266,7 +290,10 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
         "latency_p99.999_ns".into(),
         get(&|r| r.summary.latency_ns.p99_999),
     ));
-    cols.push(Column::I64("latency_max_ns".into(), get(&|r| r.summary.latency_ns.max)));
+    cols.push(Column::I64(
+        "latency_max_ns".into(),
+        get(&|r| r.summary.latency_ns.max),
+    ));
     cols.push(Column::F64(
         "jitter_rfc3550_ns".into(),
         getf(&|r| r.summary.jitter_ns.rfc3550),
