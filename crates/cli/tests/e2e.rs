@@ -638,3 +638,79 @@ fn doctor_reports_capabilities_and_noise_floor() {
     );
     assert!(0 < p50 && p50 <= p99 && p99 <= max, "{nf}");
 }
+
+#[test]
+fn kill_9_then_resume_completes_with_the_same_table_shape() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("resume");
+    let spec = write_spec(
+        &tmp.0,
+        "r",
+        "[experiment]\nname = \"r\"\n[dut]\nkind = \"loopback\"\n[traffic]\nduration_s = 1.5\nwarmup_s = 0\n[sweep]\n\"traffic.rate_pps\" = [2000, 4000, 6000]\n",
+    );
+    let mut child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Kill it hard while run 001 is recording (000 is complete by then).
+    let start = Instant::now();
+    let exp = loop {
+        let found = std::fs::read_dir(&tmp.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.join("runs/001/records.nfr").exists());
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "run 001 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(exp.join("runs/000/.complete").exists());
+    assert!(!exp.join("runs/001/.complete").exists());
+    let kept_summary = std::fs::read_to_string(exp.join("runs/000/summary.json")).unwrap();
+
+    // The killed run left its namespaces; resume removes them and finishes.
+    let out = nflab()
+        .args(["run", "--resume", exp.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["resumed_runs"], 1);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for (i, rate) in [2000.0, 4000.0, 6000.0].iter().enumerate() {
+        assert_eq!(runs[i]["run"], format!("{i:03}"));
+        assert_eq!(runs[i]["summary"]["rate"]["offered_pps"], *rate);
+        assert!(exp.join(format!("runs/{i:03}/.complete")).exists());
+    }
+    // The complete run was kept as it was, not redone.
+    assert_eq!(
+        std::fs::read_to_string(exp.join("runs/000/summary.json")).unwrap(),
+        kept_summary
+    );
+    // Redone run 001 is whole: exactly rate × duration measured packets.
+    let s1: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(exp.join("runs/001/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s1["packets"]["sent"], 6000);
+    assert_eq!(s1["interrupted"], false);
+    assert!(exp.join("env-resume-1.json").exists());
+}

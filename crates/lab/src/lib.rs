@@ -11,6 +11,7 @@
 
 pub mod env;
 pub mod error;
+pub mod experiment;
 pub mod netns;
 pub mod recorder;
 pub mod results;
@@ -19,5 +20,5 @@ pub mod spec;
 pub mod topology;
 
 pub use error::LabError;
-pub use runner::{run_experiment, ExperimentResult, RunOptions};
+pub use experiment::{run_experiment, ExperimentResult, RunOptions};
 pub use spec::Spec;

@@ -5,7 +5,7 @@
 //! runs), and the topology is removed when the run ends in any way.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,12 +17,10 @@ use nflab_record::{ClockInfo, FlowSent, Metadata, RecordWriter, Trailer};
 use nflab_wire::{ProbeSpec, ProbeTemplate};
 use serde::Serialize;
 
-use crate::env::Environment;
 use crate::error::LabError;
 use crate::netns::NetnsGuard;
-use crate::results::{self, RunRow};
-use crate::spec::{RunPlan, Spec};
-use crate::topology::{self, Topology, LG0_IP, LG0_MAC, LG1_IP};
+use crate::spec::RunPlan;
+use crate::topology::{Topology, LG0_IP, LG0_MAC, LG1_IP};
 
 /// UDP ports of the probe stream.
 pub const PROBE_SRC_PORT: u16 = 49_152;
@@ -33,30 +31,6 @@ pub const PROBE_FLOW: u16 = 0;
 /// How often the recorder hands a block to the OS.
 const FLUSH_EVERY_NS: u64 = 100_000_000;
 
-/// How to run an experiment.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Parent of the experiment directory.
-    pub out: PathBuf,
-    /// Show progress lines on stderr.
-    pub progress: bool,
-    /// nflab version and commit for `env.json`.
-    pub version: String,
-    /// git commit.
-    pub commit: String,
-}
-
-/// What an experiment produced.
-#[derive(Debug, Serialize)]
-pub struct ExperimentResult {
-    /// The experiment directory.
-    pub dir: PathBuf,
-    /// One row per completed run.
-    pub runs: Vec<RunRow>,
-    /// A signal stopped the experiment.
-    pub interrupted: bool,
-}
-
 /// Everything one run produced.
 #[derive(Debug, Serialize)]
 pub struct RunOutcome {
@@ -66,78 +40,6 @@ pub struct RunOutcome {
     pub generator: GenReport,
     /// What the recorder saw.
     pub recorder: crate::recorder::RecorderReport,
-}
-
-/// Run every run of the spec in `spec_path`, writing the artifact tree.
-pub fn run_experiment(
-    spec_path: &Path,
-    opts: &RunOptions,
-    stop: Arc<AtomicBool>,
-) -> Result<ExperimentResult, LabError> {
-    let (spec, text) = Spec::from_file(spec_path)?;
-    let plans = spec.expand(&text)?;
-    for p in &plans {
-        p.spec.check_supported()?;
-    }
-    topology::check_root()?;
-
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let dir = opts.out.join(format!("{stamp}-{}", spec.experiment.name));
-    std::fs::create_dir_all(dir.join("runs")).map_err(|e| LabError::artifact(&dir, e))?;
-    write_file(&dir.join("spec.toml"), text.as_bytes())?;
-    let env = Environment::capture(&opts.version, &opts.commit);
-    write_json(&dir.join("env.json"), &env)?;
-
-    let mut rows = Vec::new();
-    let mut interrupted = false;
-    for plan in &plans {
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        let run_dir = dir.join("runs").join(format!("{:03}", plan.index));
-        std::fs::create_dir_all(&run_dir).map_err(|e| LabError::artifact(&run_dir, e))?;
-        write_json(&run_dir.join("params.json"), &params_json(plan))?;
-        if opts.progress {
-            eprintln!(
-                "run {}/{}: {} at {} pps, {} B, {} s",
-                plan.index + 1,
-                plans.len(),
-                plan.spec.dut.kind.as_str(),
-                plan.spec.traffic.rate_pps,
-                plan.spec.traffic.frame_bytes,
-                plan.spec.traffic.duration_s
-            );
-        }
-        let outcome = run_one(plan, &run_dir, &stop)?;
-        if outcome.summary.interrupted {
-            interrupted = true;
-        }
-        rows.push(RunRow::new(plan, &outcome.summary));
-        if interrupted {
-            break;
-        }
-    }
-    results::write_parquet(&dir.join("results.parquet"), &rows)?;
-    Ok(ExperimentResult {
-        dir,
-        runs: rows,
-        interrupted,
-    })
-}
-
-fn params_json(plan: &RunPlan) -> serde_json::Value {
-    serde_json::json!({
-        "run": format!("{:03}", plan.index),
-        "repetition": plan.repetition,
-        "combination": plan.combination,
-        "sweep": plan.params,
-        "seed": plan.spec.experiment.seed,
-        "dut": plan.spec.dut,
-        "traffic": plan.spec.traffic,
-        "topology": plan.spec.topology,
-        "analysis": plan.spec.analysis,
-    })
 }
 
 /// One run: topology up, generator and recorder, analysis, topology down.

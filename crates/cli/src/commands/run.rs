@@ -11,7 +11,11 @@ use nflab_lab::{results, RunOptions};
 #[derive(clap::Args)]
 pub struct Args {
     /// Experiment spec (TOML, DESIGN §3.5).
-    spec: PathBuf,
+    #[arg(required_unless_present = "resume")]
+    spec: Option<PathBuf>,
+    /// Finish an interrupted experiment: keep its complete runs, redo the rest.
+    #[arg(long, value_name = "DIR", conflicts_with = "spec")]
+    resume: Option<PathBuf>,
     /// Parent directory of the experiment's artifact tree.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -25,7 +29,12 @@ pub struct Args {
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if args.dry_run {
-        let (spec, text) = nflab_lab::Spec::from_file(&args.spec)?;
+        let path = match (&args.spec, &args.resume) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => dir.join("spec.toml"),
+            (None, None) => unreachable!("clap requires a spec or --resume"),
+        };
+        let (spec, text) = nflab_lab::Spec::from_file(&path)?;
         let plans = spec.expand(&text)?;
         for p in &plans {
             let params: Vec<String> = p.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -43,11 +52,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let (version, commit) = super::version();
     let opts = RunOptions {
         out: args.out.clone(),
+        resume: args.resume.clone(),
         progress: std::io::stderr().is_terminal() && !args.json,
         version,
         commit,
     };
-    let result = nflab_lab::run_experiment(&args.spec, &opts, stop)?;
+    let spec_path = args.spec.clone().unwrap_or_default();
+    let result = nflab_lab::run_experiment(&spec_path, &opts, stop)?;
     let report = nflab_report::write_report(&result.dir)
         .with_context(|| format!("writing the report of {}", result.dir.display()))?;
     if args.json {
@@ -55,6 +66,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", results::format_table(&result.runs));
         println!("\nlatency: one-way, rx (kernel software timestamp) − tx (application timestamp), CLOCK_REALTIME");
+        if result.resumed_runs > 0 {
+            println!(
+                "resumed: {} runs were complete already and kept",
+                result.resumed_runs
+            );
+        }
         println!("artifacts: {}", result.dir.display());
         println!("report:    {}", report.display());
     }

@@ -1,0 +1,181 @@
+//! A whole experiment: every run of a spec, in order, into one artifact tree
+//! (DESIGN §3.2), resumable.
+//!
+//! A run counts as done only when its directory holds the `.complete`
+//! marker, written after its summary. `--resume DIR` re-expands the spec
+//! stored in DIR (the order is deterministic, also when shuffled, because
+//! the shuffle is seeded), keeps every complete run, and redoes any other run
+//! from scratch, so a partial run is never mixed into the results.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nflab_analyze::Summary;
+use serde::Serialize;
+
+use crate::env::Environment;
+use crate::error::LabError;
+use crate::results::{self, RunRow};
+use crate::runner::{run_one, write_file, write_json};
+use crate::spec::{RunPlan, Spec};
+use crate::topology;
+
+/// Name of the marker file of a finished run.
+pub const COMPLETE_MARKER: &str = ".complete";
+
+/// How to run an experiment.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Parent of the experiment directory.
+    pub out: PathBuf,
+    /// Finish this existing experiment directory instead of starting anew.
+    pub resume: Option<PathBuf>,
+    /// Show progress lines on stderr.
+    pub progress: bool,
+    /// nflab version for `env.json`.
+    pub version: String,
+    /// git commit.
+    pub commit: String,
+}
+
+/// What an experiment produced.
+#[derive(Debug, Serialize)]
+pub struct ExperimentResult {
+    /// The experiment directory.
+    pub dir: PathBuf,
+    /// One row per completed run, in run order.
+    pub runs: Vec<RunRow>,
+    /// Runs taken over from an earlier, interrupted invocation.
+    pub resumed_runs: usize,
+    /// A signal stopped the experiment.
+    pub interrupted: bool,
+}
+
+/// Directory of run `index`.
+pub fn run_dir(experiment: &Path, index: usize) -> PathBuf {
+    experiment.join("runs").join(format!("{index:03}"))
+}
+
+/// The summary of a complete run, or None if the run must be (re)done.
+fn completed_summary(dir: &Path) -> Option<Summary> {
+    if !dir.join(COMPLETE_MARKER).exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Run every run of the spec at `spec_path` (or resume `opts.resume`).
+pub fn run_experiment(
+    spec_path: &Path,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<ExperimentResult, LabError> {
+    let (dir, spec, text) = match &opts.resume {
+        Some(dir) => {
+            let stored = dir.join("spec.toml");
+            if !stored.is_file() {
+                return Err(LabError::Other(format!(
+                    "{} is not an nflab experiment directory (no spec.toml): give the directory `nflab run` printed",
+                    dir.display()
+                )));
+            }
+            let (spec, text) = Spec::from_file(&stored)?;
+            (dir.clone(), spec, text)
+        }
+        None => {
+            let (spec, text) = Spec::from_file(spec_path)?;
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+            (
+                opts.out.join(format!("{stamp}-{}", spec.experiment.name)),
+                spec,
+                text,
+            )
+        }
+    };
+    let plans = spec.expand(&text)?;
+    for p in &plans {
+        p.spec.check_supported()?;
+    }
+    topology::check_root()?;
+    // Leftovers of runs that were killed (kill -9, power loss) go first.
+    for ns in topology::gc()? {
+        eprintln!("removed namespace {ns}, left by an nflab process that no longer exists");
+    }
+
+    std::fs::create_dir_all(dir.join("runs")).map_err(|e| LabError::artifact(&dir, e))?;
+    let env = Environment::capture(&opts.version, &opts.commit);
+    if opts.resume.is_none() {
+        write_file(&dir.join("spec.toml"), text.as_bytes())?;
+        write_json(&dir.join("env.json"), &env)?;
+    } else {
+        // The original provenance stays; each resumption adds its own.
+        let n = (1..)
+            .find(|i| !dir.join(format!("env-resume-{i}.json")).exists())
+            .unwrap_or(1);
+        write_json(&dir.join(format!("env-resume-{n}.json")), &env)?;
+    }
+
+    let mut rows = Vec::new();
+    let mut resumed_runs = 0;
+    let mut interrupted = false;
+    for plan in &plans {
+        let rd = run_dir(&dir, plan.index);
+        if let Some(summary) = completed_summary(&rd) {
+            resumed_runs += 1;
+            rows.push(RunRow::new(plan, &summary));
+            continue;
+        }
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        // A partial run from an earlier attempt is discarded whole.
+        if rd.exists() {
+            std::fs::remove_dir_all(&rd).map_err(|e| LabError::artifact(&rd, e))?;
+        }
+        std::fs::create_dir_all(&rd).map_err(|e| LabError::artifact(&rd, e))?;
+        write_json(&rd.join("params.json"), &params_json(plan))?;
+        if opts.progress {
+            eprintln!(
+                "run {}/{}: {} at {} pps, {} B, {} s",
+                plan.index + 1,
+                plans.len(),
+                plan.spec.dut.kind.as_str(),
+                plan.spec.traffic.rate_pps,
+                plan.spec.traffic.frame_bytes,
+                plan.spec.traffic.duration_s
+            );
+        }
+        let outcome = run_one(plan, &rd, &stop)?;
+        rows.push(RunRow::new(plan, &outcome.summary));
+        if outcome.summary.interrupted {
+            interrupted = true;
+            break;
+        }
+        write_file(&rd.join(COMPLETE_MARKER), b"")?;
+    }
+    results::write_parquet(&dir.join("results.parquet"), &rows)?;
+    Ok(ExperimentResult {
+        dir,
+        runs: rows,
+        resumed_runs,
+        interrupted,
+    })
+}
+
+/// `params.json` of a run: the resolved parameters and where they came from.
+pub fn params_json(plan: &RunPlan) -> serde_json::Value {
+    serde_json::json!({
+        "run": format!("{:03}", plan.index),
+        "repetition": plan.repetition,
+        "combination": plan.combination,
+        "sweep": plan.params,
+        "seed": plan.spec.experiment.seed,
+        "dut": plan.spec.dut,
+        "traffic": plan.spec.traffic,
+        "topology": plan.spec.topology,
+        "analysis": plan.spec.analysis,
+    })
+}
