@@ -203,7 +203,7 @@ fn run_writes_the_artifact_tree_and_measures_linux_router() {
             .collect();
         assert_eq!(summary["packets"]["received"], lat.len() as u64);
         lat.sort_unstable();
-        let median = lat[(lat.len() + 1) / 2 - 1];
+        let median = lat[lat.len().div_ceil(2) - 1];
         assert_eq!(summary["latency_ns"]["p50"], median);
         assert!(lat[0] > 0, "latency must be positive on one clock");
         assert!(file.records.iter().all(|r| r.wire_len == 64));

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::env::Environment;
 use crate::error::LabError;
 use crate::results::{self, RunRow};
+use crate::rfc2544;
 use crate::runner::{run_one, write_file, write_json};
 use crate::spec::{RunPlan, Spec};
 use crate::topology;
@@ -50,6 +51,9 @@ pub struct ExperimentResult {
     pub resumed_runs: usize,
     /// A signal stopped the experiment.
     pub interrupted: bool,
+    /// Verdicts of an RFC 2544 procedure, when the spec has one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rfc2544: Vec<rfc2544::Verdict>,
 }
 
 /// Directory of run `index`.
@@ -117,21 +121,20 @@ pub fn run_experiment(
         write_json(&dir.join(format!("env-resume-{n}.json")), &env)?;
     }
 
-    let mut rows = Vec::new();
+    let mut rows: Vec<RunRow> = Vec::new();
     let mut resumed_runs = 0;
     let mut interrupted = false;
-    for plan in &plans {
+    let total = plans.len();
+    // One run: reuse it if an earlier invocation completed it with the same
+    // parameters, otherwise (re)do it whole.
+    let mut execute = |plan: &RunPlan| -> Result<RunRow, LabError> {
         let rd = run_dir(&dir, plan.index);
         if let Some(summary) = completed_summary(&rd) {
-            resumed_runs += 1;
-            rows.push(RunRow::new(plan, &summary));
-            continue;
+            if same_params(&rd, plan) {
+                resumed_runs += 1;
+                return Ok(RunRow::new(plan, &summary));
+            }
         }
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        // A partial run from an earlier attempt is discarded whole.
         if rd.exists() {
             std::fs::remove_dir_all(&rd).map_err(|e| LabError::artifact(&rd, e))?;
         }
@@ -139,9 +142,13 @@ pub fn run_experiment(
         write_json(&rd.join("params.json"), &params_json(plan))?;
         if opts.progress {
             eprintln!(
-                "run {}/{}: {} at {} pps, {} B, {} s",
+                "run {}{}: {} at {} pps, {} B, {} s",
                 plan.index + 1,
-                plans.len(),
+                if spec.rfc2544.is_some() {
+                    String::new()
+                } else {
+                    format!("/{total}")
+                },
                 plan.spec.dut.kind.as_str(),
                 plan.spec.traffic.rate_pps,
                 plan.spec.traffic.frame_bytes,
@@ -149,12 +156,47 @@ pub fn run_experiment(
             );
         }
         let outcome = run_one(plan, &rd, &stop)?;
-        rows.push(RunRow::new(plan, &outcome.summary));
-        if outcome.summary.interrupted {
-            interrupted = true;
-            break;
+        if !outcome.summary.interrupted {
+            write_file(&rd.join(COMPLETE_MARKER), b"")?;
         }
-        write_file(&rd.join(COMPLETE_MARKER), b"")?;
+        Ok(RunRow::new(plan, &outcome.summary))
+    };
+
+    let mut verdicts = Vec::new();
+    match &spec.rfc2544 {
+        None => {
+            for plan in &plans {
+                if stop.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    break;
+                }
+                let row = execute(plan)?;
+                let stopped = row.summary.interrupted;
+                rows.push(row);
+                if stopped {
+                    interrupted = true;
+                    break;
+                }
+            }
+        }
+        Some(cfg) => {
+            let mut next_index = 0;
+            for base in &plans {
+                let mut run_trial = |p: &RunPlan| {
+                    let row = execute(p)?;
+                    rows.push(row.clone());
+                    Ok(row)
+                };
+                let v = rfc2544::run_procedure(cfg, base, &mut next_index, &stop, &mut run_trial)?;
+                let stopped = v.interrupted;
+                verdicts.push(v);
+                if stopped {
+                    interrupted = true;
+                    break;
+                }
+            }
+            rfc2544::write_verdicts(&dir, &verdicts)?;
+        }
     }
     results::write_parquet(&dir.join("results.parquet"), &rows)?;
     Ok(ExperimentResult {
@@ -162,7 +204,16 @@ pub fn run_experiment(
         runs: rows,
         resumed_runs,
         interrupted,
+        rfc2544: verdicts,
     })
+}
+
+/// Whether a stored run was made with the parameters of `plan`.
+fn same_params(dir: &Path, plan: &RunPlan) -> bool {
+    let stored: Option<serde_json::Value> = std::fs::read_to_string(dir.join("params.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok());
+    stored.as_ref() == Some(&params_json(plan))
 }
 
 /// `params.json` of a run: the resolved parameters and where they came from.

@@ -15,6 +15,7 @@ pub mod experiment;
 pub mod netns;
 pub mod recorder;
 pub mod results;
+pub mod rfc2544;
 pub mod runner;
 pub mod spec;
 pub mod topology;

@@ -94,13 +94,7 @@ pub fn format_table(rows: &[RunRow]) -> String {
             r.summary
                 .anomalies
                 .iter()
-                .map(|a| {
-                    format!(
-                        "anom {}:{}",
-                        a.n,
-                        human_ns(Some(a.t_ns as f64)).replace(' ', "")
-                    )
-                })
+                .map(|a| format!("anom {}:{}", a.n, short_ns(a.t_ns)))
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();

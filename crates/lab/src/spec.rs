@@ -35,6 +35,9 @@ pub struct Spec {
     /// Loop variables: dotted key -> list of values (kept as written).
     #[serde(default)]
     pub sweep: toml::Table,
+    /// An RFC 2544 procedure instead of fixed-rate runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rfc2544: Option<crate::rfc2544::Rfc2544Section>,
 }
 
 /// `[experiment]`.
@@ -502,6 +505,9 @@ impl Spec {
                     format!("analysis.anomalies: {e}"),
                 ));
             }
+        }
+        if let Some(r) = &self.rfc2544 {
+            r.validate().map_err(|m| err("rfc2544", "procedure", m))?;
         }
         if let Some(cpu) = self.topology.gen_cpu.or(self.topology.rec_cpu) {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get());

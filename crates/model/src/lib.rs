@@ -84,7 +84,11 @@ fn positive(name: &'static str, value: f64) -> Result<(), ModelError> {
     if value.is_finite() && value > 0.0 {
         Ok(())
     } else {
-        Err(ModelError::Invalid { name, value, valid: "use a positive, finite number" })
+        Err(ModelError::Invalid {
+            name,
+            value,
+            valid: "use a positive, finite number",
+        })
     }
 }
 
@@ -107,7 +111,11 @@ pub fn resource(i: &ResourceInputs) -> Result<ResourcePrediction, ModelError> {
         t_max_pps: eth.min(cpu),
         ethernet_pps: eth,
         cpu_pps: cpu,
-        bound: if cpu < eth { Bound::Cpu } else { Bound::Ethernet },
+        bound: if cpu < eth {
+            Bound::Cpu
+        } else {
+            Bound::Ethernet
+        },
         crossover_cycles: i.cpu_hz * i.cores / eth,
     })
 }
@@ -144,7 +152,11 @@ mod tests {
         assert!(close(p.t_max_pps, 7.33e6, 1e-3), "{}", p.t_max_pps);
         assert_eq!(p.bound, Bound::Cpu);
         // Line-rate crossover ≈ 222 cycles at 3.3 GHz and 10G.
-        assert!((p.crossover_cycles - 221.76).abs() < 0.5, "{}", p.crossover_cycles);
+        assert!(
+            (p.crossover_cycles - 221.76).abs() < 0.5,
+            "{}",
+            p.crossover_cycles
+        );
     }
 
     #[test]

@@ -32,14 +32,20 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             anomalies: anomalies.clone(),
             ..AnalysisConfig::default()
         };
-        let is_csv = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        let is_csv = file
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
         let summary = if is_csv {
             let (records, sent) = nflab_analyze::read_csv(file)?;
             nflab_analyze::analyze(&records, &sent, &cfg)
         } else {
             let (s, tail) = nflab_analyze::analyze_file(file, &cfg)
                 .with_context(|| format!("analysing {}", file.display()))?;
-            if let nflab_record::TailState::Truncated { discarded_bytes, reason } = tail {
+            if let nflab_record::TailState::Truncated {
+                discarded_bytes,
+                reason,
+            } = tail
+            {
                 eprintln!(
                     "warning: {}: truncated tail ({discarded_bytes} bytes discarded: {reason}); analysed every complete block",
                     file.display()
@@ -55,7 +61,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             let v: serde_json::Map<String, serde_json::Value> = out
                 .iter()
-                .map(|(f, s)| (f.display().to_string(), serde_json::to_value(s).unwrap_or_default()))
+                .map(|(f, s)| {
+                    (
+                        f.display().to_string(),
+                        serde_json::to_value(s).unwrap_or_default(),
+                    )
+                })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }

@@ -38,15 +38,40 @@ enum Model {
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     match args.model {
-        Model::Resource { cpu_hz, cores, cycles_per_packet, link_bps, frame_bytes, json } => {
-            let p = resource(&ResourceInputs { cpu_hz, cores, cycles_per_packet, link_bps, frame_bytes })?;
+        Model::Resource {
+            cpu_hz,
+            cores,
+            cycles_per_packet,
+            link_bps,
+            frame_bytes,
+            json,
+        } => {
+            let p = resource(&ResourceInputs {
+                cpu_hz,
+                cores,
+                cycles_per_packet,
+                link_bps,
+                frame_bytes,
+            })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&p)?);
             } else {
-                println!("T_max        {:>14.0} pps  (bound: {:?})", p.t_max_pps, p.bound);
-                println!("  ethernet   {:>14.0} pps  ({} B frames + 20 B L1 overhead at {} bit/s)", p.ethernet_pps, frame_bytes, link_bps);
-                println!("  cpu        {:>14.0} pps  ({} cores × {} Hz / {} cycles)", p.cpu_pps, cores, cpu_hz, cycles_per_packet);
-                println!("  crossover  {:>14.1} cycles per packet", p.crossover_cycles);
+                println!(
+                    "T_max        {:>14.0} pps  (bound: {:?})",
+                    p.t_max_pps, p.bound
+                );
+                println!(
+                    "  ethernet   {:>14.0} pps  ({} B frames + 20 B L1 overhead at {} bit/s)",
+                    p.ethernet_pps, frame_bytes, link_bps
+                );
+                println!(
+                    "  cpu        {:>14.0} pps  ({} cores × {} Hz / {} cycles)",
+                    p.cpu_pps, cores, cpu_hz, cycles_per_packet
+                );
+                println!(
+                    "  crossover  {:>14.1} cycles per packet",
+                    p.crossover_cycles
+                );
             }
         }
     }

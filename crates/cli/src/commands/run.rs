@@ -65,6 +65,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         print!("{}", results::format_table(&result.runs));
+        if !result.rfc2544.is_empty() {
+            println!();
+            print!("{}", nflab_lab::rfc2544::format_verdicts(&result.rfc2544));
+        }
         println!("\nlatency: one-way, rx (kernel software timestamp) − tx (application timestamp), CLOCK_REALTIME");
         if result.resumed_runs > 0 {
             println!(

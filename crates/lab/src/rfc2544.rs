@@ -1,0 +1,521 @@
+//! RFC 2544 procedures: throughput by binary search (§26.1), latency at the
+//! found throughput (§26.2), and the overload knee of seed 000 (the rate at
+//! which loss starts and the median latency jumps by orders of magnitude).
+//!
+//! Every trial is an ordinary run with its own directory, records and
+//! summary, so a search can be re-analysed like any experiment; the verdicts
+//! go to `rfc2544.json`.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+use crate::results::RunRow;
+use crate::spec::{Rate, RunPlan};
+
+/// `[rfc2544]` of the spec.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rfc2544Section {
+    /// Which procedure.
+    pub procedure: Procedure,
+    /// Largest loss ratio a trial may have and still pass (RFC 2544: 0).
+    #[serde(default)]
+    pub loss_tolerance: f64,
+    /// The search stops when the pass/fail interval is this narrow.
+    #[serde(default = "default_resolution")]
+    pub resolution_pps: f64,
+    /// Lowest rate tried.
+    #[serde(default = "default_min")]
+    pub min_rate_pps: f64,
+    /// Highest rate tried (the first trial of the throughput search).
+    #[serde(default = "default_max")]
+    pub max_rate_pps: f64,
+    /// Measured seconds of each trial (RFC 2544 asks for at least 60 s on
+    /// real equipment; shorter trials are fine for exploration).
+    #[serde(default = "default_trial")]
+    pub trial_s: f64,
+    /// Latency procedure: fraction of the found throughput to measure at.
+    #[serde(default = "one")]
+    pub latency_fraction: f64,
+    /// Knee procedure: number of geometrically spaced rates.
+    #[serde(default = "default_steps")]
+    pub knee_steps: u32,
+}
+
+fn default_resolution() -> f64 {
+    1_000.0
+}
+fn default_min() -> f64 {
+    1_000.0
+}
+fn default_max() -> f64 {
+    1_000_000.0
+}
+fn default_trial() -> f64 {
+    2.0
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_steps() -> u32 {
+    8
+}
+
+/// RFC 2544 procedure.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Procedure {
+    /// Highest rate with loss ≤ tolerance (§26.1).
+    Throughput,
+    /// Throughput, then latency at `latency_fraction` of it (§26.2).
+    Latency,
+    /// Rates from min to max, geometric: where loss starts, how latency jumps.
+    Knee,
+}
+
+impl Rfc2544Section {
+    /// Check ranges; names the key and what is valid.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "rfc2544.{name} = {v} is not valid: use a positive number"
+                ))
+            }
+        };
+        pos("resolution_pps", self.resolution_pps)?;
+        pos("min_rate_pps", self.min_rate_pps)?;
+        pos("max_rate_pps", self.max_rate_pps)?;
+        pos("trial_s", self.trial_s)?;
+        if !(0.0..1.0).contains(&self.loss_tolerance) {
+            return Err(format!(
+                "rfc2544.loss_tolerance = {} is not valid: use a loss ratio from 0 up to (not including) 1",
+                self.loss_tolerance
+            ));
+        }
+        if self.min_rate_pps >= self.max_rate_pps {
+            return Err(format!(
+                "rfc2544.min_rate_pps = {} must be below rfc2544.max_rate_pps = {}",
+                self.min_rate_pps, self.max_rate_pps
+            ));
+        }
+        if !(self.latency_fraction > 0.0 && self.latency_fraction <= 1.0) {
+            return Err(format!(
+                "rfc2544.latency_fraction = {} is not valid: use a fraction above 0 and at most 1",
+                self.latency_fraction
+            ));
+        }
+        if self.knee_steps < 2 {
+            return Err(format!(
+                "rfc2544.knee_steps = {} is not valid: use 2 or more",
+                self.knee_steps
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A trial whose generator achieved less than this share of the offered
+/// rate did not test the DuT at that rate.
+pub const GENERATOR_SHORTFALL: f64 = 0.99;
+
+/// One trial of a search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    /// Run directory name.
+    pub run: String,
+    /// Offered rate.
+    pub rate_pps: f64,
+    /// Measured loss ratio.
+    pub loss_ratio: f64,
+    /// Loss within tolerance and the rate really offered.
+    pub pass: bool,
+    /// The generator sent more than 1 % below the offered rate: the trial
+    /// says nothing about the DuT at this rate and counts as a failure.
+    pub generator_limited: bool,
+    /// Rate the generator achieved.
+    pub tx_pps: Option<f64>,
+    /// Median latency, ns.
+    pub p50_ns: Option<i64>,
+    /// 99th percentile latency, ns.
+    pub p99_ns: Option<i64>,
+}
+
+/// The verdict of a procedure for one parameter combination.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// Which combination of the sweep.
+    pub combination: usize,
+    /// Its swept values.
+    pub params: std::collections::BTreeMap<String, toml::Value>,
+    /// The procedure.
+    pub procedure: Procedure,
+    /// Highest passing rate found (throughput, latency); None if even the
+    /// minimum rate failed.
+    pub throughput_pps: Option<f64>,
+    /// Knee: the lowest rate with loss above the tolerance.
+    pub loss_onset_pps: Option<f64>,
+    /// Knee: median latency above the onset divided by the median below it.
+    pub latency_jump: Option<f64>,
+    /// Latency procedure: the run measured at the fraction of throughput.
+    pub latency_run: Option<String>,
+    /// Every trial in order.
+    pub trials: Vec<Trial>,
+    /// The search was cut short by a signal.
+    pub interrupted: bool,
+}
+
+/// Runs one trial; given the plan (with rate and duration set) and its index.
+pub type TrialRunner<'a> = dyn FnMut(&RunPlan) -> Result<RunRow, LabError> + 'a;
+
+fn trial_plan(base: &RunPlan, index: usize, rate: f64, trial_s: f64) -> RunPlan {
+    let mut p = base.clone();
+    p.index = index;
+    p.spec.traffic.rate_pps = Rate::Pps(rate);
+    p.spec.traffic.duration_s = trial_s;
+    p.params
+        .insert("traffic.rate_pps".into(), toml::Value::Float(rate));
+    p
+}
+
+/// Carry out the procedure for one combination. `next_index` numbers the
+/// run directories across combinations.
+pub fn run_procedure(
+    cfg: &Rfc2544Section,
+    base: &RunPlan,
+    next_index: &mut usize,
+    stop: &Arc<AtomicBool>,
+    run_trial: &mut TrialRunner<'_>,
+) -> Result<Verdict, LabError> {
+    let mut verdict = Verdict {
+        combination: base.combination,
+        params: base.params.clone(),
+        procedure: cfg.procedure,
+        throughput_pps: None,
+        loss_onset_pps: None,
+        latency_jump: None,
+        latency_run: None,
+        trials: Vec::new(),
+        interrupted: false,
+    };
+    let mut trial = |rate: f64, verdict: &mut Verdict| -> Result<Option<bool>, LabError> {
+        if stop.load(Ordering::Relaxed) {
+            verdict.interrupted = true;
+            return Ok(None);
+        }
+        let plan = trial_plan(base, *next_index, rate, cfg.trial_s);
+        *next_index += 1;
+        let row = run_trial(&plan)?;
+        let s = &row.summary;
+        if s.interrupted {
+            verdict.interrupted = true;
+            return Ok(None);
+        }
+        let generator_limited = s
+            .rate
+            .tx_pps
+            .is_none_or(|tx| tx < rate * GENERATOR_SHORTFALL);
+        let pass =
+            s.loss_ratio <= cfg.loss_tolerance && s.packets.received > 0 && !generator_limited;
+        verdict.trials.push(Trial {
+            run: row.run.clone(),
+            rate_pps: rate,
+            loss_ratio: s.loss_ratio,
+            pass,
+            generator_limited,
+            tx_pps: s.rate.tx_pps,
+            p50_ns: s.latency_ns.p50,
+            p99_ns: s.latency_ns.p99,
+        });
+        Ok(Some(pass))
+    };
+
+    match cfg.procedure {
+        Procedure::Throughput | Procedure::Latency => {
+            // RFC 2544 §26.1: start at the maximum; binary search below it.
+            let (mut lo, mut hi) = (None::<f64>, cfg.max_rate_pps);
+            match trial(cfg.max_rate_pps, &mut verdict)? {
+                None => return Ok(verdict),
+                Some(true) => lo = Some(cfg.max_rate_pps),
+                Some(false) => match trial(cfg.min_rate_pps, &mut verdict)? {
+                    None => return Ok(verdict),
+                    Some(false) => {}
+                    Some(true) => {
+                        lo = Some(cfg.min_rate_pps);
+                        while let Some(l) = lo {
+                            if hi - l <= cfg.resolution_pps {
+                                break;
+                            }
+                            let mid = ((l + hi) / 2.0).round();
+                            match trial(mid, &mut verdict)? {
+                                None => break,
+                                Some(true) => lo = Some(mid),
+                                Some(false) => hi = mid,
+                            }
+                        }
+                    }
+                },
+            }
+            verdict.throughput_pps = lo;
+            if cfg.procedure == Procedure::Latency && !verdict.interrupted {
+                if let Some(t) = lo {
+                    let rate = (t * cfg.latency_fraction).max(1.0);
+                    let before = verdict.trials.len();
+                    trial(rate, &mut verdict)?;
+                    verdict.latency_run = verdict.trials.get(before).map(|t| t.run.clone());
+                }
+            }
+        }
+        Procedure::Knee => {
+            let n = cfg.knee_steps;
+            let ratio = (cfg.max_rate_pps / cfg.min_rate_pps).powf(1.0 / (n - 1) as f64);
+            for i in 0..n {
+                let rate = (cfg.min_rate_pps * ratio.powi(i as i32)).round();
+                if trial(rate, &mut verdict)?.is_none() {
+                    break;
+                }
+            }
+            if let Some(k) = verdict.trials.iter().position(|t| !t.pass) {
+                verdict.loss_onset_pps = Some(verdict.trials[k].rate_pps);
+                if k > 0 {
+                    if let (Some(a), Some(b)) =
+                        (verdict.trials[k - 1].p50_ns, verdict.trials[k].p50_ns)
+                    {
+                        if a > 0 {
+                            verdict.latency_jump = Some(b as f64 / a as f64);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(verdict)
+}
+
+/// Write `rfc2544.json`.
+pub fn write_verdicts(dir: &Path, verdicts: &[Verdict]) -> Result<(), LabError> {
+    crate::runner::write_json(&dir.join("rfc2544.json"), &verdicts)
+}
+
+/// One line per verdict for the terminal.
+pub fn format_verdicts(verdicts: &[Verdict]) -> String {
+    use crate::results::human_pps;
+    let mut out = String::new();
+    for v in verdicts {
+        let params: Vec<String> = v
+            .params
+            .iter()
+            .filter(|(k, _)| *k != "traffic.rate_pps")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let what = match v.procedure {
+            Procedure::Throughput | Procedure::Latency => match v.throughput_pps {
+                Some(t) => format!("throughput {}", human_pps(Some(t))),
+                None => "throughput below the minimum rate".into(),
+            },
+            Procedure::Knee => match (v.loss_onset_pps, v.latency_jump) {
+                (Some(r), Some(j)) => format!(
+                    "loss starts at {}, median latency ×{j:.1}",
+                    human_pps(Some(r))
+                ),
+                (Some(r), None) => format!("loss starts at {}", human_pps(Some(r))),
+                (None, _) => "no loss up to the maximum rate".into(),
+            },
+        };
+        out.push_str(&format!(
+            "RFC 2544 {:?}{}: {what} ({} trials{})\n",
+            v.procedure,
+            if params.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", params.join(" "))
+            },
+            v.trials.len(),
+            if v.interrupted { ", interrupted" } else { "" }
+        ));
+        if let Some(g) = v
+            .trials
+            .iter()
+            .filter(|t| t.generator_limited)
+            .map(|t| t.tx_pps.unwrap_or(0.0))
+            .reduce(f64::max)
+        {
+            out.push_str(&format!(
+                "  note: the generator reached only {} where more was offered: rates above that were not tested, so the result is bounded by this host's generator, not the DuT\n",
+                human_pps(Some(g))
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Spec;
+    use nflab_analyze::Summary;
+
+    const SPEC: &str = "[experiment]\nname = \"t\"\n[dut]\nkind = \"loopback\"\n";
+
+    fn cfg(procedure: Procedure) -> Rfc2544Section {
+        Rfc2544Section {
+            procedure,
+            loss_tolerance: 0.0,
+            resolution_pps: 1_000.0,
+            min_rate_pps: 1_000.0,
+            max_rate_pps: 100_000.0,
+            trial_s: 1.0,
+            latency_fraction: 0.5,
+            knee_steps: 5,
+        }
+    }
+
+    /// A simulated DuT that loses packets above `capacity` pps and whose
+    /// median latency jumps 100× when overloaded.
+    fn dut(capacity: f64) -> impl FnMut(&RunPlan) -> Result<RunRow, LabError> {
+        move |plan: &RunPlan| {
+            let rate = plan.spec.traffic.rate_pps.pps().unwrap();
+            let mut s = Summary::default();
+            s.packets.sent = rate as u64;
+            s.rate.tx_pps = Some(rate);
+            s.packets.received = rate.min(capacity) as u64;
+            s.loss_ratio = 1.0 - rate.min(capacity) / rate;
+            s.latency_ns.p50 = Some(if rate > capacity { 500_000 } else { 5_000 });
+            Ok(RunRow::new(plan, &s))
+        }
+    }
+
+    fn base() -> RunPlan {
+        Spec::parse(SPEC, "t")
+            .unwrap()
+            .expand(SPEC)
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn binary_search_finds_capacity_within_resolution() {
+        for capacity in [1_500.0, 37_123.0, 99_999.0] {
+            let mut idx = 0;
+            let v = run_procedure(
+                &cfg(Procedure::Throughput),
+                &base(),
+                &mut idx,
+                &Arc::new(AtomicBool::new(false)),
+                &mut dut(capacity),
+            )
+            .unwrap();
+            let t = v.throughput_pps.unwrap();
+            assert!(
+                t <= capacity && capacity - t <= 1_000.0,
+                "capacity {capacity}: found {t}"
+            );
+            assert_eq!(idx, v.trials.len());
+            // Every passing trial is at or below capacity, every failing one above.
+            assert!(v
+                .trials
+                .iter()
+                .all(|tr| tr.pass == (tr.rate_pps <= capacity)));
+        }
+    }
+
+    #[test]
+    fn max_rate_passing_ends_at_once_and_min_failing_finds_nothing() {
+        let mut idx = 0;
+        let stop = Arc::new(AtomicBool::new(false));
+        let v = run_procedure(
+            &cfg(Procedure::Throughput),
+            &base(),
+            &mut idx,
+            &stop,
+            &mut dut(1e9),
+        )
+        .unwrap();
+        assert_eq!((v.throughput_pps, v.trials.len()), (Some(100_000.0), 1));
+        let v = run_procedure(
+            &cfg(Procedure::Throughput),
+            &base(),
+            &mut idx,
+            &stop,
+            &mut dut(10.0),
+        )
+        .unwrap();
+        assert_eq!((v.throughput_pps, v.trials.len()), (None, 2));
+    }
+
+    #[test]
+    fn a_generator_that_cannot_offer_the_rate_fails_the_trial() {
+        // Lossless DuT, but the generator tops out at 60 kpps.
+        let mut inner = dut(1e9);
+        let mut limited = |plan: &RunPlan| {
+            let mut row = inner(plan)?;
+            let r = plan.spec.traffic.rate_pps.pps().unwrap();
+            row.summary.rate.tx_pps = Some(r.min(60_000.0));
+            Ok(row)
+        };
+        let mut idx = 0;
+        let v = run_procedure(
+            &cfg(Procedure::Throughput),
+            &base(),
+            &mut idx,
+            &Arc::new(AtomicBool::new(false)),
+            &mut limited,
+        )
+        .unwrap();
+        let t = v.throughput_pps.unwrap();
+        // Within the 1 % shortfall allowance of the generator's ceiling.
+        assert!(t <= 60_000.0 / GENERATOR_SHORTFALL && t > 59_000.0, "{t}");
+        assert!(v.trials[0].generator_limited && !v.trials[0].pass);
+        assert!(format_verdicts(&[v]).contains("generator reached only"));
+    }
+
+    #[test]
+    fn latency_runs_at_the_fraction() {
+        let mut idx = 0;
+        let v = run_procedure(
+            &cfg(Procedure::Latency),
+            &base(),
+            &mut idx,
+            &Arc::new(AtomicBool::new(false)),
+            &mut dut(50_000.0),
+        )
+        .unwrap();
+        let t = v.throughput_pps.unwrap();
+        let last = v.trials.last().unwrap();
+        assert_eq!(last.rate_pps, (t * 0.5).max(1.0));
+        assert_eq!(v.latency_run.as_deref(), Some(last.run.as_str()));
+    }
+
+    #[test]
+    fn knee_finds_loss_onset_and_jump() {
+        let mut idx = 0;
+        let v = run_procedure(
+            &cfg(Procedure::Knee),
+            &base(),
+            &mut idx,
+            &Arc::new(AtomicBool::new(false)),
+            &mut dut(20_000.0),
+        )
+        .unwrap();
+        // Rates 1k, 3.16k, 10k, 31.6k, 100k: loss starts at 31.6k.
+        assert_eq!(v.trials.len(), 5);
+        assert_eq!(v.loss_onset_pps, Some(31_623.0));
+        assert_eq!(v.latency_jump, Some(100.0));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let mut c = cfg(Procedure::Throughput);
+        c.loss_tolerance = 1.5;
+        assert!(c.validate().unwrap_err().contains("rfc2544.loss_tolerance"));
+        let mut c = cfg(Procedure::Throughput);
+        c.min_rate_pps = 1e6;
+        assert!(c.validate().unwrap_err().contains("min_rate_pps"));
+    }
+}
