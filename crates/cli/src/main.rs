@@ -25,6 +25,8 @@ enum Command {
     Recv(commands::recv::Args),
     /// Compute the statistics of record files (.nfr or CSV seq,tx_ns,rx_ns).
     Analyze(commands::analyze::Args),
+    /// Two experiments side by side: percentiles with CIs and a KS test.
+    Compare(commands::compare::Args),
     /// (Re)build report.html of an experiment directory.
     Report(commands::report::Args),
     /// Manage the built-in namespace topology.
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => commands::recv::main(a),
         Command::Analyze(a) => commands::analyze::main(a),
         Command::Report(a) => commands::report::main(a),
+        Command::Compare(a) => commands::compare::main(a),
         Command::Topo(a) => commands::topo::main(a),
         Command::Doctor(a) => commands::doctor::main(a),
         Command::Model(a) => commands::model::main(a),

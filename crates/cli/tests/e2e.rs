@@ -714,3 +714,91 @@ fn kill_9_then_resume_completes_with_the_same_table_shape() {
     assert_eq!(s1["interrupted"], false);
     assert!(exp.join("env-resume-1.json").exists());
 }
+
+#[test]
+fn knobs_are_applied_recorded_reverted_and_replications_compare() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("knobs");
+    let knob = "/proc/sys/net/core/busy_read";
+    let original = std::fs::read_to_string(knob).unwrap().trim().to_string();
+    let target = if original == "37" { "38" } else { "37" };
+    let spec = write_spec(
+        &tmp.0,
+        "k",
+        &format!(
+            "[experiment]\nname = \"k\"\n[dut]\nkind = \"loopback\"\n[traffic]\nrate_pps = 5000\nduration_s = 0.4\nwarmup_s = 0\n[knobs]\nsysctl = {{ \"net.core.busy_read\" = {target}, \"net.core.nflab_no_such_knob\" = 1 }}\n[sweep]\n\"traffic.frame_bytes\" = [64, 128]\n"
+        ),
+    );
+    let mut dirs = Vec::new();
+    for _ in 0..2 {
+        let out = nflab()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                tmp.0.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        dirs.push(PathBuf::from(v["dir"].as_str().unwrap()));
+        // Distinct timestamped directories even when runs are quick.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap().trim(),
+        original,
+        "knob not reverted"
+    );
+    let records: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dirs[0].join("runs/000/knobs.json")).unwrap(),
+    )
+    .unwrap();
+    let busy = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "net.core.busy_read")
+        .unwrap();
+    assert_eq!(busy["status"], "applied");
+    assert_eq!(busy["applied"], target);
+    assert_eq!(busy["reverted"], original);
+    let missing = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "net.core.nflab_no_such_knob")
+        .unwrap();
+    assert_eq!(missing["status"], "unsupported");
+    let system: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dirs[0].join("runs/000/system.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(system["delta"]["seconds"].as_f64().unwrap() > 0.3);
+
+    let out = nflab()
+        .args([
+            "compare",
+            dirs[0].to_str().unwrap(),
+            dirs[1].to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = c.as_array().unwrap();
+    assert_eq!(c.len(), 2, "one comparison per frame size");
+    for x in c {
+        assert_eq!(x["a"]["samples"], 2000);
+        let p = x["ks_p"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p));
+        let q = &x["a"]["quantiles"][0];
+        assert!(
+            q["low"].as_i64() <= q["value"].as_i64() && q["value"].as_i64() <= q["high"].as_i64()
+        );
+    }
+}

@@ -16,9 +16,11 @@ use serde::Serialize;
 
 use crate::env::Environment;
 use crate::error::LabError;
+use crate::knobs::{AppliedKnobs, KnobRoots};
 use crate::results::{self, RunRow};
 use crate::rfc2544;
 use crate::runner::{run_one, write_file, write_json};
+use crate::snapshot::{self, Snapshot};
 use crate::spec::{RunPlan, Spec};
 use crate::topology;
 
@@ -155,7 +157,20 @@ pub fn run_experiment(
                 plan.spec.traffic.duration_s
             );
         }
-        let outcome = run_one(plan, &rd, &stop)?;
+        // Knobs hold for this run only; the guard reverts them on any exit.
+        let mut knobs = AppliedKnobs::apply(&plan.spec.knobs, &KnobRoots::default())?;
+        if !plan.spec.knobs.is_empty() {
+            write_json(&rd.join("knobs.json"), &knobs.records())?;
+        }
+        let before = Snapshot::take();
+        let outcome = run_one(plan, &rd, &stop);
+        let after = Snapshot::take();
+        knobs.revert();
+        if !plan.spec.knobs.is_empty() {
+            write_json(&rd.join("knobs.json"), &knobs.records())?;
+        }
+        snapshot::write(&rd, &before, &after)?;
+        let outcome = outcome?;
         if !outcome.summary.interrupted {
             write_file(&rd.join(COMPLETE_MARKER), b"")?;
         }

@@ -9,14 +9,17 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod env;
 pub mod error;
 pub mod experiment;
+pub mod knobs;
 pub mod netns;
 pub mod recorder;
 pub mod results;
 pub mod rfc2544;
 pub mod runner;
+pub mod snapshot;
 pub mod spec;
 pub mod topology;
 

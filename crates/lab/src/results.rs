@@ -105,6 +105,19 @@ pub fn format_table(rows: &[RunRow]) -> String {
     .map(|s| s.to_string())
     .collect();
     header.extend(anomaly_header);
+    // Swept parameters other than the DuT and the rate get a column each.
+    let mut extra: Vec<&String> = rows
+        .iter()
+        .flat_map(|r| r.params.keys())
+        .filter(|k| *k != "dut.kind" && *k != "traffic.rate_pps")
+        .collect();
+    extra.sort();
+    extra.dedup();
+    header.extend(
+        extra
+            .iter()
+            .map(|k| k.rsplit('.').next().unwrap_or(k).to_string()),
+    );
     let mut lines: Vec<Vec<String>> = vec![header];
     for r in rows {
         let s = &r.summary;
@@ -121,6 +134,11 @@ pub fn format_table(rows: &[RunRow]) -> String {
             human_ns(l.max.map(|v| v as f64)),
         ];
         line.extend(s.anomalies.iter().map(|a| a.count.to_string()));
+        line.extend(
+            extra
+                .iter()
+                .map(|k| r.params.get(*k).cloned().unwrap_or_default()),
+        );
         if s.interrupted {
             line[0].push('*');
         }

@@ -35,6 +35,9 @@ pub struct Spec {
     /// Loop variables: dotted key -> list of values (kept as written).
     #[serde(default)]
     pub sweep: toml::Table,
+    /// Host settings applied for each run, read back, recorded and reverted.
+    #[serde(default, skip_serializing_if = "crate::knobs::KnobsSection::is_empty")]
+    pub knobs: crate::knobs::KnobsSection,
     /// An RFC 2544 procedure instead of fixed-rate runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rfc2544: Option<crate::rfc2544::Rfc2544Section>,
@@ -506,6 +509,9 @@ impl Spec {
                 ));
             }
         }
+        self.knobs
+            .validate()
+            .map_err(|m| err("knobs", "sysctl", m))?;
         if let Some(r) = &self.rfc2544 {
             r.validate().map_err(|m| err("rfc2544", "procedure", m))?;
         }
@@ -583,14 +589,15 @@ impl Spec {
                 other => vec![other.clone()],
             };
             let parts: Vec<&str> = key.split('.').collect();
-            if parts.len() != 2
-                || !["experiment", "topology", "dut", "traffic", "analysis"].contains(&parts[0])
-                || parts[0] == "experiment"
+            let knob = parts.len() > 2 && parts[0] == "knobs" && parts[1] == "sysctl";
+            if !knob
+                && (parts.len() != 2
+                    || !["topology", "dut", "traffic", "analysis", "knobs"].contains(&parts[0]))
             {
                 return Err(LabError::Spec {
                     file: origin.to_string(),
                     message: format!(
-                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic or analysis"
+                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis or knobs, or \"knobs.sysctl.<name>\""
                     ),
                 });
             }
@@ -621,7 +628,20 @@ impl Spec {
                     .entry(section.to_string())
                     .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 if let toml::Value::Table(t) = entry {
-                    t.insert(field.to_string(), value.clone());
+                    match field.strip_prefix("sysctl.").filter(|_| section == "knobs") {
+                        // "knobs.sysctl.net.core.busy_poll": the sysctl name keeps its dots.
+                        Some(name) => {
+                            let sys = t
+                                .entry("sysctl".to_string())
+                                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                            if let toml::Value::Table(sys) = sys {
+                                sys.insert(name.to_string(), value.clone());
+                            }
+                        }
+                        None => {
+                            t.insert(field.to_string(), value.clone());
+                        }
+                    }
                 }
             }
             let resolved: Spec =

@@ -1,0 +1,337 @@
+//! Replication: two experiments side by side, per run configuration.
+//!
+//! For every configuration (the swept values of a run, repetitions pooled)
+//! that both experiments have, it reports the median and tail percentiles of
+//! the one-way latency with distribution-free 95 % confidence intervals, and
+//! a two-sample Kolmogorov–Smirnov test of the two latency distributions, as
+//! seed 000 does for its replicated platforms.
+//!
+//! Confidence interval of the q-quantile of n samples: the order statistics
+//! at ranks n·q ∓ 1.96·√(n·q·(1−q)) (normal approximation of the binomial
+//! count of samples below the quantile; valid for n·q·(1−q) ≳ 5, flagged
+//! otherwise). KS p-value: the asymptotic Kolmogorov distribution with the
+//! small-sample correction of Stephens (1970),
+//! λ = (√nₑ + 0.12 + 0.11/√nₑ)·D, nₑ = n·m/(n+m), p = 2 Σ (−1)^{k−1} e^{−2k²λ²}.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::LabError;
+
+/// A quantile with its confidence interval, ns.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct QuantileCi {
+    /// The quantile in [0, 1].
+    pub q: f64,
+    /// Point estimate (nearest rank).
+    pub value: i64,
+    /// Lower end of the 95 % interval.
+    pub low: i64,
+    /// Upper end of the 95 % interval.
+    pub high: i64,
+    /// n·q·(1−q) ≥ 5, so the normal approximation holds.
+    pub reliable: bool,
+}
+
+/// One side of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    /// Runs pooled.
+    pub runs: usize,
+    /// Latency samples pooled.
+    pub samples: usize,
+    /// Loss ratio over the pooled runs.
+    pub loss_ratio: f64,
+    /// p50, p99, p99.9 with intervals.
+    pub quantiles: Vec<QuantileCi>,
+}
+
+/// One configuration in both experiments.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The swept values, as JSON.
+    pub config: String,
+    /// Experiment A.
+    pub a: Side,
+    /// Experiment B.
+    pub b: Side,
+    /// KS statistic: largest distance between the two empirical CDFs.
+    pub ks_d: f64,
+    /// Asymptotic p-value of D under "same distribution".
+    pub ks_p: f64,
+}
+
+/// Quantile `q` of sorted `v` with a distribution-free 95 % interval.
+pub fn quantile_ci(v: &[i64], q: f64) -> Option<QuantileCi> {
+    if v.is_empty() {
+        return None;
+    }
+    let n = v.len() as f64;
+    let at = |rank: f64| v[(rank.ceil().max(1.0) as usize).min(v.len()) - 1];
+    let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+    Some(QuantileCi {
+        q,
+        value: at(n * q),
+        low: at(n * q - half),
+        high: at(n * q + half + 1.0),
+        reliable: n * q * (1.0 - q) >= 5.0,
+    })
+}
+
+/// Two-sample KS statistic of sorted samples.
+pub fn ks_statistic(a: &[i64], b: &[i64]) -> f64 {
+    let (n, m) = (a.len(), b.len());
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
+    while i < n && j < m {
+        let x = a[i].min(b[j]);
+        // Step both CDFs past every sample equal to x: ties move together.
+        while i < n && a[i] == x {
+            i += 1;
+        }
+        while j < m && b[j] == x {
+            j += 1;
+        }
+        d = d.max((i as f64 / n as f64 - j as f64 / m as f64).abs());
+    }
+    d
+}
+
+/// Asymptotic p-value of a two-sample KS statistic.
+pub fn ks_p_value(d: f64, n: usize, m: usize) -> f64 {
+    if n == 0 || m == 0 {
+        return 0.0;
+    }
+    let ne = (n * m) as f64 / (n + m) as f64;
+    let lambda = (ne.sqrt() + 0.12 + 0.11 / ne.sqrt()) * d;
+    if lambda < 1e-3 {
+        return 1.0;
+    }
+    let mut sum = 0.0;
+    for k in 1..=100 {
+        let term = (-2.0 * (k * k) as f64 * lambda * lambda).exp();
+        sum += if k % 2 == 1 { term } else { -term };
+        if term < 1e-12 {
+            break;
+        }
+    }
+    (2.0 * sum).clamp(0.0, 1.0)
+}
+
+struct Pooled {
+    runs: usize,
+    latencies: Vec<i64>,
+    sent: u64,
+    lost: u64,
+}
+
+/// Latencies of every run of an experiment, pooled by configuration.
+fn load(dir: &Path) -> Result<BTreeMap<String, Pooled>, LabError> {
+    let runs = dir.join("runs");
+    let entries = std::fs::read_dir(&runs).map_err(|e| {
+        LabError::Other(format!(
+            "{} is not an nflab experiment directory ({e}): give a directory `nflab run` printed",
+            dir.display()
+        ))
+    })?;
+    let mut out: BTreeMap<String, Pooled> = BTreeMap::new();
+    let mut paths: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    paths.sort();
+    for rd in paths {
+        if !rd.join(crate::experiment::COMPLETE_MARKER).exists() {
+            continue;
+        }
+        let params: serde_json::Value = std::fs::read_to_string(rd.join("params.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default();
+        let key = serde_json::to_string(&params["sweep"]).unwrap_or_default();
+        let file = nflab_record::read_all(&rd.join("records.nfr"))?;
+        let summary: serde_json::Value = std::fs::read_to_string(rd.join("summary.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default();
+        let warm: Vec<(u16, u64)> = file
+            .trailer
+            .as_ref()
+            .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
+            .unwrap_or_default();
+        let entry = out.entry(key).or_insert(Pooled {
+            runs: 0,
+            latencies: Vec::new(),
+            sent: 0,
+            lost: 0,
+        });
+        entry.runs += 1;
+        entry.sent += summary["packets"]["sent"].as_u64().unwrap_or(0);
+        entry.lost += summary["packets"]["lost"].as_u64().unwrap_or(0);
+        entry.latencies.extend(
+            file.records
+                .iter()
+                .filter(|r| !warm.iter().any(|(f, w)| *f == r.flow && r.seq < *w))
+                .map(|r| r.rx_ns as i64 - r.tx_ns as i64),
+        );
+    }
+    for p in out.values_mut() {
+        p.latencies.sort_unstable();
+    }
+    Ok(out)
+}
+
+fn side(p: &Pooled) -> Side {
+    Side {
+        runs: p.runs,
+        samples: p.latencies.len(),
+        loss_ratio: if p.sent > 0 {
+            p.lost as f64 / p.sent as f64
+        } else {
+            0.0
+        },
+        quantiles: [0.5, 0.99, 0.999]
+            .iter()
+            .filter_map(|q| quantile_ci(&p.latencies, *q))
+            .collect(),
+    }
+}
+
+/// Compare two experiment directories configuration by configuration.
+pub fn compare(a: &Path, b: &Path) -> Result<Vec<Comparison>, LabError> {
+    let (pa, pb) = (load(a)?, load(b)?);
+    let mut out = Vec::new();
+    for (key, xa) in &pa {
+        let Some(xb) = pb.get(key) else { continue };
+        let d = ks_statistic(&xa.latencies, &xb.latencies);
+        out.push(Comparison {
+            config: key.clone(),
+            a: side(xa),
+            b: side(xb),
+            ks_d: d,
+            ks_p: ks_p_value(d, xa.latencies.len(), xb.latencies.len()),
+        });
+    }
+    if out.is_empty() {
+        return Err(LabError::Other(format!(
+            "{} and {} have no run configuration in common (compare runs of the same spec, or of specs sweeping the same values)",
+            a.display(),
+            b.display()
+        )));
+    }
+    Ok(out)
+}
+
+/// Human table of a comparison.
+pub fn format_comparison(c: &[Comparison]) -> String {
+    use crate::results::human_ns;
+    let h = |v: i64| human_ns(Some(v as f64));
+    let mut out = String::new();
+    for x in c {
+        out.push_str(&format!("configuration {}\n", x.config));
+        for (name, s) in [("A", &x.a), ("B", &x.b)] {
+            let qs: Vec<String> = s
+                .quantiles
+                .iter()
+                .map(|q| {
+                    format!(
+                        "p{} {} [{}, {}]{}",
+                        q.q * 100.0,
+                        h(q.value),
+                        h(q.low),
+                        h(q.high),
+                        if q.reliable { "" } else { "?" }
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "  {name}: {} runs, {} samples, loss {:.2e}; {}\n",
+                s.runs,
+                s.samples,
+                s.loss_ratio,
+                qs.join("  ")
+            ));
+        }
+        out.push_str(&format!(
+            "  KS D = {:.4}, p = {:.3e}: {}\n",
+            x.ks_d,
+            x.ks_p,
+            if x.ks_p < 0.05 {
+                "the latency distributions differ (5 % level)"
+            } else {
+                "no evidence of a difference (5 % level)"
+            }
+        ));
+    }
+    out.push_str("intervals: 95 %, distribution-free (order statistics); ? = too few samples for that quantile\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn naive_ks(a: &[i64], b: &[i64]) -> f64 {
+        let cdf = |v: &[i64], x: i64| v.iter().filter(|&&y| y <= x).count() as f64 / v.len() as f64;
+        a.iter()
+            .chain(b.iter())
+            .map(|&x| (cdf(a, x) - cdf(b, x)).abs())
+            .fold(0.0, f64::max)
+    }
+
+    fn sample(seed: u64, n: usize, shift: i64, spread: i64) -> Vec<i64> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut v: Vec<i64> = (0..n).map(|_| shift + rng.gen_range(0..spread)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn ks_statistic_matches_a_naive_computation_with_ties() {
+        for seed in 0..50 {
+            let a = sample(seed, 40, 0, 20);
+            let b = sample(seed + 1000, 55, (seed % 5) as i64, 20);
+            assert!(
+                (ks_statistic(&a, &b) - naive_ks(&a, &b)).abs() < 1e-12,
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn ks_p_value_known_points() {
+        // Large samples: λ ≈ √ne·D; the 5 % critical λ is 1.358.
+        let n = 1_000_000;
+        let d = 1.358 / ((n / 2) as f64).sqrt();
+        let p = ks_p_value(d, n, n);
+        assert!((p - 0.05).abs() < 0.002, "{p}");
+        assert!((ks_p_value(1.628 / ((n / 2) as f64).sqrt(), n, n) - 0.01).abs() < 0.001);
+        assert_eq!(ks_p_value(0.0, 10, 10), 1.0);
+    }
+
+    #[test]
+    fn same_distribution_is_not_rejected_and_a_shift_is() {
+        let a = sample(1, 20_000, 0, 10_000);
+        let b = sample(2, 20_000, 0, 10_000);
+        let c = sample(3, 20_000, 300, 10_000);
+        assert!(ks_p_value(ks_statistic(&a, &b), a.len(), b.len()) > 0.01);
+        assert!(ks_p_value(ks_statistic(&a, &c), a.len(), c.len()) < 1e-6);
+    }
+
+    #[test]
+    fn median_interval_covers_the_true_median_about_95_percent() {
+        let mut covered = 0;
+        for seed in 0..400 {
+            let v = sample(seed, 201, 0, 1_000_000);
+            let ci = quantile_ci(&v, 0.5).unwrap();
+            assert!(ci.low <= ci.value && ci.value <= ci.high);
+            if ci.low <= 500_000 && 500_000 <= ci.high {
+                covered += 1;
+            }
+        }
+        // Binomial(400, 0.95): 95 % of seeds fall in 371..389.
+        assert!((360..=395).contains(&covered), "covered {covered} of 400");
+    }
+}
