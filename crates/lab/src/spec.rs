@@ -52,6 +52,11 @@ pub struct ExperimentSection {
     /// Free text for the report.
     #[serde(default)]
     pub description: Option<String>,
+    /// Spec fragments merged in first (paths relative to this file); this
+    /// file's own values override theirs. Resolved before the run, so the
+    /// stored spec.toml is self-contained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
     /// How often each parameter combination runs.
     #[serde(default = "one")]
     pub repetitions: u32,
@@ -414,6 +419,7 @@ impl Spec {
             file: path.display().to_string(),
             message: format!("cannot read it: {e}"),
         })?;
+        let text = resolve_includes(path, &text, 0)?;
         let spec = Spec::parse(&text, &path.display().to_string())?;
         Ok((spec, text))
     }
@@ -691,6 +697,89 @@ impl Spec {
     }
 }
 
+/// How deep includes may nest (a cycle ends here with a clear error).
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+/// Merge `[experiment] include = [...]` fragments under the file's own
+/// values and return the resolved TOML text (unchanged when nothing is
+/// included, so error lines still point into the user's file).
+fn resolve_includes(path: &Path, text: &str, depth: usize) -> Result<String, LabError> {
+    let spec_err = |file: &Path, message: String| LabError::Spec {
+        file: file.display().to_string(),
+        message,
+    };
+    let own: toml::Table =
+        toml::from_str(text).map_err(|e| spec_err(path, one_line(&e.to_string())))?;
+    let includes: Vec<String> = match own.get("experiment").and_then(|e| e.get("include")) {
+        None => return Ok(text.to_string()),
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str().map(String::from).ok_or_else(|| {
+                    spec_err(
+                        path,
+                        format!(
+                            "{}experiment.include must list file names as strings",
+                            where_is(text, "experiment", "include")
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(spec_err(
+                path,
+                format!(
+                    "{}experiment.include must be a list of file names, e.g. [\"common.toml\"]",
+                    where_is(text, "experiment", "include")
+                ),
+            ))
+        }
+    };
+    if depth >= MAX_INCLUDE_DEPTH {
+        return Err(spec_err(
+            path,
+            format!("includes nest deeper than {MAX_INCLUDE_DEPTH} levels: is there a cycle?"),
+        ));
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut merged = toml::Table::new();
+    for inc in &includes {
+        let p = base.join(inc);
+        let t = std::fs::read_to_string(&p).map_err(|e| {
+            spec_err(
+                path,
+                format!(
+                    "{}experiment.include names {inc}, which cannot be read: {e}",
+                    where_is(text, "experiment", "include")
+                ),
+            )
+        })?;
+        let resolved = resolve_includes(&p, &t, depth + 1)?;
+        let table: toml::Table =
+            toml::from_str(&resolved).map_err(|e| spec_err(&p, one_line(&e.to_string())))?;
+        deep_merge(&mut merged, table);
+    }
+    let mut own = own;
+    if let Some(toml::Value::Table(e)) = own.get_mut("experiment") {
+        e.remove("include");
+    }
+    deep_merge(&mut merged, own);
+    toml::to_string(&merged).map_err(|e| spec_err(path, format!("cannot merge the includes: {e}")))
+}
+
+/// `over` wins; tables merge key by key, everything else is replaced.
+fn deep_merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 fn describe_combo(combo: &BTreeMap<String, toml::Value>) -> String {
     combo
         .iter()
@@ -864,6 +953,51 @@ duration_s = 1
             e.contains("linux-ruter") && e.contains("linux-router"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn includes_merge_under_the_file_and_resolve_relative_paths() {
+        let dir = std::env::temp_dir().join(format!("nflab-include-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("frag")).unwrap();
+        std::fs::write(
+            dir.join("frag/common.toml"),
+            "[traffic]\nrate_pps = 1234\nframe_bytes = 128\n[analysis]\nanomalies = [\"3:1ms\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("main.toml"),
+            "[experiment]\nname = \"inc\"\ninclude = [\"frag/common.toml\"]\n[traffic]\nframe_bytes = 256\n",
+        )
+        .unwrap();
+        let (spec, text) = Spec::from_file(&dir.join("main.toml")).unwrap();
+        assert_eq!(spec.traffic.rate_pps, Rate::Pps(1234.0));
+        assert_eq!(
+            spec.traffic.frame_bytes, 256,
+            "the file overrides its includes"
+        );
+        assert_eq!(spec.analysis.anomalies, vec!["3:1ms".to_string()]);
+        assert!(spec.experiment.include.is_empty() && !text.contains("include"));
+        // The resolved text parses on its own (it is what spec.toml stores).
+        assert_eq!(Spec::parse(&text, "resolved").unwrap(), spec);
+        std::fs::write(
+            dir.join("bad.toml"),
+            "[experiment]\nname = \"x\"\ninclude = [\"missing.toml\"]\n",
+        )
+        .unwrap();
+        let e = Spec::from_file(&dir.join("bad.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing.toml") && e.contains("line 3"), "{e}");
+        std::fs::write(
+            dir.join("loop.toml"),
+            "[experiment]\nname = \"x\"\ninclude = [\"loop.toml\"]\n",
+        )
+        .unwrap();
+        let e = Spec::from_file(&dir.join("loop.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cycle"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
