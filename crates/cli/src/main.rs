@@ -27,6 +27,9 @@ enum Command {
     Analyze(commands::analyze::Args),
     /// Two experiments side by side: percentiles with CIs and a KS test.
     Compare(commands::compare::Args),
+    /// What nflab runs on a remote host of a hosts topology (over SSH).
+    #[command(hide = true)]
+    Remote(commands::remote::Args),
     /// (Re)build report.html of an experiment directory.
     Report(commands::report::Args),
     /// Manage the built-in namespace topology.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => commands::recv::main(a),
         Command::Analyze(a) => commands::analyze::main(a),
         Command::Report(a) => commands::report::main(a),
+        Command::Remote(a) => commands::remote::main(a),
         Command::Compare(a) => commands::compare::main(a),
         Command::Topo(a) => commands::topo::main(a),
         Command::Doctor(a) => commands::doctor::main(a),

@@ -44,6 +44,9 @@ pub struct Environment {
     pub tools: std::collections::BTreeMap<String, String>,
     /// The command line that ran the experiment.
     pub command_line: Vec<String>,
+    /// Clock and sync state of each host of a hosts topology, by role.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub hosts: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 fn read(path: &str) -> String {
@@ -111,6 +114,7 @@ impl Environment {
             clock_resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
             tools,
             command_line: std::env::args().collect(),
+            hosts: Default::default(),
         }
     }
 

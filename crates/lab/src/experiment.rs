@@ -111,7 +111,12 @@ pub fn run_experiment(
     }
 
     std::fs::create_dir_all(dir.join("runs")).map_err(|e| LabError::artifact(&dir, e))?;
-    let env = Environment::capture(&opts.version, &opts.commit);
+    let mut env = Environment::capture(&opts.version, &opts.commit);
+    if spec.topology.kind == crate::spec::TopologyKind::Hosts {
+        for (role, host) in &spec.hosts {
+            env.hosts.insert(role.clone(), host.remote(&["info"])?);
+        }
+    }
     if opts.resume.is_none() {
         write_file(&dir.join("spec.toml"), text.as_bytes())?;
         write_json(&dir.join("env.json"), &env)?;

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod env;
 pub mod error;
 pub mod experiment;
+pub mod hosts;
 pub mod knobs;
 pub mod netns;
 pub mod recorder;

@@ -18,7 +18,6 @@ use nflab_wire::{ProbeSpec, ProbeTemplate};
 use serde::Serialize;
 
 use crate::error::LabError;
-use crate::netns::NetnsGuard;
 use crate::spec::RunPlan;
 use crate::topology::{Topology, LG0_IP, LG0_MAC, LG1_IP};
 
@@ -45,7 +44,7 @@ pub struct RunOutcome {
 /// One run: topology up, generator and recorder, analysis, topology down.
 pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<RunOutcome, LabError> {
     let spec = &plan.spec;
-    let topo = Topology::create(spec.dut.kind)?;
+    let topo = Topology::for_spec(spec)?;
     write_json(&dir.join("topology.json"), &topo)?;
 
     let frame_bytes = spec.traffic.frame_bytes as usize;
@@ -66,7 +65,7 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
 
     // Sockets belong to the namespace they are created in.
     let (mut tx, mut rx) = {
-        let _in_lg = NetnsGuard::enter(&topo.lg_ns)?;
+        let _in_lg = topo.enter_lg()?;
         let tx = AfPacket::open(
             &topo.gen_iface,
             &AfPacketConfig {

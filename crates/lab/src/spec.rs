@@ -38,6 +38,9 @@ pub struct Spec {
     /// Host settings applied for each run, read back, recorded and reverted.
     #[serde(default, skip_serializing_if = "crate::knobs::KnobsSection::is_empty")]
     pub knobs: crate::knobs::KnobsSection,
+    /// Real hosts by role ("loadgen", "dut") for `topology.kind = "hosts"`.
+    #[serde(default, skip_serializing_if = "crate::hosts::Inventory::is_empty")]
+    pub hosts: crate::hosts::Inventory,
     /// An RFC 2544 procedure instead of fixed-rate runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rfc2544: Option<crate::rfc2544::Rfc2544Section>,
@@ -556,7 +559,7 @@ impl Spec {
             _ => {}
         }
         if self.topology.kind == TopologyKind::Hosts {
-            return unsupported("topology.kind", "hosts", "netns");
+            crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
         }
         if self.traffic.backend != Backend::AfPacket {
             return unsupported(

@@ -65,6 +65,12 @@ pub struct Topology {
     pub gen_iface: String,
     /// Recorder interface (in `lg_ns`).
     pub rec_iface: String,
+    /// The DuT on a remote host (`topology.kind = "hosts"`), torn down on drop.
+    #[serde(skip)]
+    pub remote: Option<crate::hosts::RemoteDut>,
+    /// Where frames go when it is not one of the built-in MACs.
+    #[serde(skip)]
+    pub dst_mac_override: Option<MacAddr>,
     #[serde(skip)]
     removed: bool,
 }
@@ -96,6 +102,8 @@ impl Topology {
             dut,
             gen_iface: "lg0".into(),
             rec_iface: "lg1".into(),
+            remote: None,
+            dst_mac_override: None,
             removed: false,
         };
         // On any error below, drop() removes what was made so far.
@@ -103,8 +111,70 @@ impl Topology {
         Ok(topo)
     }
 
+    /// The topology a spec asks for: namespaces on this host, or real hosts.
+    pub fn for_spec(spec: &crate::spec::Spec) -> Result<Topology, LabError> {
+        if spec.topology.kind != crate::spec::TopologyKind::Hosts {
+            return Topology::create(spec.dut.kind);
+        }
+        crate::hosts::validate(&spec.hosts, spec.dut.kind).map_err(LabError::Host)?;
+        let lg = &spec.hosts["loadgen"];
+        let (tx, rx) = (
+            lg.tx_iface.clone().unwrap_or_default(),
+            lg.rx_iface.clone().unwrap_or_default(),
+        );
+        let macs = || -> Result<(MacAddr, MacAddr), LabError> {
+            Ok((
+                MacAddr(nflab_io::iface::mac(&tx)?),
+                MacAddr(nflab_io::iface::mac(&rx)?),
+            ))
+        };
+        let (tx_mac, rx_mac) = match &lg.netns {
+            Some(ns) => crate::netns::NetnsGuard::run(ns, macs)??,
+            None => macs()?,
+        };
+        let remote = crate::hosts::RemoteDut::up(
+            &spec.hosts["dut"],
+            spec.dut.kind,
+            &tx_mac.to_string(),
+            &rx_mac.to_string(),
+        )?;
+        let dst = match spec.dut.kind {
+            DutKind::LinuxRouter => remote.ingress_mac().parse().map_err(|_| {
+                LabError::Host(format!(
+                    "the DuT host reported a bad MAC {}",
+                    remote.ingress_mac()
+                ))
+            })?,
+            _ => rx_mac,
+        };
+        Ok(Topology {
+            id: format!("{}-hosts", std::process::id()),
+            lg_ns: lg.netns.clone().unwrap_or_default(),
+            dut_ns: None,
+            dut: spec.dut.kind,
+            gen_iface: tx,
+            rec_iface: rx,
+            remote: Some(remote),
+            dst_mac_override: Some(dst),
+            // The user's namespaces and interfaces are not ours to remove.
+            removed: true,
+        })
+    }
+
+    /// Enter the LoadGen namespace, if the topology has one.
+    pub fn enter_lg(&self) -> Result<Option<crate::netns::NetnsGuard>, LabError> {
+        if self.lg_ns.is_empty() {
+            Ok(None)
+        } else {
+            crate::netns::NetnsGuard::enter(&self.lg_ns).map(Some)
+        }
+    }
+
     /// Where the generator addresses its frames.
     pub fn probe_dst_mac(&self) -> MacAddr {
+        if let Some(m) = self.dst_mac_override {
+            return m;
+        }
         match self.dut {
             DutKind::LinuxRouter => DUT0_MAC,
             _ => LG1_MAC,
@@ -113,6 +183,9 @@ impl Topology {
 
     /// Namespaces of this topology.
     pub fn namespaces(&self) -> Vec<String> {
+        if self.remote.is_some() {
+            return Vec::new();
+        }
         let mut v = vec![self.lg_ns.clone()];
         v.extend(self.dut_ns.clone());
         v

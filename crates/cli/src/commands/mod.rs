@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod gen;
 pub mod model;
 pub mod recv;
+pub mod remote;
 pub mod report;
 pub mod run;
 pub mod topo;
