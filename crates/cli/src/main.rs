@@ -41,6 +41,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    nflab_io::process::restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => commands::run::main(a),

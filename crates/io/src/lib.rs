@@ -46,6 +46,7 @@ pub mod clock;
 pub mod iface;
 mod mem;
 pub mod probe_caps;
+pub mod process;
 mod sys;
 mod udp;
 

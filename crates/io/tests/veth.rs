@@ -413,12 +413,15 @@ fn udp_over_loopback_with_kernel_timestamps() {
             .unwrap();
         }
         let t_end = realtime_ns();
-        assert!(got.iter().map(|g| g.0).eq(0..N), "datagrams out of order");
+        // Loopback may reorder when the sender migrates between CPUs mid-batch
+        // (each CPU has its own backlog), so check the set, not the order.
+        let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
+        ids.sort_unstable();
+        assert!(ids.iter().copied().eq(0..N), "datagrams lost or duplicated");
         assert!(
-            got.windows(2).all(|w| w[0].1 <= w[1].1),
-            "timestamps decrease"
+            got.iter().all(|g| g.1 >= t_start && g.1 <= t_end),
+            "stamp outside the send window"
         );
-        assert!(got[0].1 >= t_start && got[got.len() - 1].1 <= t_end);
         let (sa, sb) = (a.stats(), b.stats());
         assert_eq!(
             (sa.tx_packets, sb.rx_packets, sb.rx_kernel_drops),

@@ -34,15 +34,19 @@ pub struct KnobsSection {
     /// cpufreq governor for every CPU (`performance`, `powersave`, ...).
     #[serde(default)]
     pub cpu_governor: Option<String>,
-    /// Knob names (sysctl names or "cpu_governor") that must apply, or the run stops.
+    /// Knob names (sysctl names, "cpu_governor", or interface knob names
+    /// like "dut:dut0.offloads.gro") that must apply, or the run stops.
     #[serde(default)]
     pub required: Vec<String>,
+    /// Interface knobs by "<lg|dut>:<interface>" (see `iface_knobs`).
+    #[serde(default)]
+    pub iface: BTreeMap<String, crate::iface_knobs::IfaceKnob>,
 }
 
 impl KnobsSection {
     /// True when the section sets nothing.
     pub fn is_empty(&self) -> bool {
-        self.sysctl.is_empty() && self.cpu_governor.is_none()
+        self.sysctl.is_empty() && self.cpu_governor.is_none() && self.iface.is_empty()
     }
 
     /// Check names and values without touching the host.
@@ -60,8 +64,10 @@ impl KnobsSection {
                 ));
             }
         }
+        crate::iface_knobs::validate(&self.iface)?;
         for r in &self.required {
-            if r != "cpu_governor" && !self.sysctl.contains_key(r) {
+            let iface = self.iface.keys().any(|k| r.starts_with(&format!("{k}.")));
+            if r != "cpu_governor" && !self.sysctl.contains_key(r) && !iface {
                 return Err(format!(
                     "knobs.required names \"{r}\", which this [knobs] section does not set"
                 ));

@@ -14,6 +14,7 @@ pub mod env;
 pub mod error;
 pub mod experiment;
 pub mod hosts;
+pub mod iface_knobs;
 pub mod knobs;
 pub mod netns;
 pub mod recorder;

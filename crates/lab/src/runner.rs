@@ -46,6 +46,16 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
     let spec = &plan.spec;
     let topo = Topology::for_spec(spec)?;
     write_json(&dir.join("topology.json"), &topo)?;
+    // Interface knobs need the topology; they are undone before it goes.
+    let mut iface_knobs = crate::iface_knobs::AppliedIfaceKnobs::apply(
+        &spec.knobs.iface,
+        &spec.knobs.required,
+        &|role| match role {
+            "lg" => Some(topo.lg_ns.clone()),
+            "dut" => topo.dut_ns.clone(),
+            _ => None,
+        },
+    )?;
 
     let frame_bytes = spec.traffic.frame_bytes as usize;
     let template = ProbeTemplate::new(&ProbeSpec {
@@ -153,6 +163,10 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
         interrupted,
         extra: Default::default(),
     })?;
+    iface_knobs.revert();
+    if !spec.knobs.iface.is_empty() {
+        write_json(&dir.join("iface-knobs.json"), &iface_knobs.records())?;
+    }
     drop(topo);
 
     let anomalies: Vec<AnomalySpec> = spec

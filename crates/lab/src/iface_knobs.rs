@@ -1,0 +1,624 @@
+//! Interface knobs: receive/transmit steering, threaded NAPI, qdisc,
+//! offloads and channels of one interface of the topology, applied after the
+//! topology exists and inside its namespace, read back, recorded, reverted.
+//!
+//! ```toml
+//! [knobs.iface."dut:dut0"]        # <lg|dut>:<interface>
+//! rps_cpus = "2"                  # hex CPU mask of receive packet steering, all rx queues
+//! xps_cpus = "2"                  # hex CPU mask of transmit packet steering, all tx queues
+//! threaded_napi = true
+//! qdisc = "fq_codel"              # root qdisc; "noqueue" removes it
+//! offloads = { gro = "on", tso = "off" }
+//! channels = { rx = 1, tx = 1 }
+//! ```
+//!
+//! What an interface or kernel lacks (veth has no rings; a qdisc module may
+//! be missing) is recorded as unsupported, like every knob.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+use crate::knobs::KnobRecord;
+
+/// Knobs of one interface.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IfaceKnob {
+    /// RPS CPU mask (hex) for every rx queue.
+    #[serde(default)]
+    pub rps_cpus: Option<String>,
+    /// XPS CPU mask (hex) for every tx queue.
+    #[serde(default)]
+    pub xps_cpus: Option<String>,
+    /// NAPI in kernel threads.
+    #[serde(default)]
+    pub threaded_napi: Option<bool>,
+    /// Root qdisc kind.
+    #[serde(default)]
+    pub qdisc: Option<String>,
+    /// ethtool -K features by short name (gro, gso, tso, lro, rx, tx, sg).
+    #[serde(default)]
+    pub offloads: BTreeMap<String, String>,
+    /// ethtool -L channel counts (rx, tx, other, combined).
+    #[serde(default)]
+    pub channels: BTreeMap<String, u32>,
+}
+
+/// ethtool -k prints long names; -K takes short ones.
+fn offload_long_name(short: &str) -> Option<&'static str> {
+    Some(match short {
+        "gro" => "generic-receive-offload",
+        "gso" => "generic-segmentation-offload",
+        "tso" => "tcp-segmentation-offload",
+        "lro" => "large-receive-offload",
+        "rx" => "rx-checksumming",
+        "tx" => "tx-checksumming",
+        "sg" => "scatter-gather",
+        "rxvlan" => "rx-vlan-offload",
+        "txvlan" => "tx-vlan-offload",
+        _ => return None,
+    })
+}
+
+/// Check a `[knobs.iface]` table.
+pub fn validate(section: &BTreeMap<String, IfaceKnob>) -> Result<(), String> {
+    for (key, k) in section {
+        let (role, dev) = key.split_once(':').unwrap_or(("", ""));
+        if !matches!(role, "lg" | "dut") || dev.is_empty() {
+            return Err(format!(
+                "knobs.iface.\"{key}\" is not valid: name an interface as \"lg:lg0\" or \"dut:dut0\""
+            ));
+        }
+        for (name, v) in &k.offloads {
+            if offload_long_name(name).is_none() {
+                return Err(format!(
+                    "knobs.iface.\"{key}\".offloads.{name} is not known: use gro, gso, tso, lro, rx, tx, sg, rxvlan or txvlan"
+                ));
+            }
+            if v != "on" && v != "off" {
+                return Err(format!(
+                    "knobs.iface.\"{key}\".offloads.{name} = \"{v}\": use \"on\" or \"off\""
+                ));
+            }
+        }
+        for mask in [&k.rps_cpus, &k.xps_cpus].into_iter().flatten() {
+            if mask.is_empty() || !mask.chars().all(|c| c.is_ascii_hexdigit() || c == ',') {
+                return Err(format!("knobs.iface.\"{key}\": CPU mask \"{mask}\" is not hex (e.g. \"3\" for CPUs 0 and 1)"));
+            }
+        }
+        for c in k.channels.keys() {
+            if !matches!(c.as_str(), "rx" | "tx" | "other" | "combined") {
+                return Err(format!(
+                    "knobs.iface.\"{key}\".channels.{c}: use rx, tx, other or combined"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a command inside a namespace ("" = this one); stdout on success.
+fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
+    let mut c = if ns.is_empty() {
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]);
+        c
+    } else {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).args(args);
+        c
+    };
+    match c.output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Err(format!("cannot run {}: {e}", args[0])),
+    }
+}
+
+fn sys_read(ns: &str, path: &str) -> Option<String> {
+    ns_run(ns, &["cat", path])
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn sys_write(ns: &str, path: &str, value: &str) -> Result<(), String> {
+    ns_run(ns, &["sh", "-c", &format!("echo {value} > {path}")]).map(|_| ())
+}
+
+/// Masks compare by value ("00000002" == "2").
+fn same_mask(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.replace(',', "").trim_start_matches('0').to_lowercase();
+    norm(a) == norm(b)
+}
+
+fn queues(ns: &str, dev: &str, prefix: &str) -> Vec<String> {
+    ns_run(ns, &["ls", &format!("/sys/class/net/{dev}/queues")])
+        .map(|s| {
+            s.split_whitespace()
+                .filter(|q| q.starts_with(prefix))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn current_qdisc(ns: &str, dev: &str) -> Option<String> {
+    let out = ns_run(ns, &["tc", "qdisc", "show", "dev", dev, "root"]).ok()?;
+    out.split_whitespace().nth(1).map(String::from)
+}
+
+fn ethtool_feature(ns: &str, dev: &str, long: &str) -> Option<String> {
+    let out = ns_run(ns, &["ethtool", "-k", dev]).ok()?;
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{long}:")))
+        .and_then(|v| v.split_whitespace().next())
+        .map(String::from)
+}
+
+fn ethtool_channels(ns: &str, dev: &str) -> BTreeMap<String, String> {
+    let Ok(out) = ns_run(ns, &["ethtool", "-l", dev]) else {
+        return BTreeMap::new();
+    };
+    let current = out.split("Current hardware settings:").nth(1).unwrap_or("");
+    current
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+        .collect()
+}
+
+/// How to read a knob's value again after reverting it.
+enum ReRead {
+    Sys(String, String),
+    Qdisc(String, String),
+    Feature(String, String, String),
+    Channel(String, String, String),
+}
+
+impl ReRead {
+    fn read(&self) -> Option<String> {
+        match self {
+            ReRead::Sys(ns, path) => sys_read(ns, path),
+            ReRead::Qdisc(ns, dev) => current_qdisc(ns, dev),
+            ReRead::Feature(ns, dev, long) => ethtool_feature(ns, dev, long),
+            ReRead::Channel(ns, dev, c) => ethtool_channels(ns, dev).get(c).cloned(),
+        }
+    }
+}
+
+enum Undo {
+    Sys(String, String, String),
+    Cmd(String, Vec<String>),
+}
+
+/// Interface knobs in force; reverted on drop.
+#[derive(Default)]
+pub struct AppliedIfaceKnobs {
+    records: Vec<KnobRecord>,
+    rereads: Vec<(usize, ReRead)>,
+    undo: Vec<Undo>,
+    reverted: bool,
+}
+
+impl AppliedIfaceKnobs {
+    /// Apply every interface knob; `ns_of(role)` names the namespace of
+    /// "lg" or "dut" ("" for the current one, None if the role is absent).
+    pub fn apply(
+        section: &BTreeMap<String, IfaceKnob>,
+        required: &[String],
+        ns_of: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AppliedIfaceKnobs, LabError> {
+        let mut a = AppliedIfaceKnobs::default();
+        for (key, k) in section {
+            let (role, dev) = key.split_once(':').unwrap_or(("", ""));
+            let Some(ns) = ns_of(role) else {
+                a.records.push(record(
+                    key,
+                    "",
+                    "-",
+                    None,
+                    None,
+                    "unsupported: this topology has no such side".into(),
+                ));
+                continue;
+            };
+            a.apply_one(key, &ns, dev, k);
+            if let Some(bad) = a
+                .records
+                .iter()
+                .find(|r| required.contains(&r.name) && r.status != "applied")
+            {
+                let msg = format!(
+                    "required knob {} = {} could not be applied ({}): drop it from knobs.required or use a host that supports it",
+                    bad.name, bad.requested, bad.status
+                );
+                a.revert();
+                return Err(LabError::Host(msg));
+            }
+        }
+        Ok(a)
+    }
+
+    fn apply_one(&mut self, key: &str, ns: &str, dev: &str, k: &IfaceKnob) {
+        for (prefix, name, mask) in [
+            ("rx-", "rps_cpus", &k.rps_cpus),
+            ("tx-", "xps_cpus", &k.xps_cpus),
+        ] {
+            let Some(mask) = mask else { continue };
+            let qs = queues(ns, dev, prefix);
+            if qs.is_empty() {
+                self.records.push(record(
+                    &format!("{key}.{name}"),
+                    ns,
+                    mask,
+                    None,
+                    None,
+                    "unsupported: no such interface or queues".into(),
+                ));
+            }
+            for q in qs {
+                let path = format!("/sys/class/net/{dev}/queues/{q}/{name}");
+                self.sys(&format!("{key}.{q}.{name}"), ns, &path, mask, same_mask);
+            }
+        }
+        if let Some(t) = k.threaded_napi {
+            let path = format!("/sys/class/net/{dev}/threaded");
+            self.sys(
+                &format!("{key}.threaded_napi"),
+                ns,
+                &path,
+                if t { "1" } else { "0" },
+                |a, b| a == b,
+            );
+        }
+        if let Some(q) = &k.qdisc {
+            let name = format!("{key}.qdisc");
+            let before = current_qdisc(ns, dev);
+            let args: Vec<&str> = if q == "noqueue" {
+                vec!["tc", "qdisc", "del", "dev", dev, "root"]
+            } else {
+                vec!["tc", "qdisc", "replace", "dev", dev, "root", q]
+            };
+            match ns_run(ns, &args) {
+                Ok(_) => {
+                    let after = current_qdisc(ns, dev);
+                    let ok = after.as_deref() == Some(q.as_str());
+                    self.rereads
+                        .push((self.records.len(), ReRead::Qdisc(ns.into(), dev.into())));
+                    let undo = match before.as_deref() {
+                        None | Some("noqueue") => vec!["tc", "qdisc", "del", "dev", dev, "root"],
+                        Some(b) => vec!["tc", "qdisc", "replace", "dev", dev, "root", b],
+                    };
+                    self.undo.push(Undo::Cmd(
+                        ns.into(),
+                        undo.iter().map(|s| s.to_string()).collect(),
+                    ));
+                    self.records.push(record(
+                        &name,
+                        ns,
+                        q,
+                        before,
+                        after.clone(),
+                        if ok {
+                            "applied".into()
+                        } else {
+                            format!("refused: reads back {after:?}")
+                        },
+                    ));
+                }
+                Err(e) => self.records.push(record(
+                    &name,
+                    ns,
+                    q,
+                    before,
+                    None,
+                    format!("unsupported: {e}"),
+                )),
+            }
+        }
+        for (short, v) in &k.offloads {
+            let long = offload_long_name(short).unwrap_or(short);
+            let name = format!("{key}.offloads.{short}");
+            let before = ethtool_feature(ns, dev, long);
+            match ns_run(ns, &["ethtool", "-K", dev, short, v]) {
+                Ok(_) => {
+                    let after = ethtool_feature(ns, dev, long);
+                    if let Some(b) = &before {
+                        self.undo.push(Undo::Cmd(
+                            ns.into(),
+                            vec![
+                                "ethtool".into(),
+                                "-K".into(),
+                                dev.into(),
+                                short.clone(),
+                                b.clone(),
+                            ],
+                        ));
+                    }
+                    let ok = after.as_deref() == Some(v.as_str());
+                    self.rereads.push((
+                        self.records.len(),
+                        ReRead::Feature(ns.into(), dev.into(), long.into()),
+                    ));
+                    self.records.push(record(
+                        &name,
+                        ns,
+                        v,
+                        before,
+                        after.clone(),
+                        if ok {
+                            "applied".into()
+                        } else {
+                            format!("refused: reads back {after:?}")
+                        },
+                    ));
+                }
+                Err(e) => self.records.push(record(
+                    &name,
+                    ns,
+                    v,
+                    before,
+                    None,
+                    format!("unsupported: {e}"),
+                )),
+            }
+        }
+        for (c, n) in &k.channels {
+            let name = format!("{key}.channels.{c}");
+            let before = ethtool_channels(ns, dev).get(c).cloned();
+            match ns_run(ns, &["ethtool", "-L", dev, c, &n.to_string()]) {
+                Ok(_) => {
+                    let after = ethtool_channels(ns, dev).get(c).cloned();
+                    if let Some(b) = before.as_ref().filter(|b| b.parse::<u32>().is_ok()) {
+                        self.undo.push(Undo::Cmd(
+                            ns.into(),
+                            vec![
+                                "ethtool".into(),
+                                "-L".into(),
+                                dev.into(),
+                                c.clone(),
+                                b.clone(),
+                            ],
+                        ));
+                    }
+                    let ok = after.as_deref() == Some(n.to_string().as_str());
+                    self.rereads.push((
+                        self.records.len(),
+                        ReRead::Channel(ns.into(), dev.into(), c.clone()),
+                    ));
+                    self.records.push(record(
+                        &name,
+                        ns,
+                        &n.to_string(),
+                        before,
+                        after.clone(),
+                        if ok {
+                            "applied".into()
+                        } else {
+                            format!("refused: reads back {after:?}")
+                        },
+                    ));
+                }
+                Err(e) => self.records.push(record(
+                    &name,
+                    ns,
+                    &n.to_string(),
+                    before,
+                    None,
+                    format!("unsupported: {e}"),
+                )),
+            }
+        }
+    }
+
+    fn sys(&mut self, name: &str, ns: &str, path: &str, value: &str, same: fn(&str, &str) -> bool) {
+        let before = sys_read(ns, path);
+        let Some(old) = before.clone() else {
+            self.records
+                .push(record(name, ns, value, None, None, "unsupported".into()));
+            return;
+        };
+        match sys_write(ns, path, value) {
+            Ok(()) => {
+                self.undo.push(Undo::Sys(ns.into(), path.into(), old));
+                self.rereads
+                    .push((self.records.len(), ReRead::Sys(ns.into(), path.into())));
+                let after = sys_read(ns, path);
+                let ok = after.as_deref().is_some_and(|a| same(a, value));
+                self.records.push(record(
+                    name,
+                    ns,
+                    value,
+                    before,
+                    after.clone(),
+                    if ok {
+                        "applied".into()
+                    } else {
+                        format!("refused: reads back {after:?}")
+                    },
+                ));
+            }
+            Err(e) => self.records.push(record(
+                name,
+                ns,
+                value,
+                before,
+                None,
+                format!("refused: {e}"),
+            )),
+        }
+    }
+
+    /// Put everything back, newest first.
+    pub fn revert(&mut self) {
+        if self.reverted {
+            return;
+        }
+        self.reverted = true;
+        while let Some(u) = self.undo.pop() {
+            let r = match &u {
+                Undo::Sys(ns, path, old) => sys_write(ns, path, old),
+                Undo::Cmd(ns, args) => {
+                    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                    ns_run(ns, &a).map(|_| ())
+                }
+            };
+            if let Err(e) = r {
+                eprintln!("warning: could not revert an interface knob: {e}");
+            }
+        }
+        for (i, how) in &self.rereads {
+            self.records[*i].reverted = how.read();
+        }
+    }
+
+    /// What happened to each knob.
+    pub fn records(&self) -> &[KnobRecord] {
+        &self.records
+    }
+}
+
+impl Drop for AppliedIfaceKnobs {
+    fn drop(&mut self) {
+        self.revert();
+    }
+}
+
+fn record(
+    name: &str,
+    ns: &str,
+    requested: &str,
+    before: Option<String>,
+    applied: Option<String>,
+    status: String,
+) -> KnobRecord {
+    KnobRecord {
+        name: name.to_string(),
+        path: if ns.is_empty() {
+            "this namespace".into()
+        } else {
+            format!("netns {ns}")
+        },
+        requested: requested.to_string(),
+        before,
+        applied,
+        status,
+        reverted: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(text: &str) -> BTreeMap<String, IfaceKnob> {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn validation_names_key_and_valid_values() {
+        let e = validate(&section("[\"router:eth0\"]\nqdisc = \"fq\"\n")).unwrap_err();
+        assert!(e.contains("router:eth0") && e.contains("dut:dut0"), "{e}");
+        let e = validate(&section("[\"dut:dut0\"]\noffloads = { gr = \"on\" }\n")).unwrap_err();
+        assert!(e.contains("offloads.gr") && e.contains("gro"), "{e}");
+        let e = validate(&section("[\"dut:dut0\"]\nrps_cpus = \"xyz\"\n")).unwrap_err();
+        assert!(e.contains("xyz"), "{e}");
+        validate(&section("[\"dut:dut0\"]\nrps_cpus = \"3\"\noffloads = { gro = \"on\" }\nchannels = { rx = 1 }\n")).unwrap();
+    }
+
+    #[test]
+    fn masks_compare_by_value() {
+        assert!(same_mask("00000002", "2"));
+        assert!(same_mask("00000000,00000003", "3"));
+        assert!(!same_mask("1", "2"));
+    }
+
+    #[test]
+    fn real_veth_knobs_apply_read_back_and_revert() {
+        if !nix::unistd::geteuid().is_root() || ns_run("", &["ethtool", "--version"]).is_err() {
+            eprintln!("skipped: needs root and ethtool");
+            return;
+        }
+        let ns = format!("nflabtest-knob-{}", std::process::id());
+        struct Guard(String);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+            }
+        }
+        assert!(Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success());
+        let _g = Guard(ns.clone());
+        assert!(Command::new("ip")
+            .args(["-n", &ns, "link", "add", "kv0", "type", "veth", "peer", "name", "kv1"])
+            .status()
+            .unwrap()
+            .success());
+        let gro_before = ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap();
+        let flip = if gro_before == "on" { "off" } else { "on" };
+        let s = section(&format!(
+            "[\"dut:kv0\"]\nrps_cpus = \"1\"\noffloads = {{ gro = \"{flip}\" }}\nqdisc = \"nflab-no-such-qdisc\"\n"
+        ));
+        validate(&s).unwrap();
+        let nsc = ns.clone();
+        let mut a =
+            AppliedIfaceKnobs::apply(&s, &[], &move |role| (role == "dut").then(|| nsc.clone()))
+                .unwrap();
+        let by = |n: &str| {
+            a.records()
+                .iter()
+                .find(|r| r.name.ends_with(n))
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(by("offloads.gro").status, "applied");
+        assert_eq!(
+            by("rx-0.rps_cpus").status,
+            "applied",
+            "{:?}",
+            by("rx-0.rps_cpus")
+        );
+        assert!(
+            by("qdisc").status.starts_with("unsupported"),
+            "{:?}",
+            by("qdisc")
+        );
+        assert_eq!(
+            ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap(),
+            flip
+        );
+        a.revert();
+        assert_eq!(
+            ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap(),
+            gro_before
+        );
+        let by = |n: &str| {
+            a.records()
+                .iter()
+                .find(|r| r.name.ends_with(n))
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            by("offloads.gro").reverted.as_deref(),
+            Some(gro_before.as_str())
+        );
+        assert_eq!(
+            by("rx-0.rps_cpus")
+                .reverted
+                .as_deref()
+                .map(|m| same_mask(m, "0")),
+            Some(true)
+        );
+        assert!(same_mask(
+            &sys_read(&ns, "/sys/class/net/kv0/queues/rx-0/rps_cpus").unwrap(),
+            "0"
+        ));
+    }
+}
