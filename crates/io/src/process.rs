@@ -10,3 +10,64 @@ pub fn restore_default_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+/// Scheduling policy of the calling thread: "other", "fifo:<prio>", "rr:<prio>".
+pub fn thread_sched() -> String {
+    // SAFETY: sched_getscheduler/sched_getparam on pid 0 (this thread) only
+    // read into a local, zero-initialised struct.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        let mut p: libc::sched_param = std::mem::zeroed();
+        libc::sched_getparam(0, &mut p);
+        match policy {
+            libc::SCHED_FIFO => format!("fifo:{}", p.sched_priority),
+            libc::SCHED_RR => format!("rr:{}", p.sched_priority),
+            libc::SCHED_BATCH => "batch".into(),
+            libc::SCHED_IDLE => "idle".into(),
+            _ => "other".into(),
+        }
+    }
+}
+
+/// Set the calling thread's policy ("other", "fifo:N", "rr:N", N in 1..=99).
+/// Threads it starts afterwards inherit it.
+pub fn set_thread_sched(spec: &str) -> Result<(), String> {
+    let (policy, prio) = parse_sched(spec)?;
+    // SAFETY: sched_setscheduler on pid 0 (this thread) with a valid
+    // sched_param; the kernel validates the values.
+    let rc = unsafe {
+        let p = libc::sched_param {
+            sched_priority: prio,
+        };
+        libc::sched_setscheduler(0, policy, &p)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
+    }
+}
+
+/// Parse "other", "batch", "idle", "fifo:N" or "rr:N".
+pub fn parse_sched(spec: &str) -> Result<(i32, i32), String> {
+    let bad = || {
+        format!("scheduling policy \"{spec}\" is not valid: use other, batch, idle, fifo:N or rr:N with N from 1 to 99")
+    };
+    let (name, prio) = match spec.split_once(':') {
+        Some((n, p)) => (n, p.parse::<i32>().map_err(|_| bad())?),
+        None => (spec, 0),
+    };
+    let policy = match name {
+        "other" => libc::SCHED_OTHER,
+        "batch" => libc::SCHED_BATCH,
+        "idle" => libc::SCHED_IDLE,
+        "fifo" => libc::SCHED_FIFO,
+        "rr" => libc::SCHED_RR,
+        _ => return Err(bad()),
+    };
+    let realtime = policy == libc::SCHED_FIFO || policy == libc::SCHED_RR;
+    if realtime != (1..=99).contains(&prio) || (!realtime && prio != 0) {
+        return Err(bad());
+    }
+    Ok((policy, prio))
+}

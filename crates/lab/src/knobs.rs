@@ -38,6 +38,20 @@ pub struct KnobsSection {
     /// like "dut:dut0.offloads.gro") that must apply, or the run stops.
     #[serde(default)]
     pub required: Vec<String>,
+    /// IRQ affinity: IRQs whose /proc/interrupts name contains the key get
+    /// this CPU list (`smp_affinity_list`, e.g. "1" or "0-1").
+    #[serde(default)]
+    pub irq_affinity: BTreeMap<String, String>,
+    /// Hold a PM QoS CPU latency request (µs) for the run: keeps CPUs out of
+    /// deep C-states (`/dev/cpu_dma_latency`).
+    #[serde(default)]
+    pub pm_qos_latency_us: Option<u32>,
+    /// Scheduling policy of generator and recorder threads ("fifo:50", "rr:10", "other").
+    #[serde(default)]
+    pub sched: Option<String>,
+    /// Background CPU load during the run, to measure under interference.
+    #[serde(default)]
+    pub background_load: Option<BackgroundLoad>,
     /// Interface knobs by "<lg|dut>:<interface>" (see `iface_knobs`).
     #[serde(default)]
     pub iface: BTreeMap<String, crate::iface_knobs::IfaceKnob>,
@@ -46,7 +60,13 @@ pub struct KnobsSection {
 impl KnobsSection {
     /// True when the section sets nothing.
     pub fn is_empty(&self) -> bool {
-        self.sysctl.is_empty() && self.cpu_governor.is_none() && self.iface.is_empty()
+        self.sysctl.is_empty()
+            && self.cpu_governor.is_none()
+            && self.iface.is_empty()
+            && self.irq_affinity.is_empty()
+            && self.pm_qos_latency_us.is_none()
+            && self.sched.is_none()
+            && self.background_load.is_none()
     }
 
     /// Check names and values without touching the host.
@@ -65,15 +85,61 @@ impl KnobsSection {
             }
         }
         crate::iface_knobs::validate(&self.iface)?;
+        if let Some(s) = &self.sched {
+            nflab_io::process::parse_sched(s).map_err(|e| format!("knobs.sched: {e}"))?;
+        }
+        if let Some(b) = &self.background_load {
+            if !(b.duty > 0.0 && b.duty <= 1.0) || b.period_ms == 0 || b.cpus.is_empty() {
+                return Err(format!(
+                    "knobs.background_load = {{ cpus = {:?}, duty = {}, period_ms = {} }} is not valid: give CPUs, a duty above 0 and at most 1, and a period of 1 ms or more",
+                    b.cpus, b.duty, b.period_ms
+                ));
+            }
+        }
+        for (pat, cpus) in &self.irq_affinity {
+            if pat.is_empty()
+                || cpus.is_empty()
+                || !cpus
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+            {
+                return Err(format!(
+                    "knobs.irq_affinity.\"{pat}\" = \"{cpus}\" is not valid: give part of an IRQ name and a CPU list like \"1\" or \"0-1\""
+                ));
+            }
+        }
         for r in &self.required {
             let iface = self.iface.keys().any(|k| r.starts_with(&format!("{k}.")));
-            if r != "cpu_governor" && !self.sysctl.contains_key(r) && !iface {
+            let other = [
+                "cpu_governor",
+                "pm_qos_latency_us",
+                "sched",
+                "background_load",
+            ]
+            .contains(&r.as_str())
+                || self
+                    .irq_affinity
+                    .keys()
+                    .any(|k| r == &format!("irq_affinity.{k}"));
+            if !other && !self.sysctl.contains_key(r) && !iface {
                 return Err(format!(
                     "knobs.required names \"{r}\", which this [knobs] section does not set"
                 ));
             }
         }
         Ok(())
+    }
+}
+
+fn record_of(name: &str, path: &str, requested: &str) -> KnobRecord {
+    KnobRecord {
+        name: name.into(),
+        path: path.into(),
+        requested: requested.into(),
+        before: None,
+        applied: None,
+        status: String::new(),
+        reverted: None,
     }
 }
 
@@ -84,6 +150,68 @@ fn value_text(v: &toml::Value) -> Option<String> {
         toml::Value::String(s) => Some(s.clone()),
         toml::Value::Boolean(b) => Some((*b as u8).to_string()),
         _ => None,
+    }
+}
+
+/// A CPU burner: on each CPU, busy for `duty` of every period.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackgroundLoad {
+    /// CPUs to load.
+    pub cpus: Vec<usize>,
+    /// Busy fraction of each period, (0, 1].
+    pub duty: f64,
+    /// Period in ms.
+    #[serde(default = "ten")]
+    pub period_ms: u64,
+}
+
+fn ten() -> u64 {
+    10
+}
+
+/// Threads that burn CPU until dropped.
+#[derive(Debug)]
+struct LoadThreads {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl LoadThreads {
+    fn start(b: &BackgroundLoad) -> LoadThreads {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = b
+            .cpus
+            .iter()
+            .map(|&cpu| {
+                let stop = stop.clone();
+                let (busy, period) = (
+                    std::time::Duration::from_secs_f64(b.period_ms as f64 / 1e3 * b.duty),
+                    std::time::Duration::from_millis(b.period_ms),
+                );
+                std::thread::spawn(move || {
+                    crate::runner::pin_thread(cpu);
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = std::time::Instant::now();
+                        while start.elapsed() < busy {
+                            std::hint::spin_loop();
+                        }
+                        if let Some(rest) = period.checked_sub(start.elapsed()) {
+                            std::thread::sleep(rest);
+                        }
+                    }
+                })
+            })
+            .collect();
+        LoadThreads { stop, threads }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -112,6 +240,10 @@ pub struct AppliedKnobs {
     records: Vec<KnobRecord>,
     undo: Vec<(PathBuf, String)>,
     reverted: bool,
+    /// Open while the PM QoS request holds; closing it ends the request.
+    pm_qos: Option<std::fs::File>,
+    load: Option<LoadThreads>,
+    sched_before: Option<String>,
 }
 
 /// Where knobs live; the tests point this at a temporary tree.
@@ -121,6 +253,10 @@ pub struct KnobRoots {
     pub proc_sys: PathBuf,
     /// `/sys/devices/system/cpu`.
     pub cpu: PathBuf,
+    /// `/proc` (interrupts and IRQ affinity).
+    pub proc: PathBuf,
+    /// `/dev/cpu_dma_latency`.
+    pub pm_qos: PathBuf,
 }
 
 impl Default for KnobRoots {
@@ -128,6 +264,8 @@ impl Default for KnobRoots {
         KnobRoots {
             proc_sys: "/proc/sys".into(),
             cpu: "/sys/devices/system/cpu".into(),
+            proc: "/proc".into(),
+            pm_qos: "/dev/cpu_dma_latency".into(),
         }
     }
 }
@@ -181,6 +319,33 @@ impl AppliedKnobs {
                 ));
             }
         }
+        if !section.irq_affinity.is_empty() {
+            let irqs = std::fs::read_to_string(roots.proc.join("interrupts")).unwrap_or_default();
+            for (pat, cpus) in &section.irq_affinity {
+                let mut found = false;
+                for (irq_name, _) in crate::snapshot::parse_interrupts(&irqs) {
+                    let (num, desc) = irq_name.split_once(':').unwrap_or((&irq_name, ""));
+                    if desc.contains(pat.as_str()) && num.trim().chars().all(|c| c.is_ascii_digit())
+                    {
+                        found = true;
+                        targets.push((
+                            format!("irq_affinity.{pat}"),
+                            roots
+                                .proc
+                                .join(format!("irq/{}/smp_affinity_list", num.trim())),
+                            cpus.clone(),
+                        ));
+                    }
+                }
+                if !found {
+                    targets.push((
+                        format!("irq_affinity.{pat}"),
+                        roots.proc.join("irq/nflab-no-match"),
+                        cpus.clone(),
+                    ));
+                }
+            }
+        }
         for (name, path, value) in targets {
             let before = read_trim(&path);
             let mut rec = KnobRecord {
@@ -223,7 +388,95 @@ impl AppliedKnobs {
                 )));
             }
         }
+        applied.hold_process_knobs(section, roots)?;
         Ok(applied)
+    }
+
+    /// PM QoS, scheduling policy and background load: held, not written once.
+    fn hold_process_knobs(
+        &mut self,
+        section: &KnobsSection,
+        roots: &KnobRoots,
+    ) -> Result<(), LabError> {
+        let required = |n: &str| section.required.iter().any(|r| r == n);
+        if let Some(us) = section.pm_qos_latency_us {
+            let mut rec = record_of(
+                "pm_qos_latency_us",
+                &roots.pm_qos.display().to_string(),
+                &us.to_string(),
+            );
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&roots.pm_qos)
+            {
+                Ok(mut f) => {
+                    use std::io::{Read, Write};
+                    let mut before = [0u8; 4];
+                    rec.before = f
+                        .read_exact(&mut before)
+                        .ok()
+                        .map(|_| i32::from_ne_bytes(before).to_string());
+                    // The request is a binary s32 in µs and lasts while the file is open.
+                    match f.write_all(&(us as i32).to_ne_bytes()) {
+                        Ok(()) => {
+                            rec.applied = std::fs::read(&roots.pm_qos)
+                                .ok()
+                                .filter(|b| b.len() >= 4)
+                                .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_string());
+                            rec.status = "applied".into();
+                            self.pm_qos = Some(f);
+                        }
+                        Err(e) => rec.status = format!("refused: {e}"),
+                    }
+                }
+                Err(e) => rec.status = format!("unsupported: {e}"),
+            }
+            self.push_checked(rec, required("pm_qos_latency_us"))?;
+        }
+        if let Some(s) = &section.sched {
+            let mut rec = record_of("sched", "generator and recorder threads", s);
+            let before = nflab_io::process::thread_sched();
+            rec.before = Some(before.clone());
+            match nflab_io::process::set_thread_sched(s) {
+                Ok(()) => {
+                    rec.applied = Some(nflab_io::process::thread_sched());
+                    rec.status = "applied".into();
+                    self.sched_before = Some(before);
+                }
+                Err(e) => rec.status = format!("refused: {e}"),
+            }
+            self.push_checked(rec, required("sched"))?;
+        }
+        if let Some(b) = &section.background_load {
+            let mut rec = record_of(
+                "background_load",
+                "threads",
+                &format!(
+                    "cpus {:?}, duty {}, period {} ms",
+                    b.cpus, b.duty, b.period_ms
+                ),
+            );
+            self.load = Some(LoadThreads::start(b));
+            rec.applied = Some(rec.requested.clone());
+            rec.status = "applied".into();
+            self.records.push(rec);
+        }
+        Ok(())
+    }
+
+    fn push_checked(&mut self, rec: KnobRecord, required: bool) -> Result<(), LabError> {
+        let failed = rec.status != "applied";
+        let msg = format!(
+            "required knob {} = {} could not be applied ({}): drop it from knobs.required or use a host that supports it",
+            rec.name, rec.requested, rec.status
+        );
+        self.records.push(rec);
+        if failed && required {
+            self.revert();
+            return Err(LabError::Host(msg));
+        }
+        Ok(())
     }
 
     /// Put every changed knob back, newest first.
@@ -232,6 +485,26 @@ impl AppliedKnobs {
             return;
         }
         self.reverted = true;
+        if let Some(mut l) = self.load.take() {
+            l.stop();
+        }
+        if let Some(before) = self.sched_before.take() {
+            if let Err(e) = nflab_io::process::set_thread_sched(&before) {
+                eprintln!("warning: could not restore the scheduling policy {before}: {e}");
+            }
+            if let Some(r) = self.records.iter_mut().find(|r| r.name == "sched") {
+                r.reverted = Some(nflab_io::process::thread_sched());
+            }
+        }
+        if self.pm_qos.take().is_some() {
+            if let Some(r) = self
+                .records
+                .iter_mut()
+                .find(|r| r.name == "pm_qos_latency_us")
+            {
+                r.reverted = r.before.clone();
+            }
+        }
         while let Some((path, old)) = self.undo.pop() {
             if let Err(e) = std::fs::write(&path, &old) {
                 eprintln!(
@@ -279,6 +552,8 @@ mod tests {
             KnobRoots {
                 proc_sys: base.join("sys"),
                 cpu: base.join("cpu"),
+                proc: base.join("proc"),
+                pm_qos: base.join("cpu_dma_latency"),
             },
             base,
         )
@@ -356,6 +631,61 @@ mod tests {
             "0"
         );
         std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn irq_affinity_matches_by_name_and_process_knobs_hold_until_revert() {
+        let (r, base) = roots("irq");
+        std::fs::create_dir_all(base.join("proc/irq/24")).unwrap();
+        std::fs::create_dir_all(base.join("proc/irq/25")).unwrap();
+        std::fs::write(
+            base.join("proc/interrupts"),
+            "           CPU0       CPU1\n 24:   5   6   PCI-MSI 1-edge   virtio0-input.0\n 25:   1   1   PCI-MSI 2-edge   virtio0-output.0\n",
+        )
+        .unwrap();
+        std::fs::write(base.join("proc/irq/24/smp_affinity_list"), "0-1\n").unwrap();
+        std::fs::write(base.join("proc/irq/25/smp_affinity_list"), "0-1\n").unwrap();
+        std::fs::write(base.join("cpu_dma_latency"), 2_000_000_000i32.to_ne_bytes()).unwrap();
+        let s = section(
+            "irq_affinity = { \"virtio0-input\" = \"1\", \"nosuchirq\" = \"0\" }\npm_qos_latency_us = 0\nbackground_load = { cpus = [0], duty = 0.2, period_ms = 5 }\n",
+        );
+        s.validate().unwrap();
+        let mut k = AppliedKnobs::apply(&s, &r).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(base.join("proc/irq/24/smp_affinity_list")).unwrap(),
+            "1"
+        );
+        assert_eq!(
+            std::fs::read_to_string(base.join("proc/irq/25/smp_affinity_list")).unwrap(),
+            "0-1\n"
+        );
+        let by =
+            |k: &AppliedKnobs, n: &str| k.records().iter().find(|x| x.name == n).cloned().unwrap();
+        assert_eq!(by(&k, "irq_affinity.virtio0-input").status, "applied");
+        assert_eq!(by(&k, "irq_affinity.nosuchirq").status, "unsupported");
+        assert_eq!(by(&k, "pm_qos_latency_us").status, "applied");
+        assert_eq!(
+            by(&k, "pm_qos_latency_us").before.as_deref(),
+            Some("2000000000")
+        );
+        assert_eq!(by(&k, "background_load").status, "applied");
+        k.revert();
+        assert_eq!(
+            std::fs::read_to_string(base.join("proc/irq/24/smp_affinity_list")).unwrap(),
+            "0-1"
+        );
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn sched_policy_is_validated() {
+        assert!(section("sched = \"fifo:50\"").validate().is_ok());
+        let e = section("sched = \"fifo:0\"").validate().unwrap_err();
+        assert!(e.contains("fifo:0") && e.contains("1 to 99"), "{e}");
+        let e = section("background_load = { cpus = [0], duty = 1.5 }")
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("duty"), "{e}");
     }
 
     #[test]
