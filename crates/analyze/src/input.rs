@@ -1,13 +1,16 @@
-//! Inputs: `.nfr` files and CSV.
+//! Inputs: `.nfr` files, CSV, seed 001's TRex-fork files and pcap pairs,
+//! each read as a stream of record blocks and fed to one [`Engine`] pass.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
-use nflab_record::{FlowSent, Record, TailState};
+use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
-use crate::{analyze, AnalysisConfig, AnalyzeError, Summary};
+use crate::engine::{Engine, Options};
+use crate::metrics::with_resolved_thresholds;
+use crate::{Analysis, AnalysisConfig, AnalyzeError, Summary};
 
 /// Sent counts derived from the records alone: `highest seq + 1` per flow,
 /// no warm-up.
@@ -27,68 +30,162 @@ pub(crate) fn sent_from_highest_seq(records: &[Record]) -> Vec<FlowSent> {
         .collect()
 }
 
-/// Read the `.nfr` file at `path` and analyse it.
-///
-/// Sent counts and `interrupted` come from the trailer. Without a trailer
-/// (the recorder died) sent is `highest seq + 1` per flow, with no warm-up
-/// exclusion, and a note says so. A truncated tail is a note, not an error;
-/// the [`TailState`] is returned too. When `cfg.clock.source` is empty the
-/// file's clock is used.
-pub fn analyze_file(
-    path: &Path,
-    cfg: &AnalysisConfig,
-) -> Result<(Summary, TailState), AnalyzeError> {
-    let file = nflab_record::read_all(path)?;
-    let mut notes = Vec::new();
-    let sent = match &file.trailer {
-        Some(t) => t.sent.clone(),
-        None => {
-            notes.push(format!(
-                "{} has no trailer (the recorder did not finish): sent counts are taken as \
-                 highest seq + 1 per flow, so losses at the end of the run are not seen and \
-                 warm-up packets are not excluded",
-                path.display()
-            ));
-            sent_from_highest_seq(&file.records)
-        }
-    };
-    if let TailState::Truncated { .. } = &file.tail {
-        notes.push(format!("{}: {}", path.display(), file.tail));
-    }
-    let mut cfg = cfg.clone();
-    if cfg.clock.source.is_empty() {
-        cfg.clock = file.meta.clock.clone();
-    }
-    let mut summary = analyze(&file.records, &sent, &cfg);
-    summary.interrupted = file.trailer.as_ref().is_some_and(|t| t.interrupted);
-    notes.append(&mut summary.notes);
-    summary.notes = notes;
-    Ok((summary, file.tail))
+/// The input formats `nflab analyze` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// nflab `.nfr` records.
+    Nfr,
+    /// CSV with a header naming `seq`, `tx_ns`, `rx_ns`.
+    Csv,
+    /// Seed 001's TRex fork: headerless little-endian f64 `(tx, rx)` seconds.
+    Trex,
 }
 
-/// Read a CSV of received packets in arrival order.
-///
-/// The header must name `seq`, `tx_ns` and `rx_ns`; `flow`, `wire_len` and
-/// `flags` are read when present (0 otherwise); other columns are ignored.
-/// Blank lines are skipped. Sent counts are `highest seq + 1` per flow, no
-/// warm-up. A bad row is an error naming the file, the line and its text.
-pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeError> {
-    let io_err = |source| AnalyzeError::CsvIo {
-        path: path.to_path_buf(),
-        source,
-    };
-    let reader = BufReader::new(File::open(path).map_err(io_err)?);
-    let mut lines = reader.lines();
-    let header = match lines.next() {
-        Some(line) => line.map_err(io_err)?,
-        None => {
-            return Err(AnalyzeError::CsvHeader {
-                path: path.to_path_buf(),
-                reason: "the file is empty".into(),
-            })
+impl Format {
+    /// Guess from the file name: `.csv`, `.data` (TRex fork), else `.nfr`.
+    pub fn guess(path: &Path) -> Format {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("csv") => Format::Csv,
+            Some("data") | Some("trex") => Format::Trex,
+            _ => Format::Nfr,
         }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nfr" => Ok(Format::Nfr),
+            "csv" => Ok(Format::Csv),
+            "trex" => Ok(Format::Trex),
+            other => Err(format!(
+                "unknown input format {other:?}; use nfr, csv, trex (pcap pairs: --pcap PRE POST)"
+            )),
+        }
+    }
+}
+
+/// The outcome of analysing one file.
+pub struct FileAnalysis {
+    /// The analysis.
+    pub analysis: Analysis,
+    /// How an `.nfr` file ended ([`TailState::Complete`] for other formats
+    /// unless they were cut short).
+    pub tail: TailState,
+    /// A problem that ended reading early (truncated file, bad CSV row): one
+    /// sentence naming the file and the place; everything before it was analysed.
+    pub problem: Option<String>,
+}
+
+/// A stream of record blocks.
+trait Source {
+    /// Next block into `out` (cleared); `false` at the end.
+    fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError>;
+}
+
+// ---------------------------------------------------------------------------
+// .nfr
+// ---------------------------------------------------------------------------
+
+struct NfrSource {
+    reader: RecordReader<BufReader<File>>,
+}
+
+impl Source for NfrSource {
+    fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError> {
+        Ok(self.reader.next_block(out)?)
+    }
+}
+
+/// Quick scan of an `.nfr` file that skips record payloads: the trailer (if
+/// the block chain reaches it intact) and the tx of the first and last record.
+/// What [`nfr_prescan`] finds: the trailer and the tx span.
+type Prescan = (Option<Trailer>, Option<(u64, u64)>);
+
+fn nfr_prescan(path: &Path) -> Option<Prescan> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut hdr = [0u8; 16];
+    f.read_exact(&mut hdr).ok()?;
+    if hdr[0..8] != nflab_record::FILE_MAGIC {
+        return None;
+    }
+    let meta_len = u64::from(u32::from_le_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]));
+    let mut pos = 16 + meta_len + 4;
+    let mut first_tx = None;
+    let mut last_rec_at = None;
+    let mut trailer = None;
+    while pos + 16 <= len {
+        f.seek(SeekFrom::Start(pos)).ok()?;
+        let mut b = [0u8; 16];
+        f.read_exact(&mut b).ok()?;
+        if b[0..4] != nflab_record::BLOCK_MAGIC {
+            break;
+        }
+        let count = u64::from(u32::from_le_bytes([b[8], b[9], b[10], b[11]]));
+        match b[4] {
+            nflab_record::BLOCK_KIND_RECORDS => {
+                let plen = count * nflab_record::RECORD_BYTES as u64;
+                if pos + 16 + plen > len {
+                    break;
+                }
+                if count > 0 {
+                    if first_tx.is_none() {
+                        let mut r = [0u8; 8];
+                        f.seek(SeekFrom::Start(pos + 16 + 8)).ok()?;
+                        f.read_exact(&mut r).ok()?;
+                        first_tx = Some(u64::from_le_bytes(r));
+                    }
+                    last_rec_at = Some(pos + 16 + plen - nflab_record::RECORD_BYTES as u64);
+                }
+                pos += 16 + plen;
+            }
+            nflab_record::BLOCK_KIND_TRAILER => {
+                if count > u64::from(nflab_record::MAX_JSON_BYTES) || pos + 16 + count > len {
+                    break;
+                }
+                let mut j = vec![0u8; count as usize];
+                f.read_exact(&mut j).ok()?;
+                trailer = serde_json::from_slice::<Trailer>(&j).ok();
+                break;
+            }
+            _ => break,
+        }
+    }
+    let span = match (first_tx, last_rec_at) {
+        (Some(a), Some(at)) => {
+            let mut r = [0u8; 8];
+            f.seek(SeekFrom::Start(at + 8)).ok()?;
+            f.read_exact(&mut r).ok()?;
+            Some((a, u64::from_le_bytes(r)))
+        }
+        _ => None,
     };
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    Some((trailer, span))
+}
+
+// ---------------------------------------------------------------------------
+// CSV
+// ---------------------------------------------------------------------------
+
+struct CsvColumns {
+    names: Vec<String>,
+    seq: usize,
+    tx: usize,
+    rx: usize,
+    flow: Option<usize>,
+    len: Option<usize>,
+    flags: Option<usize>,
+}
+
+fn csv_columns(path: &Path, header: &str) -> Result<CsvColumns, AnalyzeError> {
+    let names: Vec<String> = header.split(',').map(|s| s.trim().to_string()).collect();
     let column = |name: &str, required: bool| -> Result<Option<usize>, AnalyzeError> {
         let found: Vec<usize> = (0..names.len()).filter(|&i| names[i] == name).collect();
         match found.as_slice() {
@@ -105,62 +202,481 @@ pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeErro
         }
     };
     let required = |name: &str| column(name, true).map(|c| c.unwrap_or(0));
-    let (c_seq, c_tx, c_rx) = (required("seq")?, required("tx_ns")?, required("rx_ns")?);
-    let (c_flow, c_len, c_flags) = (
-        column("flow", false)?,
-        column("wire_len", false)?,
-        column("flags", false)?,
-    );
+    Ok(CsvColumns {
+        seq: required("seq")?,
+        tx: required("tx_ns")?,
+        rx: required("rx_ns")?,
+        flow: column("flow", false)?,
+        len: column("wire_len", false)?,
+        flags: column("flags", false)?,
+        names,
+    })
+}
 
-    let mut records = Vec::new();
-    for (i, line) in lines.enumerate() {
-        let line_no = i as u64 + 2;
-        let text = line.map_err(io_err)?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let bad = |reason: String| AnalyzeError::CsvRow {
-            path: path.to_path_buf(),
-            line: line_no,
-            text: text.clone(),
-            reason,
-        };
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
-        if fields.len() != names.len() {
-            return Err(bad(format!(
-                "expected {} fields like the header, found {}",
-                names.len(),
-                fields.len()
-            )));
-        }
-        let u64_at = |c: usize| -> Result<u64, AnalyzeError> {
-            fields[c].parse::<u64>().map_err(|_| {
+fn csv_row(
+    path: &Path,
+    cols: &CsvColumns,
+    line_no: u64,
+    text: &str,
+) -> Result<Record, AnalyzeError> {
+    let bad = |reason: String| AnalyzeError::CsvRow {
+        path: path.to_path_buf(),
+        line: line_no,
+        text: text.to_string(),
+        reason,
+    };
+    let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+    if fields.len() != cols.names.len() {
+        return Err(bad(format!(
+            "expected {} fields like the header, found {}",
+            cols.names.len(),
+            fields.len()
+        )));
+    }
+    let u64_at = |c: usize| -> Result<u64, AnalyzeError> {
+        fields[c].parse::<u64>().map_err(|_| {
+            bad(format!(
+                "column {} = {:?} is not a whole number >= 0",
+                cols.names[c], fields[c]
+            ))
+        })
+    };
+    let u16_at = |c: Option<usize>| -> Result<u16, AnalyzeError> {
+        match c {
+            None => Ok(0),
+            Some(c) => fields[c].parse::<u16>().map_err(|_| {
                 bad(format!(
-                    "column {} = {:?} is not a whole number >= 0",
-                    names[c], fields[c]
+                    "column {} = {:?} is not a whole number in 0..=65535",
+                    cols.names[c], fields[c]
                 ))
-            })
+            }),
+        }
+    };
+    Ok(Record {
+        seq: u64_at(cols.seq)?,
+        tx_ns: u64_at(cols.tx)?,
+        rx_ns: u64_at(cols.rx)?,
+        flow: u16_at(cols.flow)?,
+        wire_len: u16_at(cols.len)?,
+        flags: u16_at(cols.flags)?,
+    })
+}
+
+struct CsvSource {
+    path: PathBuf,
+    reader: BufReader<File>,
+    cols: CsvColumns,
+    line_no: u64,
+    line: String,
+    /// A bad row ends the stream; everything before it is analysed.
+    problem: Option<AnalyzeError>,
+}
+
+impl CsvSource {
+    fn open(path: &Path) -> Result<CsvSource, AnalyzeError> {
+        let io_err = |source| AnalyzeError::CsvIo {
+            path: path.to_path_buf(),
+            source,
         };
-        let u16_at = |c: Option<usize>| -> Result<u16, AnalyzeError> {
-            match c {
-                None => Ok(0),
-                Some(c) => fields[c].parse::<u16>().map_err(|_| {
-                    bad(format!(
-                        "column {} = {:?} is not a whole number in 0..=65535",
-                        names[c], fields[c]
-                    ))
-                }),
+        let mut reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(io_err)?);
+        let mut header = String::new();
+        if reader.read_line(&mut header).map_err(io_err)? == 0 {
+            return Err(AnalyzeError::CsvHeader {
+                path: path.to_path_buf(),
+                reason: "the file is empty".into(),
+            });
+        }
+        let cols = csv_columns(path, header.trim_end_matches(['\n', '\r']))?;
+        Ok(CsvSource {
+            path: path.to_path_buf(),
+            reader,
+            cols,
+            line_no: 1,
+            line: String::new(),
+            problem: None,
+        })
+    }
+}
+
+impl Source for CsvSource {
+    fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError> {
+        out.clear();
+        if self.problem.is_some() {
+            return Ok(false);
+        }
+        while out.len() < 4096 {
+            self.line.clear();
+            let n =
+                self.reader
+                    .read_line(&mut self.line)
+                    .map_err(|source| AnalyzeError::CsvIo {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+            if n == 0 {
+                break;
             }
-        };
-        records.push(Record {
-            seq: u64_at(c_seq)?,
-            tx_ns: u64_at(c_tx)?,
-            rx_ns: u64_at(c_rx)?,
-            flow: u16_at(c_flow)?,
-            wire_len: u16_at(c_len)?,
-            flags: u16_at(c_flags)?,
-        });
+            self.line_no += 1;
+            let text = self.line.trim_end_matches(['\n', '\r']);
+            if text.trim().is_empty() {
+                continue;
+            }
+            match csv_row(&self.path, &self.cols, self.line_no, text) {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    self.problem = Some(e);
+                    break;
+                }
+            }
+        }
+        Ok(!out.is_empty())
+    }
+}
+
+/// Read a CSV of received packets in arrival order.
+///
+/// The header must name `seq`, `tx_ns` and `rx_ns`; `flow`, `wire_len` and
+/// `flags` are read when present (0 otherwise); other columns are ignored.
+/// Blank lines are skipped. Sent counts are `highest seq + 1` per flow, no
+/// warm-up. A bad row is an error naming the file, the line and its text.
+pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeError> {
+    let mut src = CsvSource::open(path)?;
+    let mut records = Vec::new();
+    let mut block = Vec::new();
+    while src.next_block(&mut block)? {
+        records.extend_from_slice(&block);
+    }
+    if let Some(e) = src.problem {
+        return Err(e);
     }
     let sent = sent_from_highest_seq(&records);
     Ok((records, sent))
+}
+
+// ---------------------------------------------------------------------------
+// TRex fork (seed 001)
+// ---------------------------------------------------------------------------
+
+/// Seed 001's TRex-fork file: 16-byte records of two little-endian f64,
+/// `tx` and `rx` in seconds, no header, no sequence numbers. Records get
+/// `seq` = their index in the file, flow 0, and ns timestamps rounded to the
+/// nearest ns.
+pub(crate) struct TrexSource {
+    path: PathBuf,
+    file: File,
+    buf: Vec<u8>,
+    next_seq: u64,
+    /// Bytes at the end that do not form a whole record.
+    pub(crate) leftover: usize,
+}
+
+/// Bytes of one TRex-fork record.
+pub const TREX_RECORD_BYTES: usize = 16;
+
+/// Seconds (f64) to ns, rounded; negative or NaN values become 0.
+#[inline]
+pub(crate) fn secs_to_ns(s: f64) -> u64 {
+    // Round to nearest (numpy's rint agrees except on exact ties).
+    let v = (s * 1e9).round();
+    if v.is_nan() || v <= 0.0 {
+        0
+    } else {
+        v as u64
+    }
+}
+
+impl TrexSource {
+    pub(crate) fn open(path: &Path) -> Result<TrexSource, AnalyzeError> {
+        let file = File::open(path).map_err(|source| AnalyzeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(TrexSource {
+            path: path.to_path_buf(),
+            file,
+            buf: vec![0u8; 1 << 20],
+            next_seq: 0,
+            leftover: 0,
+        })
+    }
+
+    fn fill(&mut self) -> std::io::Result<usize> {
+        let mut got = 0;
+        while got < self.buf.len() {
+            match self.file.read(&mut self.buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
+    }
+}
+
+impl Source for TrexSource {
+    fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError> {
+        out.clear();
+        let got = self.fill().map_err(|source| AnalyzeError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let whole = got / TREX_RECORD_BYTES * TREX_RECORD_BYTES;
+        if got > 0 && got < self.buf.len() {
+            self.leftover = got - whole;
+        }
+        out.extend(self.buf[..whole].chunks_exact(TREX_RECORD_BYTES).map(|c| {
+            let tx = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            let rx = f64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            Record {
+                seq,
+                flow: 0,
+                tx_ns: secs_to_ns(tx),
+                rx_ns: secs_to_ns(rx),
+                wire_len: 0,
+                flags: 0,
+            }
+        }));
+        Ok(!out.is_empty())
+    }
+}
+
+fn trex_span(path: &Path) -> Option<(u64, u64)> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let n = len / TREX_RECORD_BYTES as u64;
+    if n == 0 {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).ok()?;
+    let first = secs_to_ns(f64::from_le_bytes(b));
+    f.seek(SeekFrom::Start((n - 1) * TREX_RECORD_BYTES as u64))
+        .ok()?;
+    f.read_exact(&mut b).ok()?;
+    Some((first, secs_to_ns(f64::from_le_bytes(b))))
+}
+
+// ---------------------------------------------------------------------------
+// Driving a pass over a file
+// ---------------------------------------------------------------------------
+
+fn run_source(
+    src: &mut dyn Source,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    sent: Option<&[FlowSent]>,
+    reserve: u64,
+) -> Result<Engine, AnalyzeError> {
+    let mut e = Engine::new(cfg, opts, sent);
+    e.reserve(reserve);
+    let mut block = Vec::with_capacity(1 << 16);
+    while src.next_block(&mut block)? {
+        e.push_all(&block);
+    }
+    Ok(e)
+}
+
+/// Analyse the file at `path` in one streaming pass (two for relative
+/// anomaly thresholds), with [`Options`]. `format` defaults to a guess from
+/// the file name ([`Format::guess`]).
+///
+/// A truncated `.nfr` tail, a TRex file whose size is not a multiple of 16
+/// bytes and a bad CSV row end reading early: everything before is analysed
+/// and [`FileAnalysis::problem`] says what and where. An unreadable or empty
+/// file, or an `.nfr` with a bad header, is an error naming the file.
+pub fn analyze_file_with(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    format: Option<Format>,
+) -> Result<FileAnalysis, AnalyzeError> {
+    let format = format.unwrap_or_else(|| Format::guess(path));
+    let mut opts = opts.clone();
+    match format {
+        Format::Nfr => {
+            let pre = nfr_prescan(path);
+            let (pre_trailer, span) = pre.unwrap_or((None, None));
+            if opts.tx_span.is_none() {
+                opts.tx_span = span;
+            }
+            let mut out: Option<(TailState, Option<Trailer>, nflab_record::Metadata)> = None;
+            let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+                let reader = RecordReader::open(path)?;
+                let meta = reader.metadata().clone();
+                let mut cfg = cfg.clone();
+                if cfg.clock.source.is_empty() {
+                    cfg.clock = meta.clock.clone();
+                }
+                let mut src = NfrSource { reader };
+                let upfront = pre_trailer.as_ref().map(|t| t.sent.as_slice());
+                let e = run_source(&mut src, &cfg, &opts, upfront, 0)?;
+                let trailer = src.reader.trailer().cloned();
+                let tail = src.reader.tail().clone();
+                let a = e.finish(if upfront.is_some() {
+                    None
+                } else {
+                    trailer.as_ref().map(|t| t.sent.as_slice())
+                });
+                out = Some((tail, trailer, meta));
+                Ok(a)
+            };
+            let mut analysis = with_resolved_thresholds(cfg, pass)?;
+            let (tail, trailer, _meta) =
+                out.unwrap_or((TailState::NoTrailer, None, Default::default()));
+            let mut notes = Vec::new();
+            if trailer.is_none() && pre_trailer.is_none() {
+                notes.push(format!(
+                    "{} has no trailer (the recorder did not finish): sent counts are taken as \
+                     highest seq + 1 per flow, so losses at the end of the run are not seen and \
+                     warm-up packets are not excluded",
+                    path.display()
+                ));
+            }
+            let problem = if let TailState::Truncated { .. } = &tail {
+                let msg = format!("{}: {}", path.display(), tail);
+                notes.push(msg.clone());
+                if pre_trailer.is_some() {
+                    notes.push(
+                        "sent counts come from the trailer although a block before it is \
+                         corrupt: the corrupt block's packets count as lost"
+                            .into(),
+                    );
+                }
+                Some(msg)
+            } else {
+                None
+            };
+            let s = &mut analysis.summary;
+            s.interrupted = trailer
+                .as_ref()
+                .or(pre_trailer.as_ref())
+                .is_some_and(|t| t.interrupted);
+            notes.append(&mut s.notes);
+            s.notes = notes;
+            Ok(FileAnalysis {
+                analysis,
+                tail,
+                problem,
+            })
+        }
+        Format::Csv => {
+            if opts.tx_span.is_none() && (opts.trim_start_ns > 0 || opts.trim_end_ns > 0) {
+                // CSV cannot seek to its last row: a quick first pass.
+                let mut src = CsvSource::open(path)?;
+                let mut block = Vec::new();
+                let (mut first, mut last) = (None, None);
+                while src.next_block(&mut block)? {
+                    first = first.or(block.first().map(|r| r.tx_ns));
+                    last = block.last().map(|r| r.tx_ns).or(last);
+                }
+                opts.tx_span = first.zip(last);
+            }
+            let mut problem = None;
+            let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+                let mut src = CsvSource::open(path)?;
+                let e = run_source(&mut src, cfg, &opts, None, 0)?;
+                problem = src.problem.take();
+                let sent = e.sent_from_highest_seq();
+                Ok(e.finish(Some(&sent)))
+            };
+            let mut analysis = with_resolved_thresholds(cfg, pass)?;
+            let problem = problem.map(|e| {
+                let msg = format!("{e}; the rows before it were analysed");
+                analysis.summary.notes.push(msg.clone());
+                msg
+            });
+            let tail = if problem.is_some() {
+                TailState::Truncated {
+                    discarded_bytes: 0,
+                    reason: problem.clone().unwrap_or_default(),
+                }
+            } else {
+                TailState::Complete
+            };
+            Ok(FileAnalysis {
+                analysis,
+                tail,
+                problem,
+            })
+        }
+        Format::Trex => {
+            let len = std::fs::metadata(path)
+                .map_err(|source| AnalyzeError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+                .len();
+            if len < TREX_RECORD_BYTES as u64 {
+                return Err(AnalyzeError::Input {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "the file has {len} bytes, less than one 16-byte (tx, rx) record of a TRex-fork file"
+                    ),
+                });
+            }
+            if opts.tx_span.is_none() {
+                opts.tx_span = trex_span(path);
+            }
+            let n = len / TREX_RECORD_BYTES as u64;
+            let mut leftover = 0;
+            let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+                let mut src = TrexSource::open(path)?;
+                let sent = [FlowSent {
+                    flow: 0,
+                    sent: n,
+                    warmup: 0,
+                }];
+                let e = run_source(&mut src, cfg, &opts, Some(&sent), n)?;
+                leftover = src.leftover;
+                Ok(e.finish(None))
+            };
+            let mut analysis = with_resolved_thresholds(cfg, pass)?;
+            analysis.summary.notes.push(format!(
+                "{} is a TRex-fork file: it holds no sequence numbers (seq = position in the \
+                 file) and only packets TRex received in order, so loss, reordering and \
+                 duplicates are not visible",
+                path.display()
+            ));
+            let problem = (leftover > 0).then(|| {
+                let msg = format!(
+                    "{} ends with {leftover} bytes that are not a whole 16-byte record (the writer \
+                     was probably stopped mid-record); the {n} whole records before them were analysed",
+                    path.display()
+                );
+                analysis.summary.notes.push(msg.clone());
+                msg
+            });
+            let tail = match &problem {
+                Some(p) => TailState::Truncated {
+                    discarded_bytes: leftover as u64,
+                    reason: p.clone(),
+                },
+                None => TailState::Complete,
+            };
+            Ok(FileAnalysis {
+                analysis,
+                tail,
+                problem,
+            })
+        }
+    }
+}
+
+/// Read the `.nfr` file at `path` and analyse it.
+///
+/// Sent counts and `interrupted` come from the trailer. Without a trailer
+/// (the recorder died) sent is `highest seq + 1` per flow, with no warm-up
+/// exclusion, and a note says so. A truncated tail is a note, not an error;
+/// the [`TailState`] is returned too. When `cfg.clock.source` is empty the
+/// file's clock is used. Streams the file: percentiles are exact up to
+/// [`crate::dist::DEFAULT_EXACT_LIMIT`] packets and HDR beyond.
+pub fn analyze_file(
+    path: &Path,
+    cfg: &AnalysisConfig,
+) -> Result<(Summary, TailState), AnalyzeError> {
+    let fa = analyze_file_with(path, cfg, &Options::default(), Some(Format::Nfr))?;
+    Ok((fa.analysis.summary, fa.tail))
 }

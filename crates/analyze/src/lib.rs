@@ -39,13 +39,20 @@ use serde::{Deserialize, Serialize};
 
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
+pub mod crossrun;
+pub mod dist;
+mod engine;
+pub mod export;
+pub mod import;
 mod input;
 mod metrics;
 mod spec;
 
-pub use input::{analyze_file, read_csv};
-pub use metrics::analyze;
-pub use spec::{parse_duration_ns, AnomalySpec};
+pub use dist::{Distribution, Method, Pct};
+pub use engine::{Engine, Options};
+pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
+pub use metrics::{analyze, analyze_with};
+pub use spec::{parse_duration_ns, AnomalySpec, Base, Cmp, LostMode, Threshold};
 
 /// What to compute and the context of the run.
 #[derive(Debug, Clone, Default)]
@@ -128,6 +135,48 @@ pub struct JitterStats {
     pub ipdv_p50: Option<u64>,
     /// 99th percentile of |IPDV|.
     pub ipdv_p99: Option<u64>,
+    /// Signed IPDV distribution: mean (RFC 5481 §4.1; near 0 by construction).
+    #[serde(default)]
+    pub ipdv_mean: Option<f64>,
+    /// Signed IPDV: smallest (most negative) value.
+    #[serde(default)]
+    pub ipdv_min: Option<i64>,
+    /// Signed IPDV: 1st percentile.
+    #[serde(default)]
+    pub ipdv_p1: Option<i64>,
+    /// Signed IPDV: 99th percentile.
+    #[serde(default)]
+    pub ipdv_p99_signed: Option<i64>,
+    /// Signed IPDV: largest value.
+    #[serde(default)]
+    pub ipdv_max: Option<i64>,
+    /// 99.9th percentile of |IPDV|.
+    #[serde(default)]
+    pub ipdv_p99_9: Option<u64>,
+    /// PDV (RFC 5481 §4.2) = latency − min latency: median.
+    #[serde(default)]
+    pub pdv_p50: Option<i64>,
+    /// PDV 99th percentile.
+    #[serde(default)]
+    pub pdv_p99: Option<i64>,
+    /// PDV 99.9th percentile.
+    #[serde(default)]
+    pub pdv_p99_9: Option<i64>,
+    /// PDV maximum = max − min latency.
+    #[serde(default)]
+    pub pdv_max: Option<i64>,
+    /// Standard deviation of latency (the "jitter" of some tools), ns.
+    #[serde(default)]
+    pub stdev: Option<f64>,
+    /// |L_i − L_{i−1}| over consecutive arrivals (seed 002, RFC 4689 style): mean.
+    #[serde(default)]
+    pub consecutive_mean: Option<f64>,
+    /// |L_i − L_{i−1}|: population standard deviation.
+    #[serde(default)]
+    pub consecutive_stdev: Option<f64>,
+    /// |L_i − L_{i−1}|: maximum.
+    #[serde(default)]
+    pub consecutive_max: Option<i64>,
 }
 
 /// Result for one [`AnomalySpec`].
@@ -152,6 +201,12 @@ pub struct PercentileMethod {
     pub method: String,
     /// The definition used.
     pub definition: String,
+    /// HDR significant digits (HDR method only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significant_digits: Option<u8>,
+    /// The error bound of the reported percentiles (HDR method only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
 }
 
 impl Default for PercentileMethod {
@@ -161,6 +216,8 @@ impl Default for PercentileMethod {
             definition: "nearest-rank: the value at 1-based rank ceil(p/100 * N) of the N \
                          sorted values (rank clamped to 1..N); no interpolation"
                 .into(),
+            significant_digits: None,
+            bound: None,
         }
     }
 }
@@ -189,6 +246,261 @@ pub struct Summary {
     pub interrupted: bool,
     /// Caveats found while analysing (clock problems, missing sent counts, ...).
     pub notes: Vec<String>,
+    /// Every reported latency percentile with its error interval
+    /// (standard set plus those asked for).
+    #[serde(default)]
+    pub latency_quantiles: Vec<QuantileEntry>,
+    /// Loss bursts and late-equals-lost.
+    #[serde(default)]
+    pub loss: Option<LossStats>,
+    /// Reordering per RFC 4737.
+    #[serde(default)]
+    pub reorder: Option<ReorderStats>,
+    /// Per-flow figures.
+    #[serde(default)]
+    pub flows: Vec<FlowSummary>,
+    /// Details per anomaly spec, in the order of `anomalies`.
+    #[serde(default)]
+    pub anomaly_details: Vec<AnomalyDetail>,
+    /// Per-window time series (when a window length was given).
+    #[serde(default)]
+    pub windows: Vec<WindowStats>,
+    /// The packets with the highest latency, highest first (when asked for).
+    #[serde(default)]
+    pub worst: Vec<WorstPacket>,
+    /// The measured span and the trimming applied.
+    #[serde(default)]
+    pub span: Option<SpanInfo>,
+}
+
+/// One latency percentile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuantileEntry {
+    /// The percentile, e.g. 99.9.
+    pub p: f64,
+    /// The reported value, ns.
+    pub ns: i64,
+    /// The exact nearest-rank value lies in `[lower_ns, ns]` (equal when exact).
+    pub lower_ns: i64,
+}
+
+/// Loss in detail.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LossStats {
+    /// Number of loss bursts (maximal runs of consecutive lost sequence numbers).
+    pub bursts: u64,
+    /// Mean burst length, packets.
+    pub burst_mean: Option<f64>,
+    /// Longest burst, packets.
+    pub burst_max: Option<i64>,
+    /// `(length, count)` of bursts, shortest first (at most 64 entries;
+    /// HDR-bucketed lengths beyond 65 536 bursts).
+    pub burst_lengths: Vec<(i64, u64)>,
+    /// The deadline of late-equals-lost, ns.
+    pub deadline_ns: Option<u64>,
+    /// Received packets later than the deadline.
+    pub late: Option<u64>,
+    /// `(lost + late) / sent`.
+    pub loss_ratio_with_deadline: Option<f64>,
+}
+
+/// Reordering, RFC 4737.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReorderStats {
+    /// `reordered / received` (RFC 4737 §4.1.3 reordered ratio).
+    pub ratio: f64,
+    /// Reordering extent (RFC 4737 §4.2.2), packets: mean.
+    pub extent_mean: Option<f64>,
+    /// Extent: 99th percentile.
+    pub extent_p99: Option<i64>,
+    /// Extent: maximum.
+    pub extent_max: Option<i64>,
+    /// Packets reordered by more than the reorder window (their seq-order
+    /// metrics saw them as lost).
+    pub beyond_window: u64,
+}
+
+/// Figures of one flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    /// Flow id.
+    pub flow: u16,
+    /// Counts, as in `packets`.
+    pub packets: PacketCounts,
+    /// `lost / sent`.
+    pub loss_ratio: f64,
+    /// Received packets later than the deadline.
+    pub late: Option<u64>,
+    /// Latency of the flow (with `per_flow_latency`; HDR percentiles).
+    pub latency_ns: Option<LatencyStats>,
+}
+
+/// Min/mean/max of a quantity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatSummary {
+    /// Smallest.
+    pub min: Option<i64>,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Largest.
+    pub max: Option<i64>,
+}
+
+impl StatSummary {
+    pub(crate) fn of(d: &mut Distribution) -> StatSummary {
+        StatSummary {
+            min: d.min(),
+            mean: d.mean(),
+            max: d.max(),
+        }
+    }
+}
+
+/// Distribution of the time between the starts of consecutive anomalies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterStats {
+    /// Number of gaps.
+    pub count: u64,
+    /// Smallest gap, ns.
+    pub min: Option<i64>,
+    /// Mean gap, ns.
+    pub mean: Option<f64>,
+    /// Median gap, ns.
+    pub p50: Option<i64>,
+    /// 90th percentile, ns.
+    pub p90: Option<i64>,
+    /// 99th percentile, ns.
+    pub p99: Option<i64>,
+    /// Largest gap, ns.
+    pub max: Option<i64>,
+}
+
+/// One anomaly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyEvent {
+    /// Flow.
+    pub flow: u16,
+    /// Sequence number of its first packet.
+    pub start_seq: u64,
+    /// tx time of its first received packet, ns (for a run that starts with
+    /// lost packets: of the last received packet before it).
+    pub start_tx_ns: Option<u64>,
+    /// Length, packets (lost ones included with `lost=inf`).
+    pub packets: u64,
+    /// Lost packets in it (`lost=inf` only).
+    pub lost: u64,
+    /// tx of its last received packet − tx of its first, ns.
+    pub duration_ns: u64,
+    /// Highest latency in it, ns (`null` if all its packets were lost).
+    pub peak_ns: Option<i64>,
+    /// tx time of the peak packet, ns.
+    pub peak_tx_ns: Option<u64>,
+}
+
+/// Everything about one anomaly spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyDetail {
+    /// The spec, normalised (`2:250000ns`, `2:p50*3:gt`).
+    pub spec: String,
+    /// Minimum run length.
+    pub n: u32,
+    /// The threshold used, ns (relative thresholds resolved).
+    pub t_ns: u64,
+    /// `ge` or `gt`.
+    pub cmp: Cmp,
+    /// `break`, `inf` or `skip`.
+    pub lost_mode: LostMode,
+    /// Number of anomalies.
+    pub count: u64,
+    /// Packets in anomalies.
+    pub packets: u64,
+    /// Lost packets in anomalies (`lost=inf`).
+    pub lost_packets: u64,
+    /// Longest anomaly, packets.
+    pub longest: u64,
+    /// Anomalies per hour of measured time.
+    pub per_hour: Option<f64>,
+    /// Anomalies starting in each hour since the start of the measurement.
+    pub hourly: Vec<u64>,
+    /// Duration of anomalies, ns.
+    pub duration_ns: StatSummary,
+    /// Time between the starts of consecutive anomalies (per flow), ns.
+    pub inter_anomaly_ns: InterStats,
+    /// The first anomalies, in the order they ended.
+    pub events: Vec<AnomalyEvent>,
+    /// More anomalies exist than are listed in `events`.
+    pub events_truncated: bool,
+}
+
+/// One time window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowStats {
+    /// Window index from the start of the measurement.
+    pub index: u64,
+    /// Start (tx clock), ns.
+    pub start_ns: u64,
+    /// End (exclusive), ns.
+    pub end_ns: u64,
+    /// Packets received that were sent in the window.
+    pub packets: u64,
+    /// Packets lost (attributed to the window of the last received packet before them).
+    pub lost: u64,
+    /// `lost / (packets + lost)`.
+    pub loss_ratio: f64,
+    /// Smallest latency, ns.
+    pub min_ns: Option<i64>,
+    /// Mean latency, ns.
+    pub mean_ns: Option<f64>,
+    /// Median latency, ns.
+    pub p50_ns: Option<i64>,
+    /// 99th percentile latency, ns.
+    pub p99_ns: Option<i64>,
+    /// Largest latency, ns.
+    pub max_ns: Option<i64>,
+}
+
+/// One of the worst packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorstPacket {
+    /// Flow.
+    pub flow: u16,
+    /// Sequence number.
+    pub seq: u64,
+    /// Transmit time, ns.
+    pub tx_ns: u64,
+    /// Receive time, ns.
+    pub rx_ns: u64,
+    /// Latency, ns.
+    pub latency_ns: i64,
+}
+
+/// The measured span.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpanInfo {
+    /// Earliest tx of a measured packet, ns.
+    pub first_tx_ns: Option<u64>,
+    /// Latest tx of a measured packet, ns.
+    pub last_tx_ns: Option<u64>,
+    /// Trimming window by tx time `[start, end]`, when trimming was asked for.
+    pub trim: Option<(u64, u64)>,
+}
+
+/// The result of [`analyze_with`] / [`Engine::finish`]: the summary plus the
+/// distributions behind it (for CDF, histogram and interval-log exports).
+pub struct Analysis {
+    /// The summary.
+    pub summary: Summary,
+    /// The latency distribution of the measured packets.
+    pub latency: Distribution,
+    /// Signed IPDV distribution.
+    pub ipdv: Distribution,
+    /// One HDR histogram per closed window `(index, histogram)`, when
+    /// `Options::interval_log` was set.
+    pub window_histograms: Vec<(u64, hdrhistogram::Histogram<u64>)>,
+    /// Window length, ns (for the interval log).
+    pub window_ns: Option<u64>,
+    /// Start of window 0 (tx clock), ns.
+    pub origin_ns: Option<u64>,
 }
 
 impl Summary {
@@ -214,7 +526,7 @@ pub enum AnalyzeError {
         reason: String,
     },
     /// An anomaly spec did not parse. Use N:T, e.g. 2:250us.
-    #[error("invalid anomaly spec {text:?}: {reason}; the valid form is N:T with T like 250us, 1ms, 500ns")]
+    #[error("invalid anomaly spec {text:?}: {reason}; the valid form is N:T[:OPTIONS] with T like 250us, 1ms, 500ns, p50*3 or min+100us and OPTIONS like gt,lost=inf")]
     BadAnomalySpec {
         /// The text given.
         text: String,
@@ -224,6 +536,25 @@ pub enum AnalyzeError {
     /// The `.nfr` file could not be read (see the inner error).
     #[error(transparent)]
     Record(#[from] nflab_record::RecordError),
+    /// A file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is not usable as the input it was given as (see the reason).
+    #[error("{path}: {reason}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// An option value is invalid (see the reason).
+    #[error("{0}")]
+    Invalid(String),
     /// The CSV file could not be opened or read.
     #[error("cannot read CSV file {path}: {source}")]
     CsvIo {

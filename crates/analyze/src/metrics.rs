@@ -1,34 +1,13 @@
-//! [`analyze`]: the metrics of `docs/metrics.md`.
-
-use std::collections::{BTreeMap, HashSet};
+//! [`analyze`] and [`analyze_with`]: the metrics of `docs/metrics.md`,
+//! computed by one [`Engine`] pass over records in memory; `assemble` turns
+//! the state of a finished pass into a [`Summary`].
 
 use nflab_record::{FlowSent, Record};
 
-use crate::{
-    AnalysisConfig, AnomalySpec, AnomalyStats, JitterStats, LatencyStats, PacketCounts,
-    PercentileMethod, RateStats, Summary,
-};
-
-/// A measured (post-warm-up) first copy of a received packet.
-#[derive(Debug, Clone, Copy)]
-struct Pkt {
-    flow: u16,
-    seq: u64,
-    rx_ns: u64,
-    lat_ns: i64,
-}
-
-/// Per-flow state of the arrival-order pass.
-#[derive(Debug, Default)]
-struct Flow {
-    /// Sent count from the caller; `None` if the flow had no entry.
-    sent: Option<u64>,
-    warmup: u64,
-    seen: HashSet<u64>,
-    highest: Option<u64>,
-    /// Highest seq of any record of the flow (warm-up included).
-    max_seq_any: Option<u64>,
-}
+use crate::dist::{Distribution, Method, Pct};
+use crate::engine::{standard_pcts, Engine, Options};
+use crate::spec::Base;
+use crate::*;
 
 /// Compute the [`Summary`] of one run.
 ///
@@ -36,169 +15,322 @@ struct Flow {
 /// the generator's counts per flow. Records of a flow without a `sent` entry
 /// are analysed with `sent = highest seq + 1` and a note. Records with
 /// `seq < warmup` of their flow are ignored. `interrupted` is left `false`.
+/// Percentiles are exact (the records are in memory anyway).
 ///
 /// Never panics, whatever the input; problems with the data are reported in
 /// `notes`.
 pub fn analyze(records: &[Record], sent: &[FlowSent], cfg: &AnalysisConfig) -> Summary {
-    let mut notes = Vec::new();
-    let mut flows: BTreeMap<u16, Flow> = BTreeMap::new();
-    for fs in sent {
-        let entry = flows.entry(fs.flow).or_default();
-        if entry.sent.is_some() {
-            notes.push(format!(
-                "flow {} has more than one sent count; the first one is used",
-                fs.flow
-            ));
-            continue;
-        }
-        entry.sent = Some(fs.sent);
-        entry.warmup = fs.warmup;
-        if fs.warmup > fs.sent {
-            notes.push(format!(
-                "flow {}: warm-up {} is larger than the sent count {}; no packet of it is measured",
-                fs.flow, fs.warmup, fs.sent
-            ));
-        }
-    }
+    let opts = Options {
+        exact_limit: u64::MAX,
+        ..Options::default()
+    };
+    analyze_with(records, sent, cfg, &opts).summary
+}
 
-    // ---- Pass 1, arrival order: duplicates, reordering, first copies ----
-    let mut counts = PacketCounts::default();
-    let mut pkts: Vec<Pkt> = Vec::with_capacity(records.len());
-    let mut clamped = 0u64;
-    for r in records {
-        let f = flows.entry(r.flow).or_default();
-        f.max_seq_any = Some(f.max_seq_any.map_or(r.seq, |m| m.max(r.seq)));
-        if r.seq < f.warmup {
-            continue;
-        }
-        if !f.seen.insert(r.seq) {
-            counts.duplicated += 1;
-            continue;
-        }
-        match f.highest {
-            // Next expected = highest + 1; seq == highest is a duplicate, handled above.
-            Some(h) if r.seq <= h => counts.reordered += 1,
-            _ => f.highest = Some(r.seq),
-        }
-        let lat = i128::from(r.rx_ns) - i128::from(r.tx_ns);
-        let lat_ns = i64::try_from(lat).unwrap_or_else(|_| {
-            clamped += 1;
-            if lat < 0 {
-                i64::MIN
-            } else {
-                i64::MAX
-            }
+/// [`analyze`] with [`Options`]: extra percentiles, HDR, windows, trimming,
+/// deadline, worst N, per-flow latency. Relative anomaly thresholds
+/// (`2:p50*3`) take a first pass to find the reference value.
+pub fn analyze_with(
+    records: &[Record],
+    sent: &[FlowSent],
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Analysis {
+    let mut opts = opts.clone();
+    if opts.tx_span.is_none() && (opts.trim_start_ns > 0 || opts.trim_end_ns > 0) {
+        opts.tx_span = tx_span(records);
+    }
+    let run = |cfg: &AnalysisConfig| {
+        let mut e = Engine::new(cfg, &opts, Some(sent));
+        e.reserve(records.len() as u64);
+        e.push_all(records);
+        Ok::<_, std::convert::Infallible>(e.finish(None))
+    };
+    match with_resolved_thresholds(cfg, run) {
+        Ok(a) => a,
+        Err(e) => match e {},
+    }
+}
+
+/// First and last tx time by position (the first and last record).
+pub(crate) fn tx_span(records: &[Record]) -> Option<(u64, u64)> {
+    Some((records.first()?.tx_ns, records.last()?.tx_ns))
+}
+
+/// Run `pass` once, or twice when an anomaly threshold is relative: the
+/// first pass (without anomalies) gives the reference latencies.
+pub(crate) fn with_resolved_thresholds<E>(
+    cfg: &AnalysisConfig,
+    mut pass: impl FnMut(&AnalysisConfig) -> Result<Analysis, E>,
+) -> Result<Analysis, E> {
+    if !cfg.anomalies.iter().any(AnomalySpec::is_relative) {
+        return pass(cfg);
+    }
+    let first_cfg = AnalysisConfig {
+        anomalies: Vec::new(),
+        ..cfg.clone()
+    };
+    let mut first = pass(&first_cfg)?;
+    let mut cfg2 = cfg.clone();
+    let min = first.latency.min();
+    let mean = first.latency.mean();
+    for spec in &mut cfg2.anomalies {
+        let lat = &mut first.latency;
+        spec.resolve(|b| match b {
+            Base::Min => min.map(|v| v as f64),
+            Base::Mean => mean,
+            Base::Pct(p) => lat.quantiles(&[p])[0].map(|q| q.value as f64),
         });
-        pkts.push(Pkt {
-            flow: r.flow,
-            seq: r.seq,
-            rx_ns: r.rx_ns,
-            lat_ns,
-        });
     }
-    if clamped > 0 {
-        notes.push(format!(
-            "{clamped} packets have a latency outside the i64 range and were clamped; the timestamps are garbage"
-        ));
-    }
+    pass(&cfg2)
+}
 
-    // ---- Counts per flow ----
-    for (id, f) in &flows {
-        let received = f.seen.len() as u64;
-        let sent_total = match f.sent {
-            Some(s) => s,
-            None => {
-                let s = f.max_seq_any.map_or(0, |m| m.saturating_add(1));
-                notes.push(format!(
-                    "flow {id} has records but no sent count; sent is taken as highest seq + 1 = {s}"
-                ));
-                s
-            }
-        };
-        let measured = sent_total.saturating_sub(f.warmup);
-        let beyond = f.seen.iter().filter(|&&s| s >= sent_total).count();
-        if beyond > 0 {
-            notes.push(format!(
-                "flow {id}: {beyond} received packets have seq >= the sent count {sent_total}; \
-                 the sent count does not match these records"
-            ));
+/// Value at 1-based rank `ceil(num/den * N)`, clamped to `1..=N`, of sorted
+/// `values`; exact integer arithmetic. `None` for no values.
+#[allow(dead_code)]
+pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], num: u64, den: u64) -> Option<T> {
+    let n = sorted.len() as u128;
+    if n == 0 || den == 0 {
+        return None;
+    }
+    let rank = (u128::from(num) * n).div_ceil(u128::from(den)).clamp(1, n);
+    sorted.get(rank as usize - 1).copied()
+}
+
+fn latency_stats(d: &mut Distribution, extra: &[Pct]) -> (LatencyStats, Vec<QuantileEntry>) {
+    let mut pcts: Vec<Pct> = standard_pcts().to_vec();
+    for p in extra {
+        if !pcts.contains(p) {
+            pcts.push(*p);
         }
-        // Saturating: sent counts derived from garbage seqs can be near u64::MAX.
-        counts.sent = counts.sent.saturating_add(measured);
-        counts.received = counts.received.saturating_add(received);
-        counts.lost = counts
-            .lost
-            .saturating_add(measured.saturating_sub(received));
     }
-    let loss_ratio = if counts.sent == 0 {
-        0.0
-    } else {
-        counts.lost as f64 / counts.sent as f64
+    let q = d.quantiles(&pcts);
+    let v = |i: usize| q[i].map(|q| q.value);
+    let stats = LatencyStats {
+        min: d.min(),
+        mean: d.mean(),
+        stdev: d.stdev(),
+        p50: v(0),
+        p90: v(1),
+        p99: v(2),
+        p99_9: v(3),
+        p99_99: v(4),
+        p99_999: v(5),
+        max: d.max(),
     };
-
-    // ---- Latency ----
-    let mut lats: Vec<i64> = pkts.iter().map(|p| p.lat_ns).collect();
-    lats.sort_unstable();
-    let latency_ns = latency_stats(&lats);
-    let negative = lats.iter().take_while(|&&l| l < 0).count();
-    if negative > 0 {
-        notes.push(format!(
-            "{negative} packets have a negative latency (min {} ns): the tx and rx clocks disagree, \
-             so latency figures are unreliable",
-            lats[0]
-        ));
-    }
-
-    // ---- RFC 3550 jitter, arrival order ----
-    let rfc3550 = if pkts.len() < 2 {
-        None
-    } else {
-        let mut j = 0.0f64;
-        for w in pkts.windows(2) {
-            // D = (R_j - R_i) - (S_j - S_i) = L_j - L_i
-            let d = i128::from(w[1].lat_ns) - i128::from(w[0].lat_ns);
-            j += ((d.unsigned_abs() as f64) - j) / 16.0;
-        }
-        Some(j)
-    };
-
-    // ---- Rate ----
-    let rx_pps = match (
-        pkts.iter().map(|p| p.rx_ns).min(),
-        pkts.iter().map(|p| p.rx_ns).max(),
-    ) {
-        (Some(first), Some(last)) if pkts.len() >= 2 && last > first => {
-            Some((pkts.len() - 1) as f64 / ((last - first) as f64 / 1e9))
-        }
-        _ => None,
-    };
-
-    // ---- Sequence order: IPDV and anomalies ----
-    pkts.sort_unstable_by_key(|p| (p.flow, p.seq));
-    let mut ipdv: Vec<u64> = pkts
-        .windows(2)
-        .filter(|w| w[0].flow == w[1].flow && w[0].seq.checked_add(1) == Some(w[1].seq))
-        .map(|w| {
-            let d = i128::from(w[1].lat_ns) - i128::from(w[0].lat_ns);
-            u64::try_from(d.unsigned_abs()).unwrap_or(u64::MAX)
+    let entries = pcts
+        .iter()
+        .zip(&q)
+        .filter_map(|(p, q)| {
+            q.map(|q| QuantileEntry {
+                p: p.as_f64(),
+                ns: q.value,
+                lower_ns: q.lower,
+            })
         })
         .collect();
-    ipdv.sort_unstable();
-    let jitter_ns = JitterStats {
-        rfc3550,
-        ipdv_p50: nearest_rank(&ipdv, 50, 100),
-        ipdv_p99: nearest_rank(&ipdv, 99, 100),
+    (stats, entries)
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Build the [`Analysis`] of a finished engine.
+pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> Analysis {
+    let p = e.parts();
+    let cfg = p.cfg.clone();
+    let opts = p.opts.clone();
+    let mut counts = PacketCounts::default();
+    let mut flows = Vec::new();
+    let mut late_total = 0u64;
+    let mut beyond_window = 0u64;
+    for id in &ids {
+        let Some(f) = p.flows.get_mut(usize::from(*id)).and_then(|f| f.as_mut()) else {
+            continue;
+        };
+        let mut v = f.view();
+        let measured_end = v.sent.min(v.hi_excl);
+        let measured = measured_end.saturating_sub(v.lo);
+        if v.beyond_sent > 0 {
+            notes.push(format!(
+                "flow {id}: {} received packets have seq >= the sent count {}; \
+                 the sent count does not match these records",
+                v.beyond_sent, v.sent
+            ));
+        }
+        let fc = PacketCounts {
+            sent: measured,
+            received: v.received,
+            lost: measured.saturating_sub(v.received),
+            reordered: v.reordered,
+            duplicated: v.duplicated,
+        };
+        counts.sent = counts.sent.saturating_add(fc.sent);
+        counts.received = counts.received.saturating_add(fc.received);
+        counts.lost = counts.lost.saturating_add(fc.lost);
+        counts.reordered += fc.reordered;
+        counts.duplicated += fc.duplicated;
+        late_total += v.late;
+        beyond_window += v.beyond_window;
+        let latency_ns = v.lat.as_mut().map(|d| latency_stats(d, &[]).0);
+        let _ = v.warmup;
+        flows.push(FlowSummary {
+            flow: *id,
+            packets: fc,
+            loss_ratio: ratio(fc.lost, fc.sent),
+            late: opts.deadline_ns.map(|_| v.late),
+            latency_ns,
+        });
+    }
+    if beyond_window > 0 {
+        notes.push(format!(
+            "{beyond_window} packets arrived after {} higher sequence numbers of their flow had \
+             arrived (beyond the reorder window); they count as lost (raise the reorder window)",
+            opts.reorder_window
+        ));
+    }
+    if p.clamped > 0 {
+        notes.push(format!(
+            "{} packets have a latency outside the i64 range and were clamped; the timestamps are garbage",
+            p.clamped
+        ));
+    }
+
+    let (latency_ns, quantiles) = latency_stats(p.lat, &opts.percentiles);
+    if let Some(min) = p.lat.min().filter(|&m| m < 0) {
+        // Count the negatives: exact from the distribution.
+        let neg = p
+            .lat
+            .value_counts()
+            .iter()
+            .take_while(|(v, _)| *v < 0)
+            .map(|(_, c)| c)
+            .sum::<u64>();
+        notes.push(format!(
+            "{neg} packets have a negative latency (min {min} ns): the tx and rx clocks disagree, \
+             so latency figures are unreliable"
+        ));
+    }
+    let method = p.lat.method();
+    let percentiles = match method {
+        Method::Exact => PercentileMethod::default(),
+        Method::Hdr => PercentileMethod {
+            method: "hdr".into(),
+            definition: "nearest rank over an HDR histogram: the reported value is the upper end \
+                         of the HDR bucket holding the value at rank ceil(p/100 * N) (clamped to \
+                         min..max); min, max, mean and stdev stay exact"
+                .into(),
+            significant_digits: Some(p.lat.digits()),
+            bound: Some(format!(
+                "relative error below {:e}: the exact nearest-rank value v satisfies \
+                 lower_ns <= v <= ns, with ns - lower_ns < {:e} * ns (see latency_quantiles)",
+                p.lat.relative_error_bound(),
+                p.lat.relative_error_bound()
+            )),
+        },
     };
 
-    let anomalies = cfg
-        .anomalies
-        .iter()
-        .map(|spec| anomaly_stats(&pkts, spec))
-        .collect();
+    // Jitter.
+    let n = p.lat.count();
+    let ipdv_q = p
+        .ipdv
+        .quantiles(&[Pct { num: 1, den: 100 }, Pct { num: 99, den: 100 }]);
+    let abs_q = p.ipdv_abs.quantiles(&[
+        Pct { num: 1, den: 2 },
+        Pct { num: 99, den: 100 },
+        Pct {
+            num: 999,
+            den: 1000,
+        },
+    ]);
+    let pdv = |v: Option<i64>| match (v, latency_ns.min) {
+        (Some(v), Some(m)) => Some(v.saturating_sub(m)),
+        _ => None,
+    };
+    let jitter_ns = JitterStats {
+        rfc3550: (n >= 2).then_some(p.rfc3550),
+        ipdv_p50: abs_q[0].map(|q| q.value as u64),
+        ipdv_p99: abs_q[1].map(|q| q.value as u64),
+        ipdv_mean: p.ipdv.mean(),
+        ipdv_min: p.ipdv.min(),
+        ipdv_p1: ipdv_q[0].map(|q| q.value),
+        ipdv_p99_signed: ipdv_q[1].map(|q| q.value),
+        ipdv_max: p.ipdv.max(),
+        ipdv_p99_9: abs_q[2].map(|q| q.value as u64),
+        pdv_p50: pdv(latency_ns.p50),
+        pdv_p99: pdv(latency_ns.p99),
+        pdv_p99_9: pdv(latency_ns.p99_9),
+        pdv_max: pdv(latency_ns.max),
+        stdev: latency_ns.stdev,
+        consecutive_mean: p.consec.mean(),
+        consecutive_stdev: p.consec.stdev(),
+        consecutive_max: p.consec.max(),
+    };
 
-    Summary {
+    let rx_pps = if n >= 2 && p.rx.1 > p.rx.0 {
+        Some((n - 1) as f64 / ((p.rx.1 - p.rx.0) as f64 / 1e9))
+    } else {
+        None
+    };
+    let span_ns = (n > 0 && p.tx.1 >= p.tx.0).then(|| p.tx.1 - p.tx.0);
+
+    let mut anomalies = Vec::new();
+    let mut anomaly_details = Vec::new();
+    for (spec, agg) in p.specs.iter().zip(p.anom.iter_mut()) {
+        let d = agg.detail(spec, span_ns);
+        anomalies.push(AnomalyStats {
+            n: spec.n,
+            t_ns: spec.t_ns,
+            count: d.count,
+            packets: d.packets,
+            longest: d.longest,
+        });
+        anomaly_details.push(d);
+    }
+
+    let bq = p.bursts.quantiles(&[]);
+    let _ = bq;
+    let mut burst_lengths = p.bursts.value_counts();
+    burst_lengths.truncate(64);
+    let loss = LossStats {
+        bursts: p.bursts.count(),
+        burst_mean: p.bursts.mean(),
+        burst_max: p.bursts.max(),
+        burst_lengths,
+        deadline_ns: opts.deadline_ns,
+        late: opts.deadline_ns.map(|_| late_total),
+        loss_ratio_with_deadline: opts
+            .deadline_ns
+            .map(|_| ratio(counts.lost + late_total, counts.sent)),
+    };
+    let eq = p.extent.quantiles(&[Pct { num: 99, den: 100 }]);
+    let reorder = ReorderStats {
+        ratio: ratio(counts.reordered, counts.received),
+        extent_mean: p.extent.mean(),
+        extent_p99: eq[0].map(|q| q.value),
+        extent_max: p.extent.max(),
+        beyond_window,
+    };
+    let mut worst: Vec<WorstPacket> = std::mem::take(p.worst)
+        .into_iter()
+        .map(|std::cmp::Reverse((lat, tx, flow, seq, rx))| WorstPacket {
+            flow,
+            seq,
+            tx_ns: tx,
+            rx_ns: rx,
+            latency_ns: lat,
+        })
+        .collect();
+    worst.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns).then(a.tx_ns.cmp(&b.tx_ns)));
+
+    let summary = Summary {
         packets: counts,
-        loss_ratio,
+        loss_ratio: ratio(counts.lost, counts.sent),
         rate: RateStats {
             offered_pps: cfg.offered_pps,
             tx_pps: cfg.tx_pps,
@@ -208,102 +340,32 @@ pub fn analyze(records: &[Record], sent: &[FlowSent], cfg: &AnalysisConfig) -> S
         jitter_ns,
         anomalies,
         clock: cfg.clock.clone(),
-        percentiles: PercentileMethod::default(),
+        percentiles,
         interrupted: false,
         notes,
-    }
-}
-
-/// Value at 1-based rank `ceil(num/den * N)`, clamped to `1..=N`, of sorted
-/// `values`; exact integer arithmetic. `None` for no values.
-pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], num: u64, den: u64) -> Option<T> {
-    let n = sorted.len() as u128;
-    if n == 0 || den == 0 {
-        return None;
-    }
-    let rank = (u128::from(num) * n).div_ceil(u128::from(den)).clamp(1, n);
-    // rank is in 1..=len, so the index is in bounds.
-    sorted.get(rank as usize - 1).copied()
-}
-
-fn latency_stats(sorted: &[i64]) -> LatencyStats {
-    if sorted.is_empty() {
-        return LatencyStats::default();
-    }
-    let n = sorted.len() as f64;
-    let sum: i128 = sorted.iter().map(|&v| i128::from(v)).sum();
-    let mean = sum as f64 / n;
-    let var = sorted
-        .iter()
-        .map(|&v| {
-            let d = v as f64 - mean;
-            d * d
-        })
-        .sum::<f64>()
-        / n;
-    LatencyStats {
-        min: sorted.first().copied(),
-        mean: Some(mean),
-        stdev: Some(var.sqrt()),
-        p50: nearest_rank(sorted, 50, 100),
-        p90: nearest_rank(sorted, 90, 100),
-        p99: nearest_rank(sorted, 99, 100),
-        p99_9: nearest_rank(sorted, 999, 1_000),
-        p99_99: nearest_rank(sorted, 9_999, 10_000),
-        p99_999: nearest_rank(sorted, 99_999, 100_000),
-        max: sorted.last().copied(),
-    }
-}
-
-/// Runs of consecutive sequence numbers (same flow, no gap) with latency
-/// `>= t_ns`; those of length `>= n` are anomalies. `pkts` is sorted by
-/// `(flow, seq)`. `n = 0` behaves like `n = 1`.
-fn anomaly_stats(pkts: &[Pkt], spec: &AnomalySpec) -> AnomalyStats {
-    let n = u64::from(spec.n.max(1));
-    let t = i128::from(spec.t_ns);
-    let mut out = AnomalyStats {
-        n: spec.n,
-        t_ns: spec.t_ns,
-        ..AnomalyStats::default()
+        latency_quantiles: quantiles,
+        loss: Some(loss),
+        reorder: Some(reorder),
+        flows,
+        anomaly_details,
+        windows: std::mem::take(p.windows),
+        worst,
+        span: Some(SpanInfo {
+            first_tx_ns: (n > 0).then_some(p.tx.0),
+            last_tx_ns: (n > 0).then_some(p.tx.1),
+            trim: p.trim,
+        }),
     };
-    let mut close = |run: u64| {
-        if run >= n {
-            out.count += 1;
-            out.packets += run;
-            out.longest = out.longest.max(run);
-        }
-    };
-    let mut run = 0u64;
-    let mut prev: Option<(u16, u64)> = None;
-    for p in pkts {
-        let contiguous = prev.is_some_and(|(f, s)| f == p.flow && s.checked_add(1) == Some(p.seq));
-        if !contiguous {
-            close(run);
-            run = 0;
-        }
-        if i128::from(p.lat_ns) >= t {
-            run += 1;
-        } else {
-            close(run);
-            run = 0;
-        }
-        prev = Some((p.flow, p.seq));
-    }
-    close(run);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_small() {
-        let v = [10, 20, 30, 40];
-        assert_eq!(nearest_rank(&v, 50, 100), Some(20)); // ceil(2.0) = 2
-        assert_eq!(nearest_rank(&v, 51, 100), Some(30)); // ceil(2.04) = 3
-        assert_eq!(nearest_rank(&v, 0, 100), Some(10)); // clamped to rank 1
-        assert_eq!(nearest_rank(&v, 100, 100), Some(40));
-        assert_eq!(nearest_rank::<i64>(&[], 50, 100), None);
+    let window_histograms = std::mem::take(p.window_hists);
+    let latency = std::mem::replace(p.lat, Distribution::new(0, 1));
+    let ipdv = std::mem::replace(p.ipdv, Distribution::new(0, 1));
+    let origin = e.origin();
+    Analysis {
+        summary,
+        latency,
+        ipdv,
+        window_histograms,
+        window_ns: opts.window_ns,
+        origin_ns: origin,
     }
 }

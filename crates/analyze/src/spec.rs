@@ -6,26 +6,197 @@ use serde::{Deserialize, Serialize};
 
 use crate::AnalyzeError;
 
-/// An anomaly definition: `n` or more consecutive sequence numbers of a flow,
-/// all received, each with latency `>= t_ns`. Written `N:T`, e.g. `2:250us`.
+/// How a lost packet (a sequence number never received) affects an anomaly run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LostMode {
+    /// A lost packet ends the run (default): consecutive means consecutive
+    /// sequence numbers, all received.
+    #[default]
+    Break,
+    /// A lost packet counts as infinite latency: it extends (or starts) a run.
+    Inf,
+    /// Lost packets are ignored: consecutive means consecutive *received*
+    /// packets, as in seed 001's tool (which cannot see losses).
+    Skip,
+}
+
+/// How a latency is compared with the threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cmp {
+    /// `L >= t` (default; seed 001's code).
+    #[default]
+    Ge,
+    /// `L > t` (seed 001's thesis text).
+    Gt,
+}
+
+/// Reference value of a relative threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Base {
+    /// The minimum latency of the run.
+    Min,
+    /// The mean latency of the run (seed 001's `-d`).
+    Mean,
+    /// A percentile of the run's latency, e.g. p50.
+    Pct(crate::dist::Pct),
+}
+
+/// The threshold of an anomaly spec.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Threshold {
+    /// An absolute latency, ns.
+    Abs(u64),
+    /// `base + add_ns`.
+    Plus(Base, u64),
+    /// `base · factor`, rounded up to a whole ns.
+    Times(Base, f64),
+}
+
+impl Serialize for crate::dist::Pct {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label())
+    }
+}
+
+impl<'de> Deserialize<'de> for crate::dist::Pct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        crate::dist::Pct::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a percentile: {s:?}")))
+    }
+}
+
+/// An anomaly definition: `n` or more consecutive sequence numbers of a flow
+/// with latency `>= t` (by default; see [`Cmp`], [`LostMode`]). Written
+/// `N:T[:OPTIONS]`, e.g. `2:250us`, `2:p50*3`, `3:min+100us:gt,lost=inf`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AnomalySpec {
     /// Minimum run length, packets (at least 1).
     pub n: u32,
-    /// Latency threshold, ns (inclusive).
+    /// Threshold, ns: the absolute threshold, or for a relative one the value
+    /// it resolved to (0 before [`AnomalySpec::resolve`]).
     pub t_ns: u64,
+    /// Comparison with the threshold.
+    #[serde(default)]
+    pub cmp: Cmp,
+    /// What a lost packet does to a run.
+    #[serde(default)]
+    pub lost: LostMode,
+    /// The threshold as written (absolute or relative).
+    #[serde(default = "default_threshold")]
+    pub threshold: Threshold,
+}
+
+fn default_threshold() -> Threshold {
+    Threshold::Abs(0)
+}
+
+impl AnomalySpec {
+    /// `n` packets at `>= t_ns`, lost packets break runs.
+    pub fn new(n: u32, t_ns: u64) -> AnomalySpec {
+        AnomalySpec {
+            n,
+            t_ns,
+            cmp: Cmp::Ge,
+            lost: LostMode::Break,
+            threshold: Threshold::Abs(t_ns),
+        }
+    }
+
+    /// `true` when the threshold depends on the run's own latencies.
+    pub fn is_relative(&self) -> bool {
+        !matches!(self.threshold, Threshold::Abs(_))
+    }
+
+    /// Set `t_ns` from the run's latency figures (`base(b)` gives the value
+    /// of a base, ns). Negative results are clamped to 0.
+    pub fn resolve(&mut self, mut base: impl FnMut(Base) -> Option<f64>) {
+        let v = match self.threshold {
+            Threshold::Abs(t) => Some(t as f64),
+            Threshold::Plus(b, add) => base(b).map(|x| x + add as f64),
+            Threshold::Times(b, f) => base(b).map(|x| x * f),
+        };
+        self.t_ns = v.map_or(u64::MAX, |x| x.max(0.0).ceil().min(u64::MAX as f64) as u64);
+    }
+
+    /// Whether a latency is above the threshold.
+    #[inline]
+    pub fn above(&self, lat_ns: i64) -> bool {
+        let t = i128::from(self.t_ns);
+        match self.cmp {
+            Cmp::Ge => i128::from(lat_ns) >= t,
+            Cmp::Gt => i128::from(lat_ns) > t,
+        }
+    }
+}
+
+fn parse_base(s: &str) -> Option<Base> {
+    match s {
+        "min" => Some(Base::Min),
+        "mean" | "avg" => Some(Base::Mean),
+        _ if s.starts_with('p') => crate::dist::Pct::parse(s).map(Base::Pct),
+        _ => None,
+    }
+}
+
+fn parse_threshold(t: &str) -> Result<Threshold, String> {
+    let t = t.trim();
+    if let Some((a, b)) = t.split_once('+') {
+        let base = parse_base(a.trim()).ok_or_else(|| {
+            format!(
+                "{:?} is not a base (min, mean or a percentile like p50)",
+                a.trim()
+            )
+        })?;
+        let add = parse_duration_ns(b.trim()).map_err(|e| match e {
+            AnalyzeError::BadDuration { reason, .. } => reason,
+            other => other.to_string(),
+        })?;
+        return Ok(Threshold::Plus(base, add));
+    }
+    if let Some((a, b)) = t.split_once('*').or_else(|| t.split_once('x')) {
+        let (a, b) = (a.trim(), b.trim());
+        let (base, factor) = match (parse_base(a), parse_base(b)) {
+            (Some(base), None) => (base, b),
+            (None, Some(base)) => (base, a),
+            _ => {
+                return Err(format!(
+                    "{t:?} needs one base (min, mean, pNN) and one factor"
+                ))
+            }
+        };
+        let f: f64 = factor
+            .parse()
+            .ok()
+            .filter(|f: &f64| f.is_finite() && *f >= 0.0)
+            .ok_or_else(|| format!("factor {factor:?} is not a number >= 0"))?;
+        return Ok(Threshold::Times(base, f));
+    }
+    if parse_base(t).is_some() {
+        return Ok(Threshold::Times(parse_base(t).unwrap_or(Base::Min), 1.0));
+    }
+    parse_duration_ns(t)
+        .map(Threshold::Abs)
+        .map_err(|e| match e {
+            AnalyzeError::BadDuration { reason, .. } => reason,
+            other => other.to_string(),
+        })
 }
 
 impl FromStr for AnomalySpec {
     type Err = AnalyzeError;
 
-    /// Parse `N:T`, e.g. `"2:250us"`, `"3:1ms"`, `"1:1.5ms"`, `"2:750000ns"`.
+    /// Parse `N:T[:OPTIONS]`, e.g. `"2:250us"`, `"3:1ms"`, `"2:p50*3"`,
+    /// `"2:min+100us"`, `"2:250us:gt,lost=inf"`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = |reason: String| AnalyzeError::BadAnomalySpec {
             text: s.to_string(),
             reason,
         };
-        let (n_text, t_text) = s
+        let (n_text, rest) = s
             .split_once(':')
             .ok_or_else(|| bad("there is no ':' between N and T".into()))?;
         let n: u32 = n_text
@@ -35,17 +206,61 @@ impl FromStr for AnomalySpec {
         if n == 0 {
             return Err(bad("N must be at least 1".into()));
         }
-        let t_ns = parse_duration_ns(t_text.trim()).map_err(|e| match e {
-            AnalyzeError::BadDuration { reason, .. } => bad(format!("T: {reason}")),
-            other => other,
-        })?;
-        Ok(AnomalySpec { n, t_ns })
+        let (t_text, opts) = rest.split_once(':').unwrap_or((rest, ""));
+        let threshold = parse_threshold(t_text).map_err(|r| bad(format!("T: {r}")))?;
+        let mut spec = AnomalySpec::new(n, 0);
+        spec.threshold = threshold;
+        if let Threshold::Abs(t) = threshold {
+            spec.t_ns = t;
+        }
+        for opt in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            match opt {
+                "ge" | ">=" => spec.cmp = Cmp::Ge,
+                "gt" | ">" => spec.cmp = Cmp::Gt,
+                "lost=break" => spec.lost = LostMode::Break,
+                "lost=inf" => spec.lost = LostMode::Inf,
+                "lost=skip" => spec.lost = LostMode::Skip,
+                other => {
+                    return Err(bad(format!(
+                    "unknown option {other:?} (options: ge, gt, lost=break, lost=inf, lost=skip)"
+                )))
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl std::fmt::Display for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Base::Min => f.write_str("min"),
+            Base::Mean => f.write_str("mean"),
+            Base::Pct(p) => f.write_str(&p.label()),
+        }
     }
 }
 
 impl std::fmt::Display for AnomalySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}ns", self.n, self.t_ns)
+        match self.threshold {
+            Threshold::Abs(_) => write!(f, "{}:{}ns", self.n, self.t_ns)?,
+            Threshold::Plus(b, add) => write!(f, "{}:{b}+{add}ns", self.n)?,
+            Threshold::Times(b, x) => write!(f, "{}:{b}*{x}", self.n)?,
+        }
+        let mut opts = Vec::new();
+        if self.cmp == Cmp::Gt {
+            opts.push("gt");
+        }
+        match self.lost {
+            LostMode::Break => {}
+            LostMode::Inf => opts.push("lost=inf"),
+            LostMode::Skip => opts.push("lost=skip"),
+        }
+        if !opts.is_empty() {
+            write!(f, ":{}", opts.join(","))?;
+        }
+        Ok(())
     }
 }
 
@@ -148,14 +363,23 @@ mod tests {
         ] {
             assert_eq!(
                 text.parse::<AnomalySpec>().expect(text),
-                AnomalySpec { n, t_ns }
+                AnomalySpec::new(n, t_ns)
             );
         }
-        for text in ["2", "0:1ms", "x:1ms", "2:1parsec", "2:"] {
+        for text in [
+            "2",
+            "0:1ms",
+            "x:1ms",
+            "2:1parsec",
+            "2:",
+            "2:1ms:lost=maybe",
+            "2:p50*x",
+            "2:p101+1us",
+        ] {
             let e = text.parse::<AnomalySpec>().expect_err(text);
             let msg = e.to_string();
             assert!(msg.contains(&format!("{text:?}")), "{msg}");
-            assert!(msg.contains("N:T with T like 250us, 1ms, 500ns"), "{msg}");
+            assert!(msg.contains("N:T[:OPTIONS] with T like 250us"), "{msg}");
         }
     }
 }

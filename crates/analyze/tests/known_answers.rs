@@ -21,7 +21,7 @@ fn sent(flow: u16, sent: u64, warmup: u64) -> FlowSent {
 }
 
 fn spec(n: u32, t_ns: u64) -> AnomalySpec {
-    AnomalySpec { n, t_ns }
+    AnomalySpec::new(n, t_ns)
 }
 
 fn assert_near(a: f64, b: f64, tol: f64) {

@@ -176,10 +176,10 @@ fn reference(t: &Trace, specs: &[AnomalySpec]) -> Reference {
 fn check(seed: u64, with_dups: bool) {
     let t = random_trace(seed, with_dups);
     let specs = [
-        AnomalySpec { n: 1, t_ns: 5_000 },
-        AnomalySpec { n: 2, t_ns: 5_000 },
-        AnomalySpec { n: 3, t_ns: 1_000 },
-        AnomalySpec { n: 1, t_ns: 0 },
+        AnomalySpec::new(1, 5_000),
+        AnomalySpec::new(2, 5_000),
+        AnomalySpec::new(3, 1_000),
+        AnomalySpec::new(1, 0),
     ];
     let cfg = AnalysisConfig {
         anomalies: specs.to_vec(),
@@ -294,7 +294,7 @@ proptest! {
             .map(|&(flow, s, w)| FlowSent { flow, sent: s % 64, warmup: w % 8 })
             .collect();
         let cfg = AnalysisConfig {
-            anomalies: vec![AnomalySpec { n, t_ns }],
+            anomalies: vec![AnomalySpec::new(n, t_ns)],
             ..AnalysisConfig::default()
         };
         let s = analyze(&records, &sent, &cfg);

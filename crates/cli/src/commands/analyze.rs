@@ -1,23 +1,134 @@
 //! `nflab analyze RECORDS...`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
-use nflab_analyze::{AnalysisConfig, AnomalySpec, Summary};
+use anyhow::{bail, Context};
+use nflab_analyze::crossrun::{
+    bootstrap_mean_ci, evaluate_sla, mean_t_ci, parse_sla, sla_percentiles,
+};
+use nflab_analyze::export::{self, Bins, TableFormat};
+use nflab_analyze::{
+    parse_duration_ns, AnalysisConfig, AnomalySpec, FileAnalysis, Format, Options, Pct, Summary,
+};
+
+/// Reads one figure out of a summary.
+type MetricOf = fn(&Summary) -> Option<f64>;
+
+/// Exit code when an `--sla` clause fails.
+const EXIT_SLA_FAILED: u8 = 3;
 
 /// Arguments of `nflab analyze`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Record files: .nfr, or CSV with header seq,tx_ns,rx_ns.
+    /// Record files (.nfr, CSV with header seq,tx_ns,rx_ns, TRex-fork .data), or experiment
+    /// directories (every runs/*/records.nfr is re-analysed with these options).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Anomaly definition N:T (N consecutive packets with latency ≥ T), repeatable.
+    /// Anomaly definition N:T[:OPTIONS] (N consecutive packets with latency ≥ T), repeatable.
+    /// T: 250us, p50*3, min+100us, mean*1.03; OPTIONS: gt, lost=break|inf|skip.
     #[arg(long = "anomaly", value_name = "N:T")]
     anomalies: Vec<AnomalySpec>,
     /// Print the summary.json object(s) on stdout.
     #[arg(long)]
     json: bool,
+    /// Input format: nfr, csv, trex (default: from the file name; .data = trex).
+    #[arg(long, value_name = "FMT")]
+    format: Option<Format>,
+    /// Extra latency percentile to report, in (0, 100], repeatable (e.g. 99.9999).
+    #[arg(long = "percentile", value_name = "P")]
+    percentiles: Vec<String>,
+    /// HDR significant digits (1..=5) once percentiles leave exact mode.
+    #[arg(long, default_value_t = 3, value_name = "D")]
+    hdr_digits: u8,
+    /// Latencies kept exactly before switching to an HDR histogram (default 16777216).
+    #[arg(long, value_name = "N")]
+    exact_limit: Option<u64>,
+    /// Keep every latency in memory: exact percentiles whatever the size.
+    #[arg(long, conflicts_with_all = ["hdr", "exact_limit"])]
+    exact: bool,
+    /// Use the HDR histogram from the first packet (bounded memory).
+    #[arg(long, conflicts_with = "exact_limit")]
+    hdr: bool,
+    /// Per-window time series (p50/p99/max/loss) with windows of this length, e.g. 1s.
+    #[arg(long, value_name = "DUR")]
+    window: Option<String>,
+    /// Trim by tx time: START[,END], e.g. 1s or 1s,1s (warm-up and cool-down).
+    #[arg(long, value_name = "DUR[,DUR]")]
+    trim: Option<String>,
+    /// Late equals lost: packets later than this count as lost too (loss_ratio_with_deadline).
+    #[arg(long, value_name = "DUR")]
+    deadline: Option<String>,
+    /// List the N packets with the highest latency.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    worst: usize,
+    /// Latency percentiles per flow.
+    #[arg(long)]
+    per_flow: bool,
+    /// Reorder window, sequence numbers per flow.
+    #[arg(long, default_value_t = 65_536, value_name = "N")]
+    reorder_window: u64,
+    /// Anomaly events listed per spec (all are counted).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    anomaly_events: usize,
+    /// SLA, e.g. 'p99.999<=350us,loss<=1e-5': prints verdicts; exit code 3 if one fails.
+    #[arg(long, value_name = "EXPR")]
+    sla: Option<String>,
+    /// Write tables (latency CDF, histogram, windows, anomalies, worst), summary.json and
+    /// latency.hlog (HdrHistogram interval log) into this directory.
+    #[arg(long, value_name = "DIR")]
+    export: Option<PathBuf>,
+    /// Table format of --export: csv, json or parquet.
+    #[arg(long, default_value = "csv", value_name = "FMT")]
+    export_format: String,
+    /// Histogram bins of --export: log:K (K bins per decade) or linear:WIDTH (e.g. linear:1us).
+    #[arg(long, default_value = "log:20", value_name = "BINS")]
+    bins: String,
+    /// Confidence level of the across-run intervals.
+    #[arg(long, default_value_t = 0.95, value_name = "LEVEL")]
+    confidence: f64,
+}
+
+fn dur(flag: &str, s: &str) -> anyhow::Result<u64> {
+    parse_duration_ns(s).with_context(|| format!("--{flag} {s:?}"))
+}
+
+fn parse_bins(s: &str) -> anyhow::Result<Bins> {
+    match s.split_once(':') {
+        Some(("log", k)) => {
+            Ok(Bins::Log(k.parse().with_context(|| {
+                format!("--bins {s:?}: {k:?} is not a whole number")
+            })?))
+        }
+        Some(("linear", w)) => Ok(Bins::Linear(dur("bins", w)?)),
+        _ => bail!("--bins {s:?}: write log:K (bins per decade) or linear:WIDTH (e.g. linear:1us)"),
+    }
+}
+
+/// Expand experiment directories into their runs' record files.
+fn expand(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for f in files {
+        if f.is_dir() {
+            let runs = f.join("runs");
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&runs)
+                .with_context(|| {
+                    format!("{} is a directory without runs/: give record files or an experiment directory", f.display())
+                })?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path().join("records.nfr"))
+                .filter(|p| p.is_file())
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                bail!("{} has no runs/*/records.nfr to re-analyse", runs.display());
+            }
+            out.extend(found);
+        } else {
+            out.push(f.clone());
+        }
+    }
+    Ok(out)
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,57 +137,201 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.anomalies.clone()
     };
-    let mut out = Vec::new();
-    for file in &args.files {
-        let cfg = AnalysisConfig {
-            anomalies: anomalies.clone(),
-            ..AnalysisConfig::default()
-        };
-        let is_csv = file
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-        let summary = if is_csv {
-            let (records, sent) = nflab_analyze::read_csv(file)?;
-            nflab_analyze::analyze(&records, &sent, &cfg)
-        } else {
-            let (s, tail) = nflab_analyze::analyze_file(file, &cfg)
-                .with_context(|| format!("analysing {}", file.display()))?;
-            if let nflab_record::TailState::Truncated {
-                discarded_bytes,
-                reason,
-            } = tail
-            {
-                eprintln!(
-                    "warning: {}: truncated tail ({discarded_bytes} bytes discarded: {reason}); analysed every complete block",
-                    file.display()
-                );
-            }
-            s
-        };
-        out.push((file.clone(), summary));
+    let sla = args.sla.as_deref().map(parse_sla).transpose()?;
+    let mut percentiles = Vec::new();
+    for p in &args.percentiles {
+        percentiles.push(Pct::parse(p).with_context(|| {
+            format!("--percentile {p:?} is not a percentile in (0, 100]; write e.g. 99.999")
+        })?);
     }
-    if args.json {
-        if out.len() == 1 {
-            println!("{}", out[0].1.to_json_pretty());
+    if let Some(s) = &sla {
+        percentiles.extend(sla_percentiles(s));
+    }
+    if !(1..=5).contains(&args.hdr_digits) {
+        bail!("--hdr-digits {} is outside 1..=5", args.hdr_digits);
+    }
+    let (trim_start_ns, trim_end_ns) = match args.trim.as_deref() {
+        None => (0, 0),
+        Some(t) => match t.split_once(',') {
+            Some((a, b)) => (dur("trim", a)?, dur("trim", b)?),
+            None => (dur("trim", t)?, 0),
+        },
+    };
+    let window_ns = args
+        .window
+        .as_deref()
+        .map(|w| dur("window", w))
+        .transpose()?;
+    if window_ns == Some(0) {
+        bail!("--window must be longer than 0");
+    }
+    let export_format: TableFormat = args.export_format.parse().map_err(anyhow::Error::msg)?;
+    let bins = parse_bins(&args.bins)?;
+    let opts = Options {
+        percentiles,
+        exact_limit: if args.exact {
+            u64::MAX
+        } else if args.hdr {
+            0
         } else {
-            let v: serde_json::Map<String, serde_json::Value> = out
+            args.exact_limit
+                .unwrap_or(nflab_analyze::dist::DEFAULT_EXACT_LIMIT)
+        },
+        hdr_digits: args.hdr_digits,
+        worst_n: args.worst,
+        window_ns,
+        trim_start_ns,
+        trim_end_ns,
+        tx_span: None,
+        deadline_ns: args
+            .deadline
+            .as_deref()
+            .map(|d| dur("deadline", d))
+            .transpose()?,
+        reorder_window: args.reorder_window,
+        anomaly_events: args.anomaly_events,
+        per_flow_latency: args.per_flow,
+        interval_log: args.export.is_some(),
+    };
+    let cfg = AnalysisConfig {
+        anomalies,
+        ..AnalysisConfig::default()
+    };
+    let files = expand(&args.files)?;
+    let mut out: Vec<(PathBuf, Summary)> = Vec::new();
+    let mut sla_failed = false;
+    let mut verdicts_all = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let FileAnalysis {
+            mut analysis,
+            problem,
+            ..
+        } = nflab_analyze::analyze_file_with(file, &cfg, &opts, args.format)
+            .with_context(|| format!("analysing {}", file.display()))?;
+        if let Some(p) = problem {
+            eprintln!("warning: {p}");
+        }
+        if let Some(dir) = &args.export {
+            let dir = if files.len() > 1 {
+                dir.join(format!("{i:03}"))
+            } else {
+                dir.clone()
+            };
+            write_exports(&dir, &mut analysis, export_format, bins)?;
+        }
+        if let Some(s) = &sla {
+            let v = evaluate_sla(s, &analysis.summary);
+            sla_failed |= v.iter().any(|v| !v.pass);
+            verdicts_all.push(v);
+        }
+        out.push((file.clone(), analysis.summary));
+    }
+    let across = (out.len() > 1).then(|| across_runs(&out, args.confidence));
+    if args.json {
+        let mut values: Vec<serde_json::Value> = Vec::new();
+        for (k, (_, s)) in out.iter().enumerate() {
+            let mut v = serde_json::to_value(s)?;
+            if let (Some(vs), serde_json::Value::Object(m)) = (verdicts_all.get(k), &mut v) {
+                m.insert("sla".into(), serde_json::to_value(vs)?);
+            }
+            values.push(v);
+        }
+        if out.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(&values[0])?);
+        } else {
+            let mut m: serde_json::Map<String, serde_json::Value> = out
                 .iter()
-                .map(|(f, s)| {
-                    (
-                        f.display().to_string(),
-                        serde_json::to_value(s).unwrap_or_default(),
-                    )
-                })
+                .zip(values)
+                .map(|((f, _), v)| (f.display().to_string(), v))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            if let Some(a) = across {
+                m.insert("_across_runs".into(), a);
+            }
+            println!("{}", serde_json::to_string_pretty(&m)?);
         }
     } else {
-        for (f, s) in &out {
+        for (k, (f, s)) in out.iter().enumerate() {
             println!("{}", f.display());
             print_human(s);
+            if let Some(vs) = verdicts_all.get(k) {
+                for v in vs {
+                    println!(
+                        "  sla       {:<24} {}  (measured {})",
+                        v.clause,
+                        if v.pass { "PASS" } else { "FAIL" },
+                        v.value.map_or("none".into(), |x| format!("{x}"))
+                    );
+                }
+            }
+        }
+        if let Some(serde_json::Value::Object(m)) = across {
+            println!(
+                "across {} runs (mean [t-CI] [bootstrap CI], {:.0}%):",
+                out.len(),
+                args.confidence * 100.0
+            );
+            for (k, v) in m {
+                println!("  {k:<12} {v}");
+            }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if sla_failed {
+        ExitCode::from(EXIT_SLA_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_exports(
+    dir: &Path,
+    a: &mut nflab_analyze::Analysis,
+    fmt: TableFormat,
+    bins: Bins,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create export directory {}", dir.display()))?;
+    std::fs::write(dir.join("summary.json"), a.summary.to_json_pretty())
+        .with_context(|| format!("cannot write {}", dir.join("summary.json").display()))?;
+    let mut tables = vec![
+        export::cdf_table(&mut a.latency, 100_000),
+        export::histogram_table(&mut a.latency, bins),
+    ];
+    tables.extend(export::summary_tables(a));
+    for t in &tables {
+        export::write_table(t, dir, fmt)?;
+    }
+    export::write_interval_log(a, &dir.join("latency.hlog"))?;
+    Ok(())
+}
+
+fn across_runs(out: &[(PathBuf, Summary)], level: f64) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    let metrics: [(&str, MetricOf); 9] = [
+        ("mean", |s| s.latency_ns.mean),
+        ("p50", |s| s.latency_ns.p50.map(|v| v as f64)),
+        ("p99", |s| s.latency_ns.p99.map(|v| v as f64)),
+        ("p99.9", |s| s.latency_ns.p99_9.map(|v| v as f64)),
+        ("p99.99", |s| s.latency_ns.p99_99.map(|v| v as f64)),
+        ("p99.999", |s| s.latency_ns.p99_999.map(|v| v as f64)),
+        ("max", |s| s.latency_ns.max.map(|v| v as f64)),
+        ("loss_ratio", |s| Some(s.loss_ratio)),
+        ("anomalies", |s| s.anomalies.first().map(|a| a.count as f64)),
+    ];
+    for (name, f) in metrics {
+        let vals: Vec<f64> = out.iter().filter_map(|(_, s)| f(s)).collect();
+        let t = mean_t_ci(&vals, level);
+        let b = bootstrap_mean_ci(&vals, level, 10_000, 1);
+        m.insert(
+            name.into(),
+            serde_json::json!({
+                "n": vals.len(),
+                "mean": t.map(|t| t.mean).or(b.map(|b| b.mean)),
+                "t_ci": t.map(|t| [t.lo, t.hi]),
+                "bootstrap_ci": b.map(|b| [b.lo, b.hi]),
+            }),
+        );
+    }
+    serde_json::Value::Object(m)
 }
 
 fn print_human(s: &Summary) {
@@ -89,11 +344,12 @@ fn print_human(s: &Summary) {
     let l = &s.latency_ns;
     let h = |v: Option<i64>| human_ns(v.map(|x| x as f64));
     println!(
-        "  latency   min {}  mean {}  stdev {}  max {}",
+        "  latency   min {}  mean {}  stdev {}  max {}   [{}]",
         h(l.min),
         human_ns(l.mean),
         human_ns(l.stdev),
-        h(l.max)
+        h(l.max),
+        s.percentiles.method
     );
     println!(
         "            p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  p99.999 {}",
@@ -104,21 +360,61 @@ fn print_human(s: &Summary) {
         h(l.p99_99),
         h(l.p99_999)
     );
+    for q in s.latency_quantiles.iter().skip(6) {
+        println!("            p{} {}", q.p, h(Some(q.ns)));
+    }
     let j = &s.jitter_ns;
     println!(
-        "  jitter    rfc3550 {}  |ipdv| p50 {}  p99 {}",
+        "  jitter    rfc3550 {}  |ipdv| p50 {}  p99 {}  pdv p99 {}  |ΔL| mean {}",
         human_ns(j.rfc3550),
         h(j.ipdv_p50.map(|v| v as i64)),
-        h(j.ipdv_p99.map(|v| v as i64))
+        h(j.ipdv_p99.map(|v| v as i64)),
+        h(j.pdv_p99),
+        human_ns(j.consecutive_mean),
     );
-    for a in &s.anomalies {
+    if let Some(loss) = &s.loss {
+        if loss.bursts > 0 || loss.late.is_some() {
+            println!(
+                "  loss      bursts {} (mean {}, max {}){}",
+                loss.bursts,
+                loss.burst_mean.map_or("-".into(), |m| format!("{m:.2}")),
+                loss.burst_max.unwrap_or(0),
+                loss.loss_ratio_with_deadline
+                    .map_or(String::new(), |r| format!(
+                        "  late {} → ratio with deadline {r:.3e}",
+                        loss.late.unwrap_or(0)
+                    ))
+            );
+        }
+    }
+    for (a, d) in s.anomalies.iter().zip(
+        s.anomaly_details
+            .iter()
+            .map(Some)
+            .chain(std::iter::repeat(None)),
+    ) {
         println!(
-            "  anomalies n={} t={}: {} ({} packets, longest {})",
-            a.n,
-            human_ns(Some(a.t_ns as f64)),
+            "  anomalies {}: {} ({} packets, longest {}){}",
+            d.map_or(
+                format!("n={} t={}", a.n, human_ns(Some(a.t_ns as f64))),
+                |d| d.spec.clone()
+            ),
             a.count,
             a.packets,
-            a.longest
+            a.longest,
+            d.and_then(|d| d.per_hour)
+                .map_or(String::new(), |r| format!(", {r:.1}/h"))
+        );
+    }
+    for w in s.windows.iter().take(1000) {
+        println!(
+            "  window {:>5}  packets {:>8}  lost {:>6}  p50 {}  p99 {}  max {}",
+            w.index,
+            w.packets,
+            w.lost,
+            h(w.p50_ns),
+            h(w.p99_ns),
+            h(w.max_ns)
         );
     }
     for n in &s.notes {

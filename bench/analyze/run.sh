@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Benchmark of nflab's analysis engine (see docs/benchmarks.md, "## Analysis").
+#   bench/analyze/run.sh [N]      (default N = 1e8 records)
+# 1. anomalies: nflab vs seed 001's data-postprocessor (KHTangent/thesis-subprojects,
+#    built in /tmp, never committed) on the same TRex-fork file and (n, t) = (2, 250 us);
+# 2. exact percentiles: nflab vs a polars script and a numpy script.
+# Prints the machine, wall times, peak RSS and the ratios. Needs: cargo, python3 with
+# numpy + polars, and a checkout of thesis-subprojects in $SEED_REPO (a git dir).
+set -euo pipefail
+N=${1:-1e8}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+WORK=${WORK:-/tmp/nflab-bench-analyze}
+SEED_REPO=${SEED_REPO:-/work/.mirror/KHTangent+thesis-subprojects/repo}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-analyze}
+mkdir -p "$WORK"
+DATA="$WORK/bench-$N.data"
+
+echo "== machine"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB; kernel $(uname -r)"
+echo "rustc: $(rustc --version); python: $(python3 --version 2>&1); polars $(python3 -c 'import polars; print(polars.__version__)'); numpy $(python3 -c 'import numpy; print(numpy.__version__)')"
+
+SEED_BIN="$WORK/seed/target/release/data-postprocessor"
+if [ ! -x "$SEED_BIN" ]; then
+  echo "== building data-postprocessor (release) from $SEED_REPO"
+  rm -rf "$WORK/seed" && mkdir -p "$WORK/seed"
+  git --git-dir="$SEED_REPO" archive HEAD data-postprocessor | tar x -C "$WORK/seed"
+  (cd "$WORK/seed/data-postprocessor" && CARGO_TARGET_DIR="$WORK/seed/target" cargo build --release -q)
+fi
+(cd "$ROOT" && cargo build --release -q -p nflab-analyze --example analyze)
+NFLAB="$CARGO_TARGET_DIR/release/examples/analyze"
+[ -f "$DATA" ] || python3 "$HERE/gen_trex.py" "$N" "$DATA"
+cat "$DATA" > /dev/null   # warm the page cache for every tool alike
+
+t() { # label, command...: prints "label seconds peak_kib"
+  local label=$1; shift
+  /usr/bin/time -f "$label %e %M" -o "$WORK/time.$label" "$@"
+  cat "$WORK/time.$label" >&2
+}
+
+echo "== 1. anomalies n=2, t=250us on $N records ($(du -h "$DATA" | cut -f1))"
+t seed "$SEED_BIN" "$DATA" validate -n 2 -t 250 --decimals 9 > "$WORK/seed.out"
+t nflab "$NFLAB" "$DATA" --format trex --anomaly 2:250us --events 100000000 > "$WORK/nflab.json"
+python3 "$HERE/compare_anomalies.py" "$WORK/seed.out" "$WORK/nflab.json" "$DATA"
+read -r _ ts ms < "$WORK/time.seed"; read -r _ tn mn < "$WORK/time.nflab"
+python3 -c "print(f'speed-up nflab vs data-postprocessor: {$ts/$tn:.2f}x  (peak RSS {$mn/1024:.0f} vs {$ms/1024:.0f} MiB)')"
+
+echo "== 2. exact percentiles of $N latencies"
+t nflab_exact "$NFLAB" "$DATA" --format trex --exact > "$WORK/nflab_exact.json"
+t polars python3 "$HERE/pct_polars.py" "$DATA" > "$WORK/polars.json"
+t numpy python3 "$HERE/pct_numpy.py" "$DATA" > "$WORK/numpy.json"
+t nflab_hdr "$NFLAB" "$DATA" --format trex --hdr > "$WORK/nflab_hdr.json"
+python3 - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+n = json.load(open(f"{w}/nflab_exact.json"))["latency_ns"]
+for tool in ("polars", "numpy"):
+    o = json.load(open(f"{w}/{tool}.json"))
+    same = all(o[f"p{k}"] == n[f"p{k}"] for k in ("50", "90", "99", "99.9", "99.99", "99.999")) and o["max"] == n["max"]
+    print(f"percentiles nflab == {tool}: {same}")
+times = {}
+for k in ("nflab_exact", "polars", "numpy", "nflab_hdr"):
+    _, s, m = open(f"{w}/time.{k}").read().split()
+    times[k] = (float(s), int(m))
+    print(f"{k:12s} {float(s):8.2f} s  peak RSS {int(m)/1024:8.0f} MiB")
+print(f"ratio polars/nflab_exact: {times['polars'][0]/times['nflab_exact'][0]:.2f}x; numpy/nflab_exact: {times['numpy'][0]/times['nflab_exact'][0]:.2f}x")
+PY

@@ -1,0 +1,537 @@
+//! [`Distribution`]: a stream of signed integer values (latencies, IPDV, ...)
+//! with exact min/max/mean/stdev and percentiles that are exact while the
+//! values fit in memory and HDR-histogram estimates beyond that.
+//!
+//! Exact mode keeps every value in a `Vec<i64>` (8 bytes each). When the
+//! count passes `exact_limit`, the values move into two HDR histograms
+//! (one for values >= 0, one for the magnitudes of negative values) and the
+//! vector is freed; from then on memory is constant (a few hundred KiB for 3
+//! significant digits). Min, max, count, mean and stdev stay exact in both
+//! modes (integer sums).
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Percentile method of a [`Distribution`] when it was evaluated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Every value in memory; nearest rank, exact.
+    Exact,
+    /// HDR histogram with the given significant digits.
+    Hdr,
+}
+
+/// A percentile as an exact fraction `num/den` of 100 (p = 99.9 is
+/// `999/1000`), so ranks are computed in integer arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pct {
+    /// Numerator of p/100.
+    pub num: u64,
+    /// Denominator of p/100.
+    pub den: u64,
+}
+
+impl Pct {
+    /// Parse a percentile written as a decimal in (0, 100], e.g. `"99.999"`
+    /// or `"p99.9"`; `None` when it is not one.
+    pub fn parse(s: &str) -> Option<Pct> {
+        let t = s.trim();
+        let t = t.strip_prefix('p').unwrap_or(t);
+        if t.is_empty() || t.starts_with('-') || t.starts_with('+') {
+            return None;
+        }
+        let (i, f) = t.split_once('.').unwrap_or((t, ""));
+        if !i.bytes().all(|b| b.is_ascii_digit()) || !f.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        if i.is_empty() && f.is_empty() || f.len() > 15 {
+            return None;
+        }
+        let digits = format!("{i}{f}");
+        let num: u64 = digits.parse().ok()?;
+        let den = 100u64.checked_mul(10u64.checked_pow(f.len() as u32)?)?;
+        if num == 0 || num > den {
+            return None;
+        }
+        let g = gcd(num, den);
+        Some(Pct {
+            num: num / g,
+            den: den / g,
+        })
+    }
+
+    /// The percentile as a float, e.g. 99.9.
+    pub fn as_f64(&self) -> f64 {
+        self.num as f64 * 100.0 / self.den as f64
+    }
+
+    /// The percentile as written in JSON keys: `"p99.9"`, `"p50"`.
+    pub fn label(&self) -> String {
+        // Exact decimal expansion: den divides a power of ten (from parse).
+        let mut num = u128::from(self.num) * 100;
+        let den = u128::from(self.den);
+        let int = num / den;
+        num %= den;
+        let mut s = format!("p{int}");
+        if num != 0 {
+            s.push('.');
+            let mut k = 0;
+            while num != 0 && k < 20 {
+                num *= 10;
+                s.push(char::from(b'0' + (num / den) as u8));
+                num %= den;
+                k += 1;
+            }
+        }
+        s
+    }
+
+    /// 1-based nearest rank among `n` values: `clamp(ceil(p/100 · n), 1, n)`.
+    pub fn rank(&self, n: u64) -> u64 {
+        let r = (u128::from(self.num) * u128::from(n)).div_ceil(u128::from(self.den));
+        r.clamp(1, u128::from(n.max(1))) as u64
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// One evaluated percentile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantile {
+    /// Reported value. Exact mode: the nearest-rank value. HDR mode: the
+    /// upper end of the HDR bucket holding it (clamped to min..max).
+    pub value: i64,
+    /// Lower end of the interval that surely holds the exact value
+    /// (`== value` in exact mode).
+    pub lower: i64,
+}
+
+/// Streaming distribution of i64 values; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    count: u64,
+    min: i64,
+    max: i64,
+    /// Values are summed as `v - shift` (shift = first value) so the sums
+    /// stay small and the variance is exact.
+    shift: i64,
+    sum_d: i128,
+    sum_d2: u128,
+    sums_overflowed: bool,
+    f_sum: f64,
+    f_sum2: f64,
+    exact: Option<Vec<i64>>,
+    exact_limit: u64,
+    digits: u8,
+    pos: Option<Histogram<u64>>,
+    neg: Option<Histogram<u64>>,
+}
+
+/// HDR significant digits used when none is configured.
+pub const DEFAULT_HDR_DIGITS: u8 = 3;
+/// Values held exactly before switching to HDR, when not configured:
+/// 2^24 values = 128 MiB.
+pub const DEFAULT_EXACT_LIMIT: u64 = 1 << 24;
+
+impl Distribution {
+    /// An empty distribution that stays exact for `exact_limit` values and
+    /// then uses HDR histograms with `digits` (1..=5) significant digits.
+    pub fn new(exact_limit: u64, digits: u8) -> Distribution {
+        Distribution {
+            count: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+            shift: 0,
+            sum_d: 0,
+            sum_d2: 0,
+            sums_overflowed: false,
+            f_sum: 0.0,
+            f_sum2: 0.0,
+            exact: if exact_limit > 0 {
+                Some(Vec::new())
+            } else {
+                None
+            },
+            exact_limit,
+            digits: digits.clamp(1, 5),
+            pos: None,
+            neg: None,
+        }
+    }
+
+    /// Reserve room for `n` more values in exact mode (no effect when they
+    /// would exceed the exact limit).
+    pub fn reserve(&mut self, n: u64) {
+        if let Some(v) = &mut self.exact {
+            if self.count.saturating_add(n) <= self.exact_limit {
+                v.reserve(n as usize);
+            }
+        }
+    }
+
+    /// Add one value.
+    #[inline]
+    pub fn record(&mut self, v: i64) {
+        if self.count == 0 {
+            self.shift = v;
+        }
+        self.count += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        let d = i128::from(v) - i128::from(self.shift);
+        if !self.sums_overflowed {
+            let a = d.unsigned_abs();
+            // |d| < 2^32 is the common case: the square fits a u64.
+            let d2 = if a < 1 << 32 {
+                Some(u128::from((a as u64) * (a as u64)))
+            } else {
+                a.checked_mul(a)
+            };
+            match (
+                self.sum_d.checked_add(d),
+                d2.and_then(|x| self.sum_d2.checked_add(x)),
+            ) {
+                (Some(s), Some(s2)) => {
+                    self.sum_d = s;
+                    self.sum_d2 = s2;
+                }
+                _ => {
+                    // Absurd values (timestamps of garbage): continue in f64.
+                    self.sums_overflowed = true;
+                    self.f_sum = self.sum_d as f64;
+                    self.f_sum2 = self.sum_d2 as f64;
+                }
+            }
+        }
+        if self.sums_overflowed {
+            let x = d as f64;
+            self.f_sum += x;
+            self.f_sum2 += x * x;
+        }
+        match &mut self.exact {
+            Some(vals) if self.count <= self.exact_limit => vals.push(v),
+            Some(_) => {
+                let vals = self.exact.take().unwrap_or_default();
+                for x in vals {
+                    self.hdr_record(x);
+                }
+                self.hdr_record(v);
+            }
+            None => self.hdr_record(v),
+        }
+    }
+
+    fn hdr_record(&mut self, v: i64) {
+        let digits = self.digits;
+        let make = || {
+            Histogram::<u64>::new(digits)
+                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+        };
+        let h = if v >= 0 {
+            self.pos.get_or_insert_with(make)
+        } else {
+            self.neg.get_or_insert_with(make)
+        };
+        // Auto-resizing histogram: recording any u64 succeeds.
+        let _ = h.record(v.unsigned_abs());
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Smallest value.
+    pub fn min(&self) -> Option<i64> {
+        (self.count > 0).then_some(self.min)
+    }
+
+    /// Largest value.
+    pub fn max(&self) -> Option<i64> {
+        (self.count > 0).then_some(self.max)
+    }
+
+    /// Arithmetic mean.
+    pub fn mean(&self) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let m = if self.sums_overflowed {
+            self.f_sum / self.count as f64
+        } else {
+            self.sum_d as f64 / self.count as f64
+        };
+        Some(self.shift as f64 + m)
+    }
+
+    /// Population standard deviation (divides by N).
+    pub fn stdev(&self) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let n = self.count as f64;
+        if !self.sums_overflowed {
+            // N·Σd² − (Σd)², exact in integers when it fits.
+            let n_i = u128::from(self.count);
+            let s2 = self
+                .sum_d
+                .unsigned_abs()
+                .checked_mul(self.sum_d.unsigned_abs());
+            if let (Some(a), Some(b)) = (n_i.checked_mul(self.sum_d2), s2) {
+                let num = a.saturating_sub(b) as f64;
+                return Some((num / n / n).sqrt());
+            }
+        }
+        let m = self.f_sum / n;
+        Some((self.f_sum2 / n - m * m).max(0.0).sqrt())
+    }
+
+    /// Sum of all values as a float.
+    pub fn sum(&self) -> f64 {
+        self.mean().map_or(0.0, |m| m * self.count as f64)
+    }
+
+    /// How percentiles are computed now.
+    pub fn method(&self) -> Method {
+        if self.exact.is_some() {
+            Method::Exact
+        } else {
+            Method::Hdr
+        }
+    }
+
+    /// HDR significant digits.
+    pub fn digits(&self) -> u8 {
+        self.digits
+    }
+
+    /// Largest relative error of an HDR percentile: the HDR bucket width over
+    /// its value, `2^-floor(log2(10^digits))`... bounded above by `10^-digits`.
+    pub fn relative_error_bound(&self) -> f64 {
+        10f64.powi(-i32::from(self.digits))
+    }
+
+    /// Evaluate percentiles; `None` entries for an empty distribution.
+    /// Exact mode reorders the stored values (selection), which is fine: the
+    /// order of values is not used elsewhere.
+    pub fn quantiles(&mut self, pcts: &[Pct]) -> Vec<Option<Quantile>> {
+        if self.count == 0 {
+            return vec![None; pcts.len()];
+        }
+        let n = self.count;
+        let ranks: Vec<u64> = pcts.iter().map(|p| p.rank(n)).collect();
+        let values = self.values_at_ranks(&ranks);
+        values.into_iter().map(Some).collect()
+    }
+
+    /// The values at 1-based ranks (any order, duplicates allowed).
+    pub fn values_at_ranks(&mut self, ranks: &[u64]) -> Vec<Quantile> {
+        let (min, max) = (self.min, self.max);
+        if let Some(vals) = &mut self.exact {
+            let mut idx: Vec<usize> = ranks
+                .iter()
+                .map(|&r| (r.clamp(1, vals.len() as u64) - 1) as usize)
+                .collect();
+            idx.sort_unstable();
+            idx.dedup();
+            select_many(vals, &idx, 0);
+            return ranks
+                .iter()
+                .map(|&r| {
+                    let v = vals[(r.clamp(1, vals.len() as u64) - 1) as usize];
+                    Quantile { value: v, lower: v }
+                })
+                .collect();
+        }
+        let neg_count = self.neg.as_ref().map_or(0, |h| h.len());
+        ranks
+            .iter()
+            .map(|&r| {
+                let r = r.clamp(1, self.count);
+                let q = if r <= neg_count {
+                    // Ascending values = descending magnitudes: the r-th
+                    // smallest value is the (neg_count - r + 1)-th smallest magnitude.
+                    let h = self.neg.as_ref().unwrap_or_else(|| unreachable!());
+                    let (hi, lo) = hdr_at_rank(h, neg_count - r + 1);
+                    Quantile {
+                        value: -(lo as i64),
+                        lower: -(hi.min(i64::MAX as u64) as i64),
+                    }
+                } else {
+                    let h = self.pos.as_ref().unwrap_or_else(|| unreachable!());
+                    let (hi, lo) = hdr_at_rank(h, r - neg_count);
+                    Quantile {
+                        value: hi.min(i64::MAX as u64) as i64,
+                        lower: lo.min(i64::MAX as u64) as i64,
+                    }
+                };
+                Quantile {
+                    value: q.value.clamp(min, max),
+                    lower: q.lower.clamp(min, max),
+                }
+            })
+            .collect()
+    }
+
+    /// Sorted values (exact mode only); sorts in place on first use.
+    pub fn sorted_values(&mut self) -> Option<&[i64]> {
+        let v = self.exact.as_mut()?;
+        if !v.is_sorted() {
+            v.sort_unstable();
+        }
+        Some(v)
+    }
+
+    /// `(value, count)` pairs in ascending value order: distinct values in
+    /// exact mode, HDR buckets (upper end of each bucket) otherwise.
+    pub fn value_counts(&mut self) -> Vec<(i64, u64)> {
+        if let Some(v) = self.sorted_values() {
+            let mut out: Vec<(i64, u64)> = Vec::new();
+            for &x in v {
+                match out.last_mut() {
+                    Some((last, c)) if *last == x => *c += 1,
+                    _ => out.push((x, 1)),
+                }
+            }
+            return out;
+        }
+        let mut out = Vec::new();
+        if let Some(h) = &self.neg {
+            let mut buckets: Vec<(i64, u64)> = h
+                .iter_recorded()
+                .map(|it| {
+                    (
+                        -(h.lowest_equivalent(it.value_iterated_to()) as i64),
+                        it.count_at_value(),
+                    )
+                })
+                .collect();
+            buckets.reverse();
+            out.extend(buckets);
+        }
+        if let Some(h) = &self.pos {
+            out.extend(h.iter_recorded().map(|it| {
+                (
+                    it.value_iterated_to().min(i64::MAX as u64) as i64,
+                    it.count_at_value(),
+                )
+            }));
+        }
+        out
+    }
+
+    /// The histogram of values >= 0 (for interval logs), built from the exact
+    /// values when in exact mode. Negative values are counted as 0.
+    pub fn to_hdr(&self) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new(self.digits).unwrap_or_else(|_| unreachable!());
+        if let Some(vals) = &self.exact {
+            for &v in vals {
+                let _ = h.record(v.max(0) as u64);
+            }
+        }
+        if let Some(p) = &self.pos {
+            let _ = h.add(p);
+        }
+        if let Some(n) = &self.neg {
+            let _ = h.record_n(0, n.len());
+        }
+        h
+    }
+}
+
+/// `(upper, lower)` end of the HDR bucket holding the value at 1-based `rank`.
+fn hdr_at_rank(h: &Histogram<u64>, rank: u64) -> (u64, u64) {
+    let mut cum = 0u64;
+    let mut last = 0u64;
+    for it in h.iter_recorded() {
+        cum += it.count_at_value();
+        last = it.value_iterated_to();
+        if cum >= rank {
+            return (last, h.lowest_equivalent(last));
+        }
+    }
+    (last, h.lowest_equivalent(last))
+}
+
+/// Place the values of sorted, distinct 0-based indices `idx` (relative to
+/// the whole slice, `offset` = index of `v[0]`) at their sorted positions.
+fn select_many(v: &mut [i64], idx: &[usize], offset: usize) {
+    if idx.is_empty() || v.is_empty() {
+        return;
+    }
+    if v.len() <= 64 {
+        v.sort_unstable();
+        return;
+    }
+    let mid = idx.len() / 2;
+    let k = idx[mid] - offset;
+    let (left, _, right) = v.select_nth_unstable(k);
+    select_many(left, &idx[..mid], offset);
+    select_many(right, &idx[mid + 1..], offset + k + 1);
+}
+
+/// The percentile ladder of an HDR "percentile distribution": 0, then
+/// `ticks` steps per halving of the distance to 100 %, down to 1/n.
+pub fn percentile_ladder(n: u64, ticks_per_half: u32) -> Vec<f64> {
+    let mut out = vec![0.0];
+    if n == 0 {
+        return out;
+    }
+    let mut half = 50.0f64;
+    let mut base = 0.0f64;
+    let floor = 100.0 / n as f64;
+    while 100.0 - base > floor && out.len() < 10_000 {
+        for k in 1..=ticks_per_half {
+            out.push(base + half * f64::from(k) / f64::from(ticks_per_half));
+        }
+        base += half;
+        half /= 2.0;
+    }
+    out.push(100.0);
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pct_parse_and_label() {
+        for (s, num, den, label) in [
+            ("50", 1, 2, "p50"),
+            ("p99.9", 999, 1000, "p99.9"),
+            ("99.999", 99_999, 100_000, "p99.999"),
+            ("100", 1, 1, "p100"),
+            ("0.1", 1, 1000, "p0.1"),
+        ] {
+            let p = Pct::parse(s).expect(s);
+            assert_eq!((p.num, p.den), (num, den), "{s}");
+            assert_eq!(p.label(), label);
+        }
+        for s in ["0", "-1", "100.1", "abc", "", "1e3", "p", "1.2.3"] {
+            assert!(Pct::parse(s).is_none(), "{s}");
+        }
+    }
+
+    #[test]
+    fn select_many_matches_sort() {
+        let mut v: Vec<i64> = (0..1000).map(|i| (i * 7919) % 1000 - 300).collect();
+        let mut d = Distribution::new(u64::MAX, 3);
+        for &x in &v {
+            d.record(x);
+        }
+        v.sort();
+        let ranks = [1, 2, 500, 501, 999, 1000, 17, 17];
+        let got = d.values_at_ranks(&ranks);
+        for (r, q) in ranks.iter().zip(got) {
+            assert_eq!(q.value, v[*r as usize - 1]);
+        }
+    }
+}

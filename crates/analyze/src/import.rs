@@ -1,0 +1,1 @@
+//! Importers: seed 001's TRex-fork files, pcap/pcapng captures.
