@@ -1,211 +1,57 @@
-//! The nflab data plane: a Snabb/VPP-style graph of small apps joined by
-//! links (DESIGN §4).
+//! The nflab data plane: a Snabb/VPP-style software DuT (DESIGN §4).
 //!
-//! A [`Link`] is a bounded ring of packets. Transmitting into a full link
-//! drops the packet and counts it; it never blocks, because a blocked data
-//! plane accumulates latency that the measurement would then blame on the
-//! function under test. An [`App`] moves packets from its input link to its
-//! output link in one bounded pass (`process`), and the engine calls the apps
-//! in a fixed order each "breath", so a run is repeatable.
+//! # Model
 //!
-//! This first version holds the engine and `l2fwd`; the other functions
-//! (router, sheep, delayer, reorder, extern-dispatch) and the AF_XDP/AF_PACKET
-//! I/O apps come with issue 8.
-#![forbid(unsafe_code)]
+//! A worker thread owns two ports (input, output), a [`Chain`] of apps
+//! joined by [`Link`]s, and a per-thread pool of [`Packet`] buffers. Each
+//! breath it receives at most `batch` frames, pushes them through the apps,
+//! and transmits full batches at once and partial ones on a drain timer
+//! ([`engine`]). Links are bounded rings that drop and count when full;
+//! nothing on the packet path blocks or allocates once the pool is filled.
+//!
+//! # Functions
+//!
+//! | name | what it does | module |
+//! |---|---|---|
+//! | `l2fwd` | rewrite MACs, touch one byte | [`l2fwd`] |
+//! | `router` | IPv4 LPM (DIR-24-8), TTL, incremental checksum, ICMP slow path with drop-out batching | [`router`], [`lpm`] |
+//! | `sheep` | emulated cost: TSC cycles + k random pointer-chasing accesses into S bytes | [`sheep`] |
+//! | `delayer` | delay + jitter (uniform, normal, exponential, trace), buffer limit, TimeDrop | [`delayer`] |
+//! | `reorder` | RFC 9550 packet ordering function | [`reorder`] |
+//! | `extern-dispatch` | 802.1Q VID signalling, CRC-based instance choice, 0x54BB header | [`dispatch`] |
+//!
+//! [`config`] turns the `[dut]` section of a spec into a chain and says in
+//! one sentence what is wrong with a bad one. [`sock`] is the AF_PACKET
+//! port the lab uses (`recvmmsg`/`sendmmsg`, so a frame is visible to the
+//! worker as soon as the kernel has it).
+//!
+//! # Limitations and caveats
+//!
+//! - One worker per DuT in the lab (the VM has two cores); the engine itself
+//!   is per thread, so more workers are more threads with their own ports.
+//! - Frames are copied once on receive and once on transmit (into and out of
+//!   pool buffers); a zero-copy AF_XDP port would remove both.
+//! - `unsafe` is confined to the TSC read, the socket syscalls and thread
+//!   pinning, each with a `// SAFETY:` note.
 #![deny(missing_docs)]
 
-use std::collections::VecDeque;
+pub mod app;
+pub mod config;
+pub mod delayer;
+pub mod dispatch;
+pub mod engine;
+pub mod l2fwd;
+pub mod link;
+pub mod lpm;
+pub mod packet;
+pub mod reorder;
+pub mod router;
+pub mod sheep;
+pub mod sock;
+pub mod tsc;
 
-use nflab_wire::MacAddr;
-
-/// A packet: its bytes, owned. Buffers are reused by the apps that can.
-pub type Packet = Vec<u8>;
-
-/// A bounded ring between two apps, with counters.
-#[derive(Debug)]
-pub struct Link {
-    ring: VecDeque<Packet>,
-    capacity: usize,
-    /// Packets accepted.
-    pub tx_packets: u64,
-    /// Packets dropped because the ring was full.
-    pub tx_drops: u64,
-    /// Packets taken out.
-    pub rx_packets: u64,
-}
-
-impl Link {
-    /// A link that holds at most `capacity` packets.
-    pub fn new(capacity: usize) -> Link {
-        Link {
-            ring: VecDeque::with_capacity(capacity),
-            capacity,
-            tx_packets: 0,
-            tx_drops: 0,
-            rx_packets: 0,
-        }
-    }
-
-    /// Put a packet in, or drop and count it when full.
-    pub fn transmit(&mut self, p: Packet) -> bool {
-        if self.ring.len() >= self.capacity {
-            self.tx_drops += 1;
-            return false;
-        }
-        self.tx_packets += 1;
-        self.ring.push_back(p);
-        true
-    }
-
-    /// Take the oldest packet out.
-    pub fn receive(&mut self) -> Option<Packet> {
-        let p = self.ring.pop_front();
-        self.rx_packets += p.is_some() as u64;
-        p
-    }
-
-    /// Packets waiting.
-    pub fn nreadable(&self) -> usize {
-        self.ring.len()
-    }
-}
-
-/// A network function: one bounded pass from `input` to `output`.
-pub trait App {
-    /// Name in counters and configs.
-    fn name(&self) -> &str;
-    /// Move at most `batch` packets; returns how many were handled.
-    fn process(&mut self, input: &mut Link, output: &mut Link, batch: usize) -> usize;
-}
-
-/// `l2fwd` as in the sources: rewrite the MAC addresses and touch one byte
-/// of the payload, so the packet's cache line is really read and written.
-pub struct L2Fwd {
-    /// New source MAC.
-    pub src: MacAddr,
-    /// New destination MAC.
-    pub dst: MacAddr,
-}
-
-impl App for L2Fwd {
-    fn name(&self) -> &str {
-        "l2fwd"
-    }
-
-    fn process(&mut self, input: &mut Link, output: &mut Link, batch: usize) -> usize {
-        let n = input.nreadable().min(batch);
-        for _ in 0..n {
-            let Some(mut p) = input.receive() else { break };
-            if p.len() >= 14 {
-                p[0..6].copy_from_slice(&self.dst.0);
-                p[6..12].copy_from_slice(&self.src.0);
-                // "touch all packets, otherwise it's a completely unrealistic workload" (ixy)
-                if let Some(last) = p.last_mut() {
-                    *last = last.wrapping_add(0);
-                }
-                output.transmit(p);
-            }
-        }
-        n
-    }
-}
-
-/// A chain of apps with a link before each and one after the last.
-pub struct Chain {
-    apps: Vec<Box<dyn App>>,
-    links: Vec<Link>,
-    batch: usize,
-}
-
-impl Chain {
-    /// Apps in order; every link holds `link_capacity` packets.
-    pub fn new(apps: Vec<Box<dyn App>>, link_capacity: usize, batch: usize) -> Chain {
-        let links = (0..=apps.len()).map(|_| Link::new(link_capacity)).collect();
-        Chain {
-            apps,
-            links,
-            batch: batch.max(1),
-        }
-    }
-
-    /// The chain's input link.
-    pub fn input(&mut self) -> &mut Link {
-        &mut self.links[0]
-    }
-
-    /// The chain's output link.
-    pub fn output(&mut self) -> &mut Link {
-        let last = self.links.len() - 1;
-        &mut self.links[last]
-    }
-
-    /// One breath: every app, in order, processes one batch.
-    pub fn breathe(&mut self) -> usize {
-        let mut moved = 0;
-        for (i, app) in self.apps.iter_mut().enumerate() {
-            let (before, after) = self.links.split_at_mut(i + 1);
-            moved += app.process(&mut before[i], &mut after[0], self.batch);
-        }
-        moved
-    }
-
-    /// Counters of each link, in order: (accepted, dropped).
-    pub fn link_counters(&self) -> Vec<(u64, u64)> {
-        self.links
-            .iter()
-            .map(|l| (l.tx_packets, l.tx_drops))
-            .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(i: u8) -> Packet {
-        let mut f = vec![0u8; 60];
-        f[59] = i;
-        f
-    }
-
-    #[test]
-    fn full_link_drops_and_counts() {
-        let mut l = Link::new(2);
-        assert!(l.transmit(frame(1)));
-        assert!(l.transmit(frame(2)));
-        assert!(!l.transmit(frame(3)));
-        assert_eq!((l.tx_packets, l.tx_drops), (2, 1));
-        assert_eq!(l.receive().unwrap()[59], 1);
-    }
-
-    #[test]
-    fn l2fwd_chain_rewrites_macs_in_order_and_bounds_batches() {
-        let a = MacAddr([2, 0, 0, 0, 0, 0xa]);
-        let b = MacAddr([2, 0, 0, 0, 0, 0xb]);
-        let mut c = Chain::new(
-            vec![
-                Box::new(L2Fwd { src: a, dst: b }),
-                Box::new(L2Fwd { src: b, dst: a }),
-            ],
-            64,
-            4,
-        );
-        for i in 0..10 {
-            c.input().transmit(frame(i));
-        }
-        // Batch 4: first breath moves 4 through app 1 and those 4 through app 2.
-        assert_eq!(c.breathe(), 8);
-        while c.breathe() > 0 {}
-        let mut out = Vec::new();
-        while let Some(p) = c.output().receive() {
-            out.push(p);
-        }
-        assert_eq!(out.len(), 10);
-        for (i, p) in out.iter().enumerate() {
-            assert_eq!(p[59], i as u8);
-            assert_eq!(&p[0..6], &a.0);
-            assert_eq!(&p[6..12], &b.0);
-        }
-        assert_eq!(c.link_counters(), vec![(10, 0), (10, 0), (10, 0)]);
-    }
-}
+pub use app::{App, Chain, Output};
+pub use engine::{Port, RxMode, Worker, WorkerConfig, WorkerError, WorkerStats};
+pub use l2fwd::L2Fwd;
+pub use link::Link;
+pub use packet::Packet;

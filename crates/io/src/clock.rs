@@ -43,6 +43,22 @@ pub fn resolution_ns(clock: clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Run the calling thread under `SCHED_FIFO` at `priority` (1..=99), so a busy-waiting
+/// pacer is not preempted by ordinary work on a shared host. The kernel's RT throttling
+/// (`sched_rt_runtime_us`, 95 % by default) still leaves the CPU some time for others.
+/// Needs CAP_SYS_NICE.
+pub fn set_realtime(priority: i32) -> std::io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: `p` is a valid sched_param for the call; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Reads taken by [`observed_granularity_ns`].
 pub const GRANULARITY_READS: usize = 10_000;
 

@@ -7,6 +7,9 @@
 //!   timestamps taken when the frame enters the receive path (`skb->tstamp`), which is
 //!   where the precision of every nflab latency figure comes from. TX uses a
 //!   `TPACKET_V2` frame ring on a second socket that receives nothing.
+//! - [`AfXdp`]: raw Ethernet frames through an AF_XDP socket: a UMEM and four rings,
+//!   batched TX and RX, a raw-eBPF redirect program for RX, zero-copy where the driver
+//!   offers it and copy mode (veth) otherwise, one socket per queue.
 //! - [`UdpIo`]: a plain UDP socket (frames are UDP payloads), batched with
 //!   `sendmmsg`/`recvmmsg`, kernel RX timestamps from `SO_TIMESTAMPNS`.
 //! - [`MemIo`]: an in-memory pair for unit tests of logic above this crate.
@@ -42,6 +45,7 @@
 use std::time::Duration;
 
 mod af_packet;
+mod af_xdp;
 pub mod clock;
 pub mod iface;
 mod mem;
@@ -51,6 +55,7 @@ mod sys;
 mod udp;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
+pub use af_xdp::{AfXdp, AfXdpConfig, ZeroCopy};
 pub use mem::MemIo;
 pub use udp::UdpIo;
 

@@ -120,7 +120,7 @@ struct LinkCreateAttr {
     flags: u32,
 }
 
-fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> std::io::Result<OwnedFd> {
+pub(crate) fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> std::io::Result<OwnedFd> {
     // SAFETY: `attr` is a live, initialised `union bpf_attr` prefix of size_of::<T>() bytes,
     // which is the size passed; the kernel reads (and for some commands writes) only that.
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, size_of::<T>() as u32) };
@@ -131,7 +131,7 @@ fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(rc as libc::c_int) })
 }
 
-fn bpf_err(call: &'static str, ifname: &str, e: std::io::Error) -> IoError {
+pub(crate) fn bpf_err(call: &'static str, ifname: &str, e: std::io::Error) -> IoError {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => IoError::NeedCapBpf { what: "XDP" },
         Some(libc::ENOSYS) => IoError::Unsupported {
@@ -151,6 +151,22 @@ fn load_xdp_pass(ifname: &str) -> Result<OwnedFd, IoError> {
         u64::from_le_bytes([0xb7, 0x00, 0, 0, 2, 0, 0, 0]),
         u64::from_le_bytes([0x95, 0x00, 0, 0, 0, 0, 0, 0]),
     ];
+    load_xdp(&insns, ifname)
+}
+
+/// `bpf()` for commands that return 0 rather than a descriptor.
+pub(crate) fn bpf_noreturn<T>(cmd: libc::c_int, attr: &mut T) -> std::io::Result<()> {
+    // SAFETY: as in `bpf`: a live, initialised bpf_attr prefix of the size passed.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, size_of::<T>() as u32) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Load an XDP program given as raw eBPF instructions (GPL, so every helper is usable).
+pub(crate) fn load_xdp(insns: &[u64], ifname: &str) -> Result<OwnedFd, IoError> {
     let license = b"GPL\0";
     let mut name = [0u8; 16];
     name[..11].copy_from_slice(b"nflab_probe");
@@ -171,7 +187,7 @@ fn load_xdp_pass(ifname: &str) -> Result<OwnedFd, IoError> {
     bpf(sys::BPF_PROG_LOAD, &mut attr).map_err(|e| bpf_err("bpf(BPF_PROG_LOAD)", ifname, e))
 }
 
-fn link_create(prog: &OwnedFd, ifindex: u32, ifname: &str) -> Result<OwnedFd, IoError> {
+pub(crate) fn link_create(prog: &OwnedFd, ifindex: u32, ifname: &str) -> Result<OwnedFd, IoError> {
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
         target_ifindex: ifindex,

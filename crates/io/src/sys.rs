@@ -182,6 +182,52 @@ impl Mmap {
     }
 }
 
+impl Mmap {
+    /// Map `len` bytes of a socket's ring at byte offset `offset` (AF_XDP page offsets).
+    pub(crate) fn ring_at(fd: &OwnedFd, len: usize, offset: i64) -> io::Result<Mmap> {
+        // SAFETY: asks the kernel for a new shared mapping; no existing memory is touched.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: ptr as *mut u8,
+            len,
+        })
+    }
+
+    /// `len` bytes of private anonymous memory, populated (an AF_XDP UMEM).
+    pub(crate) fn anonymous(len: usize) -> io::Result<Mmap> {
+        // SAFETY: asks the kernel for new anonymous memory; no existing memory is touched.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: ptr as *mut u8,
+            len,
+        })
+    }
+}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are exactly what mmap returned, and no reference into the

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod dut_nflab;
 pub mod env;
 pub mod error;
 pub mod experiment;

@@ -1,4 +1,5 @@
-//! The recorder: every probe frame that arrives becomes one record.
+//! The recorder: every probe frame that arrives becomes one record; frames of
+//! background streams (flow ids from `BACKGROUND_FLOW_BASE`) are only counted.
 //!
 //! It keeps up by doing little per frame: parse the probe header, push a
 //! 40-byte record into the writer's block buffer. Blocks reach the OS at
@@ -27,6 +28,19 @@ pub struct RecorderReport {
     pub rx_timestamp: String,
     /// Records whose receive timestamp fell back to the application clock.
     pub app_timestamp_fallbacks: u64,
+    /// Background frames (flow ids from `BACKGROUND_FLOW_BASE`): counted, not recorded.
+    pub background: u64,
+    /// Background frames per flow.
+    pub background_flows: Vec<BackgroundCount>,
+}
+
+/// Background frames received on one flow.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackgroundCount {
+    /// Flow id.
+    pub flow: u16,
+    /// Frames received.
+    pub received: u64,
 }
 
 /// Receive until `stop` is set, then drain what is already queued.
@@ -41,6 +55,8 @@ pub fn record<W: Write>(
     let mut last_flush = clock::monotonic_ns();
     let mut write_error = None;
     let mut ts_source = TsSource::None;
+    // Background counters by flow id - BACKGROUND_FLOW_BASE; grows to the largest seen.
+    let mut background: Vec<u64> = Vec::new();
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let n = io.rx_batch(256, Duration::from_millis(10), &mut |frame, meta| {
@@ -56,6 +72,14 @@ pub fn record<W: Write>(
                     return;
                 }
             };
+            if p.flow >= crate::runner::BACKGROUND_FLOW_BASE {
+                let i = (p.flow - crate::runner::BACKGROUND_FLOW_BASE) as usize;
+                if i >= background.len() {
+                    background.resize(i + 1, 0);
+                }
+                background[i] += 1;
+                return;
+            }
             let (rx_ns, rx_flags) = match (meta.ts_ns, meta.ts_source) {
                 (Some(t), TsSource::Hardware) => (t, flags::RX_TS_HARDWARE),
                 (Some(t), TsSource::KernelSoftware) => (t, flags::RX_TS_KERNEL),
@@ -101,5 +125,15 @@ pub fn record<W: Write>(
     writer.flush_block()?;
     report.kernel_drops = io.stats().rx_kernel_drops;
     report.rx_timestamp = ts_source.as_str().to_string();
+    report.background = background.iter().sum();
+    report.background_flows = background
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| BackgroundCount {
+            flow: crate::runner::BACKGROUND_FLOW_BASE + i as u16,
+            received: *n,
+        })
+        .collect();
     Ok(report)
 }

@@ -44,6 +44,25 @@ pub struct Rfc2544Section {
     /// Knee procedure: number of geometrically spaced rates.
     #[serde(default = "default_steps")]
     pub knee_steps: u32,
+    /// Back-to-back: shortest burst tried.
+    #[serde(default = "default_min_burst")]
+    pub min_burst: u64,
+    /// Back-to-back: longest burst tried (the first trial).
+    #[serde(default = "default_max_burst")]
+    pub max_burst: u64,
+    /// Back-to-back: the search stops when pass and fail are this close.
+    #[serde(default = "default_burst_resolution")]
+    pub burst_resolution: u64,
+}
+
+fn default_min_burst() -> u64 {
+    16
+}
+fn default_max_burst() -> u64 {
+    65_536
+}
+fn default_burst_resolution() -> u64 {
+    16
 }
 
 fn default_resolution() -> f64 {
@@ -75,6 +94,8 @@ pub enum Procedure {
     Latency,
     /// Rates from min to max, geometric: where loss starts, how latency jumps.
     Knee,
+    /// Longest burst of back-to-back frames with no loss (§26.4).
+    BackToBack,
 }
 
 impl Rfc2544Section {
@@ -109,6 +130,12 @@ impl Rfc2544Section {
             return Err(format!(
                 "rfc2544.latency_fraction = {} is not valid: use a fraction above 0 and at most 1",
                 self.latency_fraction
+            ));
+        }
+        if self.min_burst == 0 || self.min_burst >= self.max_burst || self.burst_resolution == 0 {
+            return Err(format!(
+                "rfc2544.min_burst = {}, max_burst = {}, burst_resolution = {} are not valid: use 1 ≤ min_burst < max_burst and a resolution of 1 or more",
+                self.min_burst, self.max_burst, self.burst_resolution
             ));
         }
         if self.knee_steps < 2 {
@@ -165,6 +192,8 @@ pub struct Verdict {
     pub latency_jump: Option<f64>,
     /// Latency procedure: the run measured at the fraction of throughput.
     pub latency_run: Option<String>,
+    /// Back-to-back: the longest burst that passed.
+    pub back_to_back_frames: Option<u64>,
     /// Every trial in order.
     pub trials: Vec<Trial>,
     /// The search was cut short by a signal.
@@ -173,6 +202,18 @@ pub struct Verdict {
 
 /// Runs one trial; given the plan (with rate and duration set) and its index.
 pub type TrialRunner<'a> = dyn FnMut(&RunPlan) -> Result<RunRow, LabError> + 'a;
+
+/// One trial of the back-to-back search: exactly one burst of `frames`
+/// frames, sent as fast as the generator can, in a trial of `trial_s`.
+fn burst_plan(base: &RunPlan, index: usize, frames: u64, trial_s: f64) -> RunPlan {
+    let mut p = trial_plan(base, index, frames as f64 / trial_s, trial_s);
+    p.spec.traffic.pattern = crate::spec::Pattern::Burst;
+    p.spec.traffic.burst = frames.min(u32::MAX as u64) as u32;
+    p.spec.traffic.warmup_s = 0.0;
+    p.params
+        .insert("traffic.burst".into(), toml::Value::Integer(frames as i64));
+    p
+}
 
 fn trial_plan(base: &RunPlan, index: usize, rate: f64, trial_s: f64) -> RunPlan {
     let mut p = base.clone();
@@ -201,6 +242,7 @@ pub fn run_procedure(
         loss_onset_pps: None,
         latency_jump: None,
         latency_run: None,
+        back_to_back_frames: None,
         trials: Vec::new(),
         interrupted: false,
     };
@@ -236,7 +278,62 @@ pub fn run_procedure(
         Ok(Some(pass))
     };
 
+    if cfg.procedure == Procedure::BackToBack {
+        let mut burst_trial =
+            |frames: u64, verdict: &mut Verdict| -> Result<Option<bool>, LabError> {
+                if stop.load(Ordering::Relaxed) {
+                    verdict.interrupted = true;
+                    return Ok(None);
+                }
+                let plan = burst_plan(base, *next_index, frames, cfg.trial_s);
+                *next_index += 1;
+                let row = run_trial(&plan)?;
+                let s = &row.summary;
+                if s.interrupted {
+                    verdict.interrupted = true;
+                    return Ok(None);
+                }
+                // Only loss matters: the offered rate of one burst is its own.
+                let pass = s.packets.lost == 0 && s.packets.received > 0;
+                verdict.trials.push(Trial {
+                    run: row.run.clone(),
+                    rate_pps: plan.spec.traffic.rate_pps.pps().unwrap_or(0.0),
+                    loss_ratio: s.loss_ratio,
+                    pass,
+                    generator_limited: false,
+                    tx_pps: s.rate.tx_pps,
+                    p50_ns: s.latency_ns.p50,
+                    p99_ns: s.latency_ns.p99,
+                });
+                Ok(Some(pass))
+            };
+        let (mut lo, mut hi) = (None::<u64>, cfg.max_burst);
+        match burst_trial(cfg.max_burst, &mut verdict)? {
+            None => return Ok(verdict),
+            Some(true) => lo = Some(cfg.max_burst),
+            Some(false) => {
+                if burst_trial(cfg.min_burst, &mut verdict)? == Some(true) {
+                    lo = Some(cfg.min_burst);
+                    while let Some(l) = lo {
+                        if hi - l <= cfg.burst_resolution {
+                            break;
+                        }
+                        let mid = (l + hi) / 2;
+                        match burst_trial(mid, &mut verdict)? {
+                            None => break,
+                            Some(true) => lo = Some(mid),
+                            Some(false) => hi = mid,
+                        }
+                    }
+                }
+            }
+        }
+        verdict.back_to_back_frames = lo;
+        return Ok(verdict);
+    }
+
     match cfg.procedure {
+        Procedure::BackToBack => unreachable!("handled above"),
         Procedure::Throughput | Procedure::Latency => {
             // RFC 2544 §26.1: start at the maximum; binary search below it.
             let (mut lo, mut hi) = (None::<f64>, cfg.max_rate_pps);
@@ -319,6 +416,10 @@ pub fn format_verdicts(verdicts: &[Verdict]) -> String {
                 Some(t) => format!("throughput {}", human_pps(Some(t))),
                 None => "throughput below the minimum rate".into(),
             },
+            Procedure::BackToBack => match v.back_to_back_frames {
+                Some(b) => format!("longest lossless burst {b} frames"),
+                None => "even the shortest burst lost frames".into(),
+            },
             Procedure::Knee => match (v.loss_onset_pps, v.latency_jump) {
                 (Some(r), Some(j)) => format!(
                     "loss starts at {}, median latency ×{j:.1}",
@@ -373,6 +474,9 @@ mod tests {
             trial_s: 1.0,
             latency_fraction: 0.5,
             knee_steps: 5,
+            min_burst: 16,
+            max_burst: 4096,
+            burst_resolution: 16,
         }
     }
 
@@ -490,6 +594,36 @@ mod tests {
         let last = v.trials.last().unwrap();
         assert_eq!(last.rate_pps, (t * 0.5).max(1.0));
         assert_eq!(v.latency_run.as_deref(), Some(last.run.as_str()));
+    }
+
+    #[test]
+    fn back_to_back_finds_the_longest_lossless_burst() {
+        // A DuT with a 1000-frame buffer: a burst longer than that loses frames.
+        let mut buffer = |plan: &RunPlan| {
+            assert_eq!(plan.spec.traffic.pattern, crate::spec::Pattern::Burst);
+            let frames = plan.spec.traffic.burst as u64;
+            // One burst per trial: rate × duration = frames.
+            let sent = (plan.spec.traffic.rate_pps.pps().unwrap() * plan.spec.traffic.duration_s)
+                .round() as u64;
+            assert_eq!(sent, frames);
+            let mut s = Summary::default();
+            s.packets.sent = frames;
+            s.packets.received = frames.min(1000);
+            s.packets.lost = frames - s.packets.received;
+            Ok(RunRow::new(plan, &s))
+        };
+        let mut idx = 0;
+        let v = run_procedure(
+            &cfg(Procedure::BackToBack),
+            &base(),
+            &mut idx,
+            &Arc::new(AtomicBool::new(false)),
+            &mut buffer,
+        )
+        .unwrap();
+        let b = v.back_to_back_frames.unwrap();
+        assert!(b <= 1000 && 1000 - b <= 16, "{b}");
+        assert!(format_verdicts(&[v]).contains("longest lossless burst"));
     }
 
     #[test]

@@ -130,6 +130,33 @@ pub struct DutSection {
     /// external: command that sets the DuT up.
     #[serde(default)]
     pub command: Option<String>,
+    /// nflab data plane: capacity of every link in packets (default 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_capacity: Option<usize>,
+    /// nflab data plane: CPU of the worker (default: the last CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    /// nflab data plane: port backend, "auto" (default), "af_packet" or "af_xdp".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    /// nflab data plane: `[dut.l2fwd]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2fwd: Option<nflab_dataplane::config::L2fwdConfig>,
+    /// nflab data plane: `[dut.router]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<nflab_dataplane::config::RouterConfig>,
+    /// nflab data plane: `[dut.sheep]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheep: Option<nflab_dataplane::config::SheepConfig>,
+    /// nflab data plane: `[dut.delayer]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delayer: Option<nflab_dataplane::config::DelayerConfig>,
+    /// nflab data plane: `[dut.reorder]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<nflab_dataplane::config::ReorderConfig>,
+    /// nflab data plane: `[dut.extern_dispatch]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extern_dispatch: Option<nflab_dataplane::config::DispatchConfig>,
 }
 
 impl Default for DutSection {
@@ -141,7 +168,81 @@ impl Default for DutSection {
             rx_mode: None,
             drain_us: None,
             command: None,
+            link_capacity: None,
+            cpu: None,
+            io: None,
+            l2fwd: None,
+            router: None,
+            sheep: None,
+            delayer: None,
+            reorder: None,
+            extern_dispatch: None,
         }
+    }
+}
+
+impl DutSection {
+    /// The per-function sub-tables, for the data plane.
+    pub fn functions(&self) -> nflab_dataplane::config::FunctionConfigs {
+        nflab_dataplane::config::FunctionConfigs {
+            l2fwd: self.l2fwd.clone(),
+            router: self.router.clone(),
+            sheep: self.sheep.clone(),
+            delayer: self.delayer.clone(),
+            reorder: self.reorder.clone(),
+            extern_dispatch: self.extern_dispatch.clone(),
+        }
+    }
+
+    /// Check an nflab DuT section: pipeline, engine settings and every
+    /// function's sub-table; the error names the key and what is valid.
+    pub fn check_nflab(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        let Some(pipeline) = &self.pipeline else {
+            return bad(format!(
+                "dut.kind = \"nflab\" needs dut.pipeline, a list of functions from {}",
+                nflab_dataplane::config::FUNCTIONS.join(", ")
+            ));
+        };
+        if pipeline.is_empty() {
+            return bad("dut.pipeline is empty: name at least one function".into());
+        }
+        if let Some(b) = self.batch {
+            if !(1..=1024).contains(&b) {
+                return bad(format!("dut.batch = {b} is out of range: use 1 to 1024"));
+            }
+        }
+        if let Some(m) = &self.rx_mode {
+            nflab_dataplane::RxMode::parse(m)
+                .map_err(|e| LabError::Unsupported(format!("dut.{e}")))?;
+        }
+        if let Some(d) = self.drain_us {
+            if d > 1_000_000 {
+                return bad(format!("dut.drain_us = {d} is above 1 s: use 0 to 1000000"));
+            }
+        }
+        if let Some(c) = self.link_capacity {
+            if !(1..=1 << 20).contains(&c) {
+                return bad(format!(
+                    "dut.link_capacity = {c} is out of range: use 1 to 1048576"
+                ));
+            }
+        }
+        match self.io.as_deref() {
+            None | Some("auto") | Some("af_packet") | Some("af_xdp") => {}
+            Some(o) => {
+                return bad(format!(
+                    "dut.io = \"{o}\" is not known: use auto, af_packet or af_xdp"
+                ))
+            }
+        }
+        nflab_dataplane::config::validate(
+            pipeline,
+            &self.functions(),
+            std::path::Path::new("."),
+            &crate::dut_nflab::lab_context().default_routes,
+        )
+        .map_err(|e| LabError::Unsupported(e.0))
     }
 }
 
@@ -177,7 +278,9 @@ impl DutKind {
     }
 }
 
-/// `[traffic]`.
+/// `[traffic]`: the probe stream (recorded per packet) and its background streams
+/// (`[[traffic.background]]`, counted only). Pattern parameters are documented in
+/// `docs/generator.md`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TrafficSection {
@@ -190,6 +293,12 @@ pub struct TrafficSection {
     /// Packets per second, or "max".
     #[serde(default)]
     pub rate_pps: Rate,
+    /// Bits per second instead of `rate_pps`, counted as `rate_accounting` says.
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// "l1" (frame + 20 B preamble/SFD/IFG, the default) or "l2" (frame with FCS).
+    #[serde(default)]
+    pub rate_accounting: RateAccounting,
     /// Ethernet frame size including the 4-byte FCS (RFC 2544 convention).
     #[serde(default = "default_frame_bytes")]
     pub frame_bytes: u64,
@@ -202,20 +311,330 @@ pub struct TrafficSection {
     /// How long the recorder keeps listening after the last packet, in ms.
     #[serde(default = "default_drain_ms")]
     pub drain_ms: u64,
+    /// burst: packets back to back per burst.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// onoff: length of an on period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub on_ms: f64,
+    /// onoff: length of an off period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub off_ms: f64,
+    /// periodic: cycles per second.
+    #[serde(default)]
+    pub frequency_hz: Option<f64>,
+    /// periodic: packets per cycle.
+    #[serde(default = "default_one_u32")]
+    pub per_cycle: u32,
+    /// replay: pcap or pcapng file (relative to the working directory).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// replay: speed-up factor (2 = twice as fast).
+    #[serde(default = "default_speed")]
+    pub speed: f64,
+    /// Frame sizes sent in turn (a sweep within the run), instead of `frame_bytes`.
+    #[serde(default)]
+    pub sizes: Option<Vec<u64>>,
+    /// Weights for `sizes`: sizes are then drawn at random with these weights.
+    #[serde(default)]
+    pub size_weights: Option<Vec<f64>>,
+    /// "imix": 64, 594 and 1518 B in the ratio 7:4:1.
+    #[serde(default)]
+    pub size_mix: Option<String>,
+    /// A sweep `[from, to, step]`, sent in turn.
+    #[serde(default)]
+    pub size_sweep: Option<[u64; 3]>,
+    /// Number of flows, taken round robin.
+    #[serde(default = "default_one_u32")]
+    pub flows: u32,
+    /// Fields that differ per flow: any of src_ip, dst_ip, src_port, dst_port.
+    #[serde(default = "default_vary")]
+    pub vary: Vec<String>,
+    /// DSCP (0..63).
+    #[serde(default)]
+    pub dscp: u8,
+    /// 802.1Q priority code point (0..7), with `traffic.vlan`.
+    #[serde(default)]
+    pub pcp: u8,
+    /// IP version of every stream: 4 or 6.
+    #[serde(default = "default_ip_version")]
+    pub ip_version: u8,
+    /// 802.1Q VLAN ID of every stream (none: untagged).
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// TX threads, each with its own socket (or AF_XDP queue) and pacer.
+    #[serde(default = "default_one_usize")]
+    pub tx_threads: usize,
+    /// Largest number of frames handed to the backend at once.
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    /// Run the TX threads under SCHED_FIFO, so a busy host cannot preempt the pacer.
+    #[serde(default)]
+    pub tx_realtime: bool,
+    /// Background streams sent with the probe stream, counted but not recorded.
+    #[serde(default)]
+    pub background: Vec<BackgroundStream>,
 }
 
 impl Default for TrafficSection {
     fn default() -> Self {
+        let k = StreamKeys::default();
         TrafficSection {
             backend: Backend::default(),
             pattern: Pattern::default(),
             rate_pps: Rate::default(),
+            rate_bps: None,
+            rate_accounting: RateAccounting::default(),
             frame_bytes: default_frame_bytes(),
             duration_s: default_duration_s(),
             warmup_s: default_warmup_s(),
             drain_ms: default_drain_ms(),
+            burst: k.burst,
+            on_ms: k.on_ms,
+            off_ms: k.off_ms,
+            frequency_hz: k.frequency_hz,
+            per_cycle: k.per_cycle,
+            trace: k.trace,
+            speed: k.speed,
+            sizes: k.sizes,
+            size_weights: k.size_weights,
+            size_mix: k.size_mix,
+            size_sweep: k.size_sweep,
+            flows: k.flows,
+            vary: k.vary,
+            dscp: k.dscp,
+            pcp: k.pcp,
+            ip_version: default_ip_version(),
+            vlan: None,
+            tx_threads: 1,
+            batch: default_batch(),
+            tx_realtime: false,
+            background: Vec::new(),
         }
     }
+}
+
+/// How bits per second are counted.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RateAccounting {
+    /// Frame + 20 B of preamble, SFD and inter-frame gap.
+    #[default]
+    L1,
+    /// Frame with FCS only.
+    L2,
+}
+
+/// Pattern parameters, sizes and flows of one stream: the keys `[traffic]` and every
+/// `[[traffic.background]]` share (kept in sync by hand: serde's `flatten` would lose
+/// the line numbers of unknown-key errors).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamKeys {
+    /// burst: packets back to back per burst.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// onoff: length of an on period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub on_ms: f64,
+    /// onoff: length of an off period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub off_ms: f64,
+    /// periodic: cycles per second.
+    #[serde(default)]
+    pub frequency_hz: Option<f64>,
+    /// periodic: packets per cycle.
+    #[serde(default = "default_one_u32")]
+    pub per_cycle: u32,
+    /// replay: pcap or pcapng file (relative to the working directory).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// replay: speed-up factor (2 = twice as fast).
+    #[serde(default = "default_speed")]
+    pub speed: f64,
+    /// Frame sizes sent in turn (a sweep within the run), instead of `frame_bytes`.
+    #[serde(default)]
+    pub sizes: Option<Vec<u64>>,
+    /// Weights for `sizes`: sizes are then drawn at random with these weights.
+    #[serde(default)]
+    pub size_weights: Option<Vec<f64>>,
+    /// "imix": 64, 594 and 1518 B in the ratio 7:4:1.
+    #[serde(default)]
+    pub size_mix: Option<String>,
+    /// A sweep `[from, to, step]`, sent in turn.
+    #[serde(default)]
+    pub size_sweep: Option<[u64; 3]>,
+    /// Number of flows, taken round robin.
+    #[serde(default = "default_one_u32")]
+    pub flows: u32,
+    /// Fields that differ per flow: any of src_ip, dst_ip, src_port, dst_port.
+    #[serde(default = "default_vary")]
+    pub vary: Vec<String>,
+    /// DSCP (0..63).
+    #[serde(default)]
+    pub dscp: u8,
+    /// 802.1Q priority code point (0..7), with `traffic.vlan`.
+    #[serde(default)]
+    pub pcp: u8,
+}
+
+impl Default for StreamKeys {
+    fn default() -> Self {
+        StreamKeys {
+            burst: default_burst(),
+            on_ms: default_on_off_ms(),
+            off_ms: default_on_off_ms(),
+            frequency_hz: None,
+            per_cycle: 1,
+            trace: None,
+            speed: default_speed(),
+            sizes: None,
+            size_weights: None,
+            size_mix: None,
+            size_sweep: None,
+            flows: 1,
+            vary: default_vary(),
+            dscp: 0,
+            pcp: 0,
+        }
+    }
+}
+
+/// `[[traffic.background]]`: a stream that is sent with the probe stream and counted,
+/// not recorded.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackgroundStream {
+    /// Traffic pattern.
+    #[serde(default)]
+    pub pattern: Pattern,
+    /// Packets per second.
+    #[serde(default)]
+    pub rate_pps: Rate,
+    /// Bits per second instead of `rate_pps`.
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// "l1" or "l2".
+    #[serde(default)]
+    pub rate_accounting: RateAccounting,
+    /// Frame size including FCS.
+    #[serde(default = "default_frame_bytes")]
+    pub frame_bytes: u64,
+    /// burst: packets back to back per burst.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// onoff: length of an on period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub on_ms: f64,
+    /// onoff: length of an off period, ms.
+    #[serde(default = "default_on_off_ms")]
+    pub off_ms: f64,
+    /// periodic: cycles per second.
+    #[serde(default)]
+    pub frequency_hz: Option<f64>,
+    /// periodic: packets per cycle.
+    #[serde(default = "default_one_u32")]
+    pub per_cycle: u32,
+    /// replay: pcap or pcapng file (relative to the working directory).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// replay: speed-up factor (2 = twice as fast).
+    #[serde(default = "default_speed")]
+    pub speed: f64,
+    /// Frame sizes sent in turn (a sweep within the run), instead of `frame_bytes`.
+    #[serde(default)]
+    pub sizes: Option<Vec<u64>>,
+    /// Weights for `sizes`: sizes are then drawn at random with these weights.
+    #[serde(default)]
+    pub size_weights: Option<Vec<f64>>,
+    /// "imix": 64, 594 and 1518 B in the ratio 7:4:1.
+    #[serde(default)]
+    pub size_mix: Option<String>,
+    /// A sweep `[from, to, step]`, sent in turn.
+    #[serde(default)]
+    pub size_sweep: Option<[u64; 3]>,
+    /// Number of flows, taken round robin.
+    #[serde(default = "default_one_u32")]
+    pub flows: u32,
+    /// Fields that differ per flow: any of src_ip, dst_ip, src_port, dst_port.
+    #[serde(default = "default_vary")]
+    pub vary: Vec<String>,
+    /// DSCP (0..63).
+    #[serde(default)]
+    pub dscp: u8,
+    /// 802.1Q priority code point (0..7), with `traffic.vlan`.
+    #[serde(default)]
+    pub pcp: u8,
+}
+
+impl TrafficSection {
+    /// The probe stream's pattern parameters, sizes and flows.
+    pub fn keys(&self) -> StreamKeys {
+        StreamKeys {
+            burst: self.burst,
+            on_ms: self.on_ms,
+            off_ms: self.off_ms,
+            frequency_hz: self.frequency_hz,
+            per_cycle: self.per_cycle,
+            trace: self.trace.clone(),
+            speed: self.speed,
+            sizes: self.sizes.clone(),
+            size_weights: self.size_weights.clone(),
+            size_mix: self.size_mix.clone(),
+            size_sweep: self.size_sweep,
+            flows: self.flows,
+            vary: self.vary.clone(),
+            dscp: self.dscp,
+            pcp: self.pcp,
+        }
+    }
+}
+
+impl BackgroundStream {
+    /// This stream's pattern parameters, sizes and flows.
+    pub fn keys(&self) -> StreamKeys {
+        StreamKeys {
+            burst: self.burst,
+            on_ms: self.on_ms,
+            off_ms: self.off_ms,
+            frequency_hz: self.frequency_hz,
+            per_cycle: self.per_cycle,
+            trace: self.trace.clone(),
+            speed: self.speed,
+            sizes: self.sizes.clone(),
+            size_weights: self.size_weights.clone(),
+            size_mix: self.size_mix.clone(),
+            size_sweep: self.size_sweep,
+            flows: self.flows,
+            vary: self.vary.clone(),
+            dscp: self.dscp,
+            pcp: self.pcp,
+        }
+    }
+}
+
+fn default_ip_version() -> u8 {
+    4
+}
+fn default_one_usize() -> usize {
+    1
+}
+fn default_one_u32() -> u32 {
+    1
+}
+fn default_batch() -> usize {
+    32
+}
+fn default_burst() -> u32 {
+    8
+}
+fn default_on_off_ms() -> f64 {
+    10.0
+}
+fn default_speed() -> f64 {
+    1.0
+}
+fn default_vary() -> Vec<String> {
+    vec!["src_port".into()]
 }
 
 /// I/O backend.
@@ -549,28 +968,33 @@ impl Spec {
             )))
         };
         match self.dut.kind {
-            DutKind::Nflab | DutKind::External => {
+            DutKind::External => {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge",
+                    "loopback, linux-router, linux-bridge, nflab",
                 )
             }
+            DutKind::Nflab => self.dut.check_nflab()?,
             _ => {}
         }
         if self.topology.kind == TopologyKind::Hosts {
             crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
         }
-        if self.traffic.backend != Backend::AfPacket {
+        if self.traffic.backend == Backend::Udp {
             return unsupported(
                 "traffic.backend",
                 self.traffic.backend.as_str(),
-                "af_packet",
+                "af_packet, af_xdp",
             );
         }
-        if self.traffic.pattern != Pattern::Cbr {
-            return unsupported("traffic.pattern", self.traffic.pattern.as_str(), "cbr");
-        }
+        // Every pattern, size and flow parameter (and a replayed trace file) is checked
+        // here, before any topology exists or anything is recorded.
+        crate::runner::build_plan(
+            &self.traffic,
+            self.experiment.seed,
+            &crate::runner::default_probe_base(),
+        )?;
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! ```text
 //!   nflab-<id>-lg                          nflab-<id>-dut
 //!   gen ──► lg0 ═══════ veth ═══════► dut0 ─┐
-//!                                           │ linux-router | linux-bridge
+//!                                           │ linux-router | linux-bridge | nflab
 //!   rec ◄── lg1 ◄══════ veth ════════ dut1 ◄┘
 //! ```
 //!
@@ -87,7 +87,9 @@ impl Topology {
         let lg_ns = format!("{NS_PREFIX}{id}-lg");
         let dut_ns = match dut {
             DutKind::Loopback => None,
-            DutKind::LinuxRouter | DutKind::LinuxBridge => Some(format!("{NS_PREFIX}{id}-dut")),
+            DutKind::LinuxRouter | DutKind::LinuxBridge | DutKind::Nflab => {
+                Some(format!("{NS_PREFIX}{id}-dut"))
+            }
             other => {
                 return Err(LabError::Unsupported(format!(
                     "dut.kind = \"{}\" cannot be built by the netns topology of this version",
@@ -176,7 +178,8 @@ impl Topology {
             return m;
         }
         match self.dut {
-            DutKind::LinuxRouter => DUT0_MAC,
+            // The nflab data plane rewrites the destination to lg1's MAC.
+            DutKind::LinuxRouter | DutKind::Nflab => DUT0_MAC,
             _ => LG1_MAC,
         }
     }
@@ -333,6 +336,11 @@ impl Topology {
                     ip(&["-n", &dut, "link", "set", "dut0", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
+                }
+                DutKind::Nflab => {
+                    // The data plane owns dut0/dut1 through raw sockets; the
+                    // kernel must not forward a copy of what it sees there.
+                    sysctl(&dut, &["net.ipv4.ip_forward=0"])?;
                 }
                 _ => {}
             }

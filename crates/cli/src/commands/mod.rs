@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod compare;
 pub mod doctor;
+pub mod dut;
 pub mod gen;
 pub mod model;
 pub mod recv;

@@ -36,6 +36,11 @@ pub struct Args {
     /// Print the recorder report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also check the received stream against a constant inter-packet gap of this many
+    /// ns (arrival order): rate accuracy and IPG MSE as in `nflab gen --selfcheck`, for
+    /// any generator (the benchmark uses it for trafgen too).
+    #[arg(long)]
+    ipg_ns: Option<f64>,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -48,6 +53,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             };
             let cfg = nflab_lab::runner::recorder_ring();
             (Box::new(AfPacket::open(iface, &cfg)?), "kernel-software")
+        }
+        super::gen::BackendArg::AfXdp => {
+            let Some(iface) = &args.iface else {
+                bail!("--iface is required with the af-xdp backend");
+            };
+            let cfg = nflab_io::AfXdpConfig {
+                tx: false,
+                ..nflab_io::AfXdpConfig::default()
+            };
+            // AF_XDP carries no kernel timestamp: frames are stamped when read.
+            (Box::new(nflab_io::AfXdp::open(iface, &cfg)?), "application")
         }
         super::gen::BackendArg::Udp => {
             let Some(bind) = args.bind else {
@@ -95,8 +111,31 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         interrupted,
         extra: Default::default(),
     })?;
+    let ipg = match args.ipg_ns {
+        Some(gap) if gap > 0.0 => {
+            let file = nflab_record::read_all(&args.out)?;
+            let rx: Vec<(u64, u64)> = file
+                .records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i as u64, r.rx_ns))
+                .collect();
+            let sched: Vec<u64> = (0..rx.len() as u64)
+                .map(|i| (i as f64 * gap).round() as u64)
+                .collect();
+            let mut sc = nflab_gen::selfcheck::check(&rx, &sched, "receive side, arrival order");
+            sc.histogram.clear();
+            Some(sc)
+        }
+        Some(gap) => bail!("--ipg-ns {gap} is not valid: use a positive number of ns"),
+        None => None,
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        if let (Some(sc), Some(o)) = (&ipg, v.as_object_mut()) {
+            o.insert("ipg".into(), serde_json::to_value(sc)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
             "recorded {} probes to {} ({} other frames ignored, {} dropped by the kernel)",

@@ -1,4 +1,4 @@
-//! `nflab report DIR`
+//! `nflab report DIR [--figure ID] [--no-png]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,10 +8,30 @@ use std::process::ExitCode;
 pub struct Args {
     /// An experiment directory written by `nflab run`.
     dir: PathBuf,
+    /// Redraw only this figure (its SVG, PNG and CSV in DIR/figures/), e.g. `hdr`.
+    #[arg(long, value_name = "ID")]
+    figure: Option<String>,
+    /// Do not render PNG files next to the SVGs.
+    #[arg(long)]
+    no_png: bool,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let path = nflab_report::write_report(&args.dir)?;
-    println!("{}", path.display());
+    let opts = nflab_report::Options {
+        only_figure: args.figure,
+        no_png: args.no_png,
+    };
+    let w = nflab_report::write_report_with(&args.dir, &opts)?;
+    for p in &w.problems {
+        eprintln!("note: {p}");
+    }
+    match w.report {
+        Some(path) => println!("{}", path.display()),
+        None => {
+            for f in &w.files {
+                println!("{}", f.display());
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,657 @@
+//! The worker: one thread, one chain, two ports (DESIGN §4).
+//!
+//! Each loop iteration (a "breath"):
+//!
+//! 1. **Receive** at most `batch` frames from the input port into the
+//!    chain's input link. How it waits is the receive mode: `busy-poll`
+//!    never sleeps, `blocking` sleeps in the kernel until a frame or the next
+//!    deadline, `adaptive` busy-polls while frames keep coming and blocks
+//!    after `adaptive_spin_us` without any.
+//! 2. **Push** the chain: every app handles what is readable.
+//! 3. **Transmit** the chain's output the way DPDK's `l2fwd` does (seed 002):
+//!    full batches of `batch` leave at once; a partial batch waits for the
+//!    periodic drain timer (`drain_us`), which fires every `drain_us` whether
+//!    or not anything waits. At a rate far below the batch rate every flush
+//!    is a timer flush, so each packet waits a uniform 0..`drain_us` — which
+//!    is what explains the 56 µs mean that seed 002 measured behind a
+//!    "batch of 32". `drain_us = 0` sends every packet in the breath it came.
+//!
+//! Counters: polls that delivered frames (busy) and those that did not
+//! (idle), a histogram of receive batch sizes, flushes by size and by timer,
+//! and TSC cycles spent in busy breaths, so `cycles_busy / tx_packets` is the
+//! per-packet cost `c_IO + c_task` of seed 000's model when the worker is
+//! CPU-bound.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nflab_io::{IoError, IoStats, PacketIo};
+use serde::{Deserialize, Serialize};
+
+use crate::app::{AppStats, Chain, LinkStats};
+use crate::link::Link;
+use crate::packet::{self, Packet};
+use crate::tsc;
+
+/// Longest a blocking receive sleeps before it looks at the stop flag again.
+const MAX_BLOCK: Duration = Duration::from_millis(10);
+
+/// How the worker waits for frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxMode {
+    /// Poll without sleeping: lowest latency, one core at 100 %.
+    #[default]
+    BusyPoll,
+    /// Sleep in `poll(2)` until a frame arrives or a deadline is due.
+    Blocking,
+    /// Busy-poll while frames come; block after `adaptive_spin_us` idle.
+    Adaptive,
+}
+
+impl RxMode {
+    /// Name as written in configs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RxMode::BusyPoll => "busy-poll",
+            RxMode::Blocking => "blocking",
+            RxMode::Adaptive => "adaptive",
+        }
+    }
+
+    /// Parse a config value; the error names the valid ones.
+    pub fn parse(s: &str) -> Result<RxMode, String> {
+        match s {
+            "busy-poll" => Ok(RxMode::BusyPoll),
+            "blocking" => Ok(RxMode::Blocking),
+            "adaptive" => Ok(RxMode::Adaptive),
+            other => Err(format!(
+                "rx_mode \"{other}\" is not known: use busy-poll, blocking or adaptive"
+            )),
+        }
+    }
+}
+
+/// Settings of a worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerConfig {
+    /// Largest receive batch and the size of a full transmit batch.
+    pub batch: usize,
+    /// How to wait for frames.
+    pub rx_mode: RxMode,
+    /// Drain timer period in ns; 0 sends partial batches at once.
+    pub drain_ns: u64,
+    /// Capacity of every link in packets.
+    pub link_capacity: usize,
+    /// Adaptive mode: idle time before blocking.
+    pub adaptive_spin_ns: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            batch: 32,
+            rx_mode: RxMode::BusyPoll,
+            drain_ns: 0,
+            link_capacity: 1024,
+            adaptive_spin_ns: 50_000,
+        }
+    }
+}
+
+/// Why a worker stopped before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// An interface went away (deleted, moved or set down) while running.
+    #[error("interface '{ifname}' vanished or went down while the data plane was running ({source}); the counters up to then are kept")]
+    InterfaceGone {
+        /// The interface.
+        ifname: String,
+        /// The OS error.
+        source: IoError,
+    },
+    /// Any other I/O failure.
+    #[error("data plane I/O on '{ifname}' failed: {source}")]
+    Io {
+        /// The interface.
+        ifname: String,
+        /// The error.
+        source: IoError,
+    },
+}
+
+/// One port of a worker: a backend and the interface name it is bound to.
+pub struct Port {
+    /// Interface name (for counters and errors).
+    pub ifname: String,
+    /// The backend.
+    pub io: Box<dyn PacketIo>,
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PortStats {
+    /// Interface.
+    pub ifname: String,
+    /// Backend name.
+    pub backend: String,
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Frames the kernel dropped before the worker saw them.
+    pub rx_kernel_drops: u64,
+    /// Transmit calls that queued fewer frames than asked.
+    pub tx_ring_full: u64,
+}
+
+impl PortStats {
+    fn new(p: &Port) -> PortStats {
+        let s: IoStats = p.io.stats();
+        PortStats {
+            ifname: p.ifname.clone(),
+            backend: p.io.name().to_string(),
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_kernel_drops: s.rx_kernel_drops,
+            tx_ring_full: s.tx_ring_full,
+        }
+    }
+}
+
+/// Counters of the worker loop.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LoopStats {
+    /// Batch size setting.
+    pub batch: usize,
+    /// Receive mode setting.
+    pub rx_mode: String,
+    /// Drain timer setting in µs.
+    pub drain_us: f64,
+    /// Loop iterations.
+    pub iterations: u64,
+    /// Receive polls that delivered at least one frame.
+    pub busy_polls: u64,
+    /// Receive polls that delivered nothing.
+    pub idle_polls: u64,
+    /// Receive batch size → number of polls (busy polls only).
+    pub rx_batch_hist: BTreeMap<usize, u64>,
+    /// Mean receive batch size over busy polls.
+    pub rx_batch_mean: f64,
+    /// Transmissions of a full batch.
+    pub flush_by_size: u64,
+    /// Transmissions of a partial batch when the drain timer fired.
+    pub flush_by_timer: u64,
+    /// Transmissions of a partial batch at once (`drain_us = 0`).
+    pub flush_immediate: u64,
+    /// Frames received that were longer than a packet buffer and cut.
+    pub rx_truncated: u64,
+    /// Frames received while the input link was full, dropped.
+    pub rx_link_full: u64,
+    /// TSC cycles of iterations that moved packets.
+    pub cycles_busy: u64,
+    /// TSC cycles of all iterations.
+    pub cycles_total: u64,
+    /// TSC ticks per second (calibrated).
+    pub tsc_hz: f64,
+    /// `cycles_busy / packets sent`, the per-packet cost when CPU-bound.
+    pub cycles_per_packet: f64,
+    /// Wall-clock time of `run`, ns.
+    pub wall_ns: u64,
+    /// CPU time of the worker thread during `run`, ns.
+    pub cpu_ns: u64,
+    /// Packet buffers allocated after start-up (should stay 0).
+    pub pool_allocations: u64,
+}
+
+/// Everything a worker counted: what `nflab dut --stats` prints and what a
+/// run stores as `dut.json`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WorkerStats {
+    /// CPU the worker was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Functions in order.
+    pub pipeline: Vec<String>,
+    /// The loop.
+    pub worker: LoopStats,
+    /// Input then output port.
+    pub ports: Vec<PortStats>,
+    /// Every link of the chain.
+    pub links: Vec<LinkStats>,
+    /// Every app of the chain.
+    pub apps: Vec<AppStats>,
+    /// Why the worker stopped early, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One worker: input port → chain → output port.
+pub struct Worker {
+    cfg: WorkerConfig,
+    chain: Chain,
+    input: Port,
+    output: Port,
+    stats: LoopStats,
+    hist: Vec<u64>,
+    cpu: Option<usize>,
+    error: Option<String>,
+}
+
+fn is_gone(e: &IoError) -> bool {
+    match e {
+        IoError::Syscall { source, .. } => matches!(
+            source.raw_os_error(),
+            Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV)
+        ),
+        IoError::NoSuchInterface { .. } | IoError::InterfaceDown { .. } => true,
+        _ => false,
+    }
+}
+
+fn classify(ifname: &str, e: IoError) -> WorkerError {
+    if is_gone(&e) {
+        WorkerError::InterfaceGone {
+            ifname: ifname.to_string(),
+            source: e,
+        }
+    } else {
+        WorkerError::Io {
+            ifname: ifname.to_string(),
+            source: e,
+        }
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid local `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Send up to `n` packets of `link` through `port`; returns how many left.
+fn send(port: &mut Port, link: &mut Link, n: usize) -> Result<usize, WorkerError> {
+    let n = n.min(link.nreadable());
+    if n == 0 {
+        return Ok(0);
+    }
+    let sent = port
+        .io
+        .tx_batch(n, &mut |_, buf| match link.receive() {
+            Some(p) => {
+                let len = p.len().min(buf.len());
+                buf[..len].copy_from_slice(&p.data()[..len]);
+                len
+            }
+            None => 0,
+        })
+        .map_err(|e| classify(&port.ifname, e))?;
+    port.io.flush_tx().map_err(|e| classify(&port.ifname, e))?;
+    Ok(sent)
+}
+
+impl Worker {
+    /// A worker over `chain`, receiving on `input` and sending on `output`
+    /// (and `back` traffic on `input`). Fills this thread's packet pool, so
+    /// build the worker on the thread that runs it.
+    pub fn new(cfg: WorkerConfig, chain: Chain, input: Port, output: Port) -> Worker {
+        let cfg = WorkerConfig {
+            batch: cfg.batch.max(1),
+            link_capacity: cfg.link_capacity.max(cfg.batch),
+            ..cfg
+        };
+        // Every link full plus a batch in flight, and some for the apps' buffers.
+        packet::preallocate((cfg.link_capacity * 4).max(4096));
+        let stats = LoopStats {
+            batch: cfg.batch,
+            rx_mode: cfg.rx_mode.as_str().into(),
+            drain_us: cfg.drain_ns as f64 / 1e3,
+            tsc_hz: tsc::tsc_hz(),
+            pool_allocations: packet::pool_allocations(),
+            ..LoopStats::default()
+        };
+        Worker {
+            hist: vec![0; cfg.batch + 1],
+            cfg,
+            chain,
+            input,
+            output,
+            stats,
+            cpu: None,
+            error: None,
+        }
+    }
+
+    /// Record the CPU this worker's thread is pinned to (for the counters).
+    pub fn set_cpu(&mut self, cpu: Option<usize>) {
+        self.cpu = cpu;
+    }
+
+    /// The chain, e.g. to feed it in tests.
+    pub fn chain(&mut self) -> &mut Chain {
+        &mut self.chain
+    }
+
+    /// Run until `stop` is set or a port fails. On failure the counters up
+    /// to then stay available through [`Worker::stats`].
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
+        let pool0 = packet::pool_allocations();
+        let wall0 = nflab_io::clock::monotonic_ns();
+        let cpu0 = thread_cpu_ns();
+        let r = self.run_loop(stop);
+        // Whatever is left in the output goes out, unless the port is gone.
+        if r.is_ok() {
+            let _ = self.flush_all();
+        }
+        self.stats.wall_ns += nflab_io::clock::monotonic_ns() - wall0;
+        self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
+        self.stats.pool_allocations += packet::pool_allocations() - pool0;
+        if let Err(e) = &r {
+            self.error = Some(e.to_string());
+        }
+        r
+    }
+
+    fn flush_all(&mut self) -> Result<(), WorkerError> {
+        for _ in 0..64 {
+            let out = self.chain.output().nreadable();
+            let back = self.chain.back().nreadable();
+            if out + back == 0 {
+                break;
+            }
+            send(&mut self.output, self.chain.output(), out)?;
+            send(&mut self.input, self.chain.back(), back)?;
+        }
+        Ok(())
+    }
+
+    fn block_timeout(&mut self, now: u64, last_drain: u64) -> Duration {
+        let mut deadline = now + MAX_BLOCK.as_nanos() as u64;
+        if self.cfg.drain_ns > 0 && !self.chain.output().is_empty() {
+            deadline = deadline.min(last_drain + self.cfg.drain_ns);
+        }
+        if let Some(d) = self.chain.next_deadline_ns() {
+            deadline = deadline.min(d);
+        }
+        Duration::from_nanos(deadline.saturating_sub(now))
+    }
+
+    fn run_loop(&mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
+        let batch = self.cfg.batch;
+        let mut last_drain = nflab_io::clock::monotonic_ns();
+        let mut last_busy = last_drain;
+        while !stop.load(Ordering::Relaxed) {
+            let c0 = tsc::rdtsc();
+            let now = nflab_io::clock::monotonic_ns();
+            self.stats.iterations += 1;
+
+            // 1. Receive.
+            let timeout = match self.cfg.rx_mode {
+                RxMode::BusyPoll => Duration::ZERO,
+                RxMode::Blocking => self.block_timeout(now, last_drain),
+                RxMode::Adaptive if now - last_busy >= self.cfg.adaptive_spin_ns => {
+                    self.block_timeout(now, last_drain)
+                }
+                RxMode::Adaptive => Duration::ZERO,
+            };
+            let room = self.chain.input().room().min(batch);
+            let (stats, chain) = (&mut self.stats, &mut self.chain);
+            let n = self
+                .input
+                .io
+                .rx_batch(room.max(1), timeout, &mut |frame, _meta| {
+                    let mut p = Packet::from_slice(frame);
+                    p.rx_ns = now;
+                    stats.rx_truncated += (frame.len() > p.len()) as u64;
+                    if !chain.input().transmit(p) {
+                        stats.rx_link_full += 1;
+                    }
+                })
+                .map_err(|e| classify(&self.input.ifname, e))?;
+            let now = if timeout.is_zero() {
+                now
+            } else {
+                nflab_io::clock::monotonic_ns()
+            };
+            if n > 0 {
+                self.stats.busy_polls += 1;
+                self.hist[n.min(batch)] += 1;
+                last_busy = now;
+            } else {
+                self.stats.idle_polls += 1;
+            }
+
+            // 2. Push.
+            let held_before = self.chain.in_flight();
+            self.chain.breathe(now);
+
+            // 3. Transmit: full batches now, the rest on the drain timer.
+            let mut sent = 0;
+            while self.chain.output().nreadable() >= batch {
+                let k = send(&mut self.output, self.chain.output(), batch)?;
+                sent += k;
+                self.stats.flush_by_size += 1;
+                if k < batch {
+                    break;
+                }
+            }
+            let left = self.chain.output().nreadable();
+            if self.cfg.drain_ns == 0 {
+                if left > 0 {
+                    sent += send(&mut self.output, self.chain.output(), left)?;
+                    self.stats.flush_immediate += 1;
+                }
+            } else if now - last_drain >= self.cfg.drain_ns {
+                // Periodic, as l2fwd's `BURST_TX_DRAIN_US` check.
+                if left > 0 {
+                    sent += send(&mut self.output, self.chain.output(), left)?;
+                    self.stats.flush_by_timer += 1;
+                }
+                last_drain = now;
+            }
+            let back = self.chain.back().nreadable();
+            if back > 0 {
+                sent += send(&mut self.input, self.chain.back(), back)?;
+            }
+            let cycles = tsc::rdtsc().wrapping_sub(c0);
+            self.stats.cycles_total += cycles;
+            if n > 0 || sent > 0 || held_before > 0 {
+                self.stats.cycles_busy += cycles;
+            }
+        }
+        Ok(())
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> WorkerStats {
+        let mut w = self.stats.clone();
+        w.rx_batch_hist = self
+            .hist
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (i, c))
+            .collect();
+        let polls: u64 = self.hist.iter().sum();
+        w.rx_batch_mean = if polls > 0 {
+            self.hist
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| i as f64 * c as f64)
+                .sum::<f64>()
+                / polls as f64
+        } else {
+            0.0
+        };
+        let out = PortStats::new(&self.output);
+        let input = PortStats::new(&self.input);
+        let sent = out.tx_packets + input.tx_packets;
+        w.cycles_per_packet = if sent > 0 {
+            w.cycles_busy as f64 / sent as f64
+        } else {
+            0.0
+        };
+        WorkerStats {
+            cpu: self.cpu,
+            pipeline: self.chain.names().iter().map(|s| s.to_string()).collect(),
+            worker: w,
+            ports: vec![input, out],
+            links: self.chain.link_stats(),
+            apps: self.chain.app_stats(),
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// Pin the calling thread to `cpu`; the error says why not.
+pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it, and
+    // sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes of it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(format!("CPU {cpu} is out of range"));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "cannot pin the data plane to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::l2fwd::L2Fwd;
+    use nflab_io::MemIo;
+    use nflab_wire::MacAddr;
+    use std::sync::Arc;
+
+    fn frame(i: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12] = 0x08;
+        f[56..60].copy_from_slice(&i.to_be_bytes());
+        f
+    }
+
+    /// gen ⇄ (a | worker | b) ⇄ sink over MemIo; returns the frames that came out.
+    fn run_worker(cfg: WorkerConfig, frames: usize) -> (Vec<Vec<u8>>, WorkerStats) {
+        let (mut gen, a) = MemIo::pair(4096);
+        let (b, mut sink) = MemIo::pair(4096);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let h = std::thread::spawn(move || {
+            let chain = Chain::new(
+                vec![Box::new(L2Fwd::new(
+                    MacAddr([2, 0, 0, 0, 0, 1]),
+                    MacAddr([2, 0, 0, 0, 0, 2]),
+                ))],
+                cfg.link_capacity,
+            );
+            let mut w = Worker::new(
+                cfg,
+                chain,
+                Port {
+                    ifname: "a".into(),
+                    io: Box::new(a),
+                },
+                Port {
+                    ifname: "b".into(),
+                    io: Box::new(b),
+                },
+            );
+            w.run(&stop2).unwrap();
+            w.stats()
+        });
+        let mut sent = 0;
+        while sent < frames {
+            let k = (frames - sent).min(7);
+            sent += gen
+                .tx_batch(k, &mut |i, buf| {
+                    let f = frame((sent + i) as u32);
+                    buf[..60].copy_from_slice(&f);
+                    60
+                })
+                .unwrap();
+        }
+        let mut out = Vec::new();
+        let t0 = std::time::Instant::now();
+        while out.len() < frames && t0.elapsed() < Duration::from_secs(10) {
+            sink.rx_batch(64, Duration::from_millis(10), &mut |f, _| {
+                out.push(f.to_vec())
+            })
+            .unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        let stats = h.join().unwrap();
+        (out, stats)
+    }
+
+    #[test]
+    fn forwards_everything_in_order_and_counts() {
+        for mode in [RxMode::BusyPoll, RxMode::Blocking, RxMode::Adaptive] {
+            let cfg = WorkerConfig {
+                batch: 8,
+                rx_mode: mode,
+                drain_ns: 50_000,
+                ..WorkerConfig::default()
+            };
+            let (out, s) = run_worker(cfg, 1000);
+            assert_eq!(out.len(), 1000, "{mode:?}");
+            for (i, f) in out.iter().enumerate() {
+                assert_eq!(&f[56..60], &(i as u32).to_be_bytes());
+                assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 2]);
+            }
+            assert_eq!(s.ports[0].rx_packets, 1000);
+            assert_eq!(s.ports[1].tx_packets, 1000);
+            assert_eq!(s.apps[0].packets_in, 1000);
+            assert_eq!(s.apps[0].packets_out, 1000);
+            let polled: u64 = s
+                .worker
+                .rx_batch_hist
+                .iter()
+                .map(|(k, v)| *k as u64 * v)
+                .sum();
+            assert_eq!(polled, 1000);
+            assert!(s.worker.rx_batch_hist.keys().all(|&k| (1..=8).contains(&k)));
+            assert_eq!(s.worker.pool_allocations, 0, "{mode:?}");
+            let json = serde_json::to_value(&s).unwrap();
+            assert_eq!(json["links"][1]["tx_packets"], 1000);
+        }
+    }
+
+    #[test]
+    fn partial_batches_wait_for_the_drain_timer() {
+        // One frame, batch 32: it may only leave on a timer flush.
+        let cfg = WorkerConfig {
+            batch: 32,
+            drain_ns: 1_000_000,
+            ..WorkerConfig::default()
+        };
+        let (out, s) = run_worker(cfg, 1);
+        assert_eq!(out.len(), 1);
+        assert_eq!(s.worker.flush_by_timer, 1);
+        assert_eq!(s.worker.flush_by_size, 0);
+        // Batch 1: the frame is a full batch and leaves at once.
+        let cfg = WorkerConfig {
+            batch: 1,
+            drain_ns: 1_000_000_000,
+            ..WorkerConfig::default()
+        };
+        let (out, s) = run_worker(cfg, 3);
+        assert_eq!(out.len(), 3);
+        assert_eq!((s.worker.flush_by_size, s.worker.flush_by_timer), (3, 0));
+    }
+}

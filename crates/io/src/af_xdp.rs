@@ -1,0 +1,907 @@
+//! AF_XDP backend: raw Ethernet frames through an XDP socket and its UMEM.
+//!
+//! # Layout (Documentation/networking/af_xdp.rst)
+//!
+//! The UMEM is one anonymous mapping cut into `frames` chunks of `frame_bytes`. Four
+//! single-producer/single-consumer rings, each mapped from the socket, pass chunk
+//! addresses between us and the kernel:
+//!
+//! - **fill** (we produce): empty chunks the kernel may receive into;
+//! - **RX** (kernel produces): `xdp_desc { addr, len }` of received frames;
+//! - **TX** (we produce): descriptors of frames to send;
+//! - **completion** (kernel produces): chunks whose frames have been sent.
+//!
+//! With RX on, the lower half of the chunks starts in the fill ring and the upper half
+//! is the TX free list; without RX all of them are for TX. A received chunk goes back to
+//! the fill ring as soon as the sink has seen it, so RX never allocates.
+//!
+//! Receiving needs an XDP program on the interface that redirects frames into the
+//! socket: [`AfXdp::open`] loads one of five instructions, written here as raw eBPF (in
+//! the spirit of ixy: no toolchain, nothing hidden) —
+//! `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)` — so every frame
+//! arriving on a queue with a socket goes to it, and frames on other queues pass to the
+//! stack. It is attached with a BPF link and detached when the socket is dropped.
+//! Only the test interface should carry traffic while a recorder listens on it.
+//!
+//! # Copy and zero-copy
+//!
+//! `bind` first asks for zero-copy (`XDP_ZEROCOPY`), which drivers with AF_XDP support
+//! (i40e, ice, mlx5, ...) give; veth and most others refuse it, and the socket falls
+//! back to copy mode (`XDP_COPY`), where the kernel copies each frame between the UMEM
+//! and an skb. [`AfXdp::zero_copy`] says which one was bound.
+//!
+//! # TX kicks
+//!
+//! In copy mode the kernel sends at most 32 descriptors per `sendto` kick
+//! (`TX_BATCH_SIZE` in net/xdp/xsk.c) and answers `EAGAIN` when more remain, so
+//! `flush_tx` kicks until the TX ring is drained or the device pushes back.
+//!
+//! # Memory ordering
+//!
+//! Ring indices are shared with the kernel (`smp_load_acquire`/`smp_store_release` on
+//! its side): our loads of the other side's index are `Acquire` (the descriptors it
+//! published are visible after), our stores of our index are `Release` (our descriptors
+//! and frame bytes are visible before).
+//!
+//! # Timestamps
+//!
+//! AF_XDP carries no kernel timestamp: RX frames get an application `CLOCK_REALTIME`
+//! stamp when the batch is read ([`TsSource::Application`]).
+
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::sys::{self, Mmap};
+use crate::{clock, iface, probe_caps, IoError, IoStats, Layer, PacketIo, RxMeta, TsSource};
+
+const BACKEND: &str = "AF_XDP";
+const SOL_XDP: libc::c_int = 283;
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
+const XDP_PGOFF_RX_RING: i64 = 0;
+const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+/// Ethernet header without tag.
+const ETH_HLEN: usize = 14;
+/// Room for one 802.1Q tag above MTU + 14.
+const VLAN_HLEN: usize = 4;
+
+/// `struct xdp_umem_reg` (<linux/if_xdp.h>, with `flags` and `tx_metadata_len`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+/// `struct xdp_ring_offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+/// `struct xdp_mmap_offsets`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+/// `struct xdp_desc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct XdpDesc {
+    addr: u64,
+    len: u32,
+    options: u32,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// `struct xdp_statistics` (first six counters).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
+}
+
+/// Whether to ask for zero-copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Zero-copy where the driver offers it, copy mode otherwise.
+    #[default]
+    Auto,
+    /// Zero-copy or an error.
+    Require,
+    /// Always copy mode.
+    Off,
+}
+
+/// Settings of [`AfXdp::open`].
+#[derive(Debug, Clone)]
+pub struct AfXdpConfig {
+    /// Queue of the interface to bind to.
+    pub queue: u32,
+    /// Receive (loads and attaches the redirect program).
+    pub rx: bool,
+    /// Transmit.
+    pub tx: bool,
+    /// UMEM chunks; a power of two. Default 4096.
+    pub frames: u32,
+    /// Bytes per chunk: 2048 or 4096. Default 2048.
+    pub frame_bytes: u32,
+    /// Entries of each ring; a power of two. Default 2048.
+    pub ring_size: u32,
+    /// Zero-copy choice. Default Auto.
+    pub zero_copy: ZeroCopy,
+}
+
+impl Default for AfXdpConfig {
+    fn default() -> Self {
+        AfXdpConfig {
+            queue: 0,
+            rx: true,
+            tx: true,
+            frames: 4096,
+            frame_bytes: 2048,
+            ring_size: 2048,
+            zero_copy: ZeroCopy::Auto,
+        }
+    }
+}
+
+/// One mapped ring. `T` is the descriptor type (u64 for fill/completion, XdpDesc for RX/TX).
+struct Ring<T> {
+    /// Keeps the ring mapped; everything below points into it.
+    _map: Mmap,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut T,
+    mask: u32,
+    size: u32,
+    /// Our copy of our own index (producer for fill/TX, consumer for RX/completion).
+    local: u32,
+}
+
+// SAFETY: the ring's pointers all point into `map`, which moves with it; the kernel side
+// is synchronised through the atomics, not through thread identity.
+unsafe impl<T> Send for Ring<T> {}
+
+impl<T: Copy> Ring<T> {
+    fn map(
+        fd: &OwnedFd,
+        off: &RingOffset,
+        size: u32,
+        pgoff: i64,
+        ifname: &str,
+    ) -> Result<Ring<T>, IoError> {
+        let len = off.desc as usize + size as usize * size_of::<T>();
+        let map = Mmap::ring_at(fd, len, pgoff)
+            .map_err(|e| sys::err_from("mmap(AF_XDP ring)", ifname, e))?;
+        // SAFETY: the kernel reported these offsets for this mapping; each lies inside it
+        // (desc + size * entries = len) and the index words are u32-aligned.
+        unsafe {
+            Ok(Ring {
+                producer: map.ptr.add(off.producer as usize) as *const AtomicU32,
+                consumer: map.ptr.add(off.consumer as usize) as *const AtomicU32,
+                flags: map.ptr.add(off.flags as usize) as *const AtomicU32,
+                desc: map.ptr.add(off.desc as usize) as *mut T,
+                mask: size - 1,
+                size,
+                local: 0,
+                _map: map,
+            })
+        }
+    }
+
+    fn prod(&self) -> &AtomicU32 {
+        // SAFETY: points into `self.map`, alive as long as `self`.
+        unsafe { &*self.producer }
+    }
+    fn cons(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.consumer }
+    }
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { &*self.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Producer side: free entries.
+    fn free(&self) -> u32 {
+        self.size - self.local.wrapping_sub(self.cons().load(Ordering::Acquire))
+    }
+
+    /// Producer side: write entry `local + i`.
+    fn put(&mut self, i: u32, v: T) {
+        let idx = (self.local.wrapping_add(i) & self.mask) as usize;
+        // SAFETY: idx <= mask < size, inside the descriptor array; the entry is ours
+        // (counted in `free`), the kernel reads it only after `publish`.
+        unsafe { self.desc.add(idx).write(v) }
+    }
+
+    fn publish(&mut self, n: u32) {
+        self.local = self.local.wrapping_add(n);
+        self.prod().store(self.local, Ordering::Release);
+    }
+
+    /// Consumer side: entries available.
+    fn available(&self) -> u32 {
+        self.prod().load(Ordering::Acquire).wrapping_sub(self.local)
+    }
+
+    /// Consumer side: read entry `local + i`.
+    fn get(&self, i: u32) -> T {
+        let idx = (self.local.wrapping_add(i) & self.mask) as usize;
+        // SAFETY: inside the array; published by the kernel (available() was Acquire).
+        unsafe { self.desc.add(idx).read() }
+    }
+
+    fn release(&mut self, n: u32) {
+        self.local = self.local.wrapping_add(n);
+        self.cons().store(self.local, Ordering::Release);
+    }
+}
+
+/// An AF_XDP socket on one queue of one interface (see the module docs).
+pub struct AfXdp {
+    // Drop order: rings and the program link before the socket, the UMEM last.
+    rx: Option<Ring<XdpDesc>>,
+    tx: Option<Ring<XdpDesc>>,
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    _xdp: Option<(OwnedFd, OwnedFd, OwnedFd)>,
+    fd: OwnedFd,
+    umem: Mmap,
+    frame_bytes: usize,
+    tx_free: Vec<u64>,
+    tx_total: usize,
+    ifname: String,
+    mtu: usize,
+    zero_copy: bool,
+    tx_packets: u64,
+    rx_packets: u64,
+    tx_ring_full: u64,
+}
+
+fn cfg_err(field: &'static str, reason: String) -> IoError {
+    IoError::Config {
+        backend: BACKEND,
+        field,
+        reason,
+    }
+}
+
+impl AfXdp {
+    /// Open an AF_XDP socket on `cfg.queue` of `ifname` in the current network namespace.
+    pub fn open(ifname: &str, cfg: &AfXdpConfig) -> Result<AfXdp, IoError> {
+        if !cfg.frames.is_power_of_two() || cfg.frames < 64 {
+            return Err(cfg_err(
+                "frames",
+                format!(
+                    "is {} but must be a power of two of at least 64",
+                    cfg.frames
+                ),
+            ));
+        }
+        if cfg.frame_bytes != 2048 && cfg.frame_bytes != 4096 {
+            return Err(cfg_err(
+                "frame_bytes",
+                format!("is {} but must be 2048 or 4096", cfg.frame_bytes),
+            ));
+        }
+        if !cfg.ring_size.is_power_of_two() || cfg.ring_size < 64 {
+            return Err(cfg_err(
+                "ring_size",
+                format!(
+                    "is {} but must be a power of two of at least 64",
+                    cfg.ring_size
+                ),
+            ));
+        }
+        if !cfg.rx && !cfg.tx {
+            return Err(cfg_err(
+                "rx",
+                "and tx are both off: open at least one direction".into(),
+            ));
+        }
+        let ifindex = iface::index(ifname)?;
+        let mtu = iface::mtu(ifname)?;
+        let fd = sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0).map_err(|e| {
+            if sys::is_perm(&e) {
+                IoError::NeedCapNetRaw { what: BACKEND }
+            } else if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+                IoError::Unsupported {
+                    what: BACKEND,
+                    hint: "use a kernel built with CONFIG_XDP_SOCKETS, or the af_packet backend",
+                }
+            } else {
+                sys::err_from("socket(AF_XDP)", ifname, e)
+            }
+        })?;
+        let umem_len = cfg.frames as usize * cfg.frame_bytes as usize;
+        let umem = Mmap::anonymous(umem_len).map_err(|e| sys::err_from("mmap(UMEM)", ifname, e))?;
+        let reg = UmemReg {
+            addr: umem.ptr as u64,
+            len: umem_len as u64,
+            chunk_size: cfg.frame_bytes,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg)
+            .map_err(|e| sys::err_from("setsockopt(XDP_UMEM_REG)", ifname, e))?;
+        let rs = cfg.ring_size as libc::c_int;
+        for (opt, name) in [
+            (XDP_UMEM_FILL_RING, "setsockopt(XDP_UMEM_FILL_RING)"),
+            (
+                XDP_UMEM_COMPLETION_RING,
+                "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            ),
+        ] {
+            sys::setsockopt_int(&fd, SOL_XDP, opt, rs)
+                .map_err(|e| sys::err_from(name, ifname, e))?;
+        }
+        if cfg.rx {
+            sys::setsockopt_int(&fd, SOL_XDP, XDP_RX_RING, rs)
+                .map_err(|e| sys::err_from("setsockopt(XDP_RX_RING)", ifname, e))?;
+        }
+        if cfg.tx {
+            sys::setsockopt_int(&fd, SOL_XDP, XDP_TX_RING, rs)
+                .map_err(|e| sys::err_from("setsockopt(XDP_TX_RING)", ifname, e))?;
+        }
+        let mut off = MmapOffsets::default();
+        sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS, &mut off)
+            .map_err(|e| sys::err_from("getsockopt(XDP_MMAP_OFFSETS)", ifname, e))?;
+        let mut fill: Ring<u64> = Ring::map(
+            &fd,
+            &off.fr,
+            cfg.ring_size,
+            XDP_UMEM_PGOFF_FILL_RING,
+            ifname,
+        )?;
+        let comp: Ring<u64> = Ring::map(
+            &fd,
+            &off.cr,
+            cfg.ring_size,
+            XDP_UMEM_PGOFF_COMPLETION_RING,
+            ifname,
+        )?;
+        let rx = if cfg.rx {
+            Some(Ring::map(
+                &fd,
+                &off.rx,
+                cfg.ring_size,
+                XDP_PGOFF_RX_RING,
+                ifname,
+            )?)
+        } else {
+            None
+        };
+        let tx = if cfg.tx {
+            Some(Ring::map(
+                &fd,
+                &off.tx,
+                cfg.ring_size,
+                XDP_PGOFF_TX_RING,
+                ifname,
+            )?)
+        } else {
+            None
+        };
+
+        // Chunks: RX gets the lower half (at most a fill ring's worth), TX the rest.
+        let fb = cfg.frame_bytes as u64;
+        let rx_chunks = if cfg.rx {
+            (cfg.frames / 2).min(cfg.ring_size)
+        } else {
+            0
+        };
+        for i in 0..rx_chunks {
+            fill.put(i, i as u64 * fb);
+        }
+        fill.publish(rx_chunks);
+        let tx_free: Vec<u64> = if cfg.tx {
+            (rx_chunks as u64..cfg.frames as u64)
+                .rev()
+                .map(|i| i * fb)
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let bind = |flags: u16| -> std::io::Result<()> {
+            let sa = SockaddrXdp {
+                family: libc::AF_XDP as u16,
+                flags,
+                ifindex,
+                queue_id: cfg.queue,
+                shared_umem_fd: 0,
+            };
+            // SAFETY: `sa` is a valid sockaddr_xdp and its size is passed.
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &sa as *const SockaddrXdp as *const libc::sockaddr,
+                    size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            if rc < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        let bind_err = |e: std::io::Error| {
+            match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => IoError::NeedCapNetRaw { what: BACKEND },
+            Some(libc::EBUSY) => cfg_err(
+                "queue",
+                format!("{} of '{ifname}' already has an AF_XDP socket: use another queue or close the other socket", cfg.queue),
+            ),
+            Some(libc::EINVAL) => cfg_err(
+                "queue",
+                format!("{} does not exist on '{ifname}' (or the driver refuses AF_XDP there): check `ethtool -l {ifname}`", cfg.queue),
+            ),
+            _ => sys::err_from("bind(AF_XDP)", ifname, e),
+        }
+        };
+        let zero_copy = match cfg.zero_copy {
+            ZeroCopy::Off => {
+                bind(XDP_COPY | XDP_USE_NEED_WAKEUP).map_err(bind_err)?;
+                false
+            }
+            ZeroCopy::Require => {
+                bind(XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP).map_err(bind_err)?;
+                true
+            }
+            ZeroCopy::Auto => match bind(XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
+                Ok(()) => true,
+                Err(_) => {
+                    bind(XDP_COPY | XDP_USE_NEED_WAKEUP).map_err(bind_err)?;
+                    false
+                }
+            },
+        };
+        let xdp = if cfg.rx {
+            Some(attach_redirect(ifname, ifindex, cfg.queue, &fd)?)
+        } else {
+            None
+        };
+        Ok(AfXdp {
+            rx,
+            tx,
+            fill,
+            comp,
+            _xdp: xdp,
+            fd,
+            umem,
+            frame_bytes: cfg.frame_bytes as usize,
+            tx_total: tx_free.len(),
+            tx_free,
+            ifname: ifname.to_string(),
+            mtu,
+            zero_copy,
+            tx_packets: 0,
+            rx_packets: 0,
+            tx_ring_full: 0,
+        })
+    }
+
+    /// True when the socket is bound in zero-copy mode.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Return completed TX chunks to the free list.
+    fn reclaim(&mut self) {
+        let n = self.comp.available();
+        for i in 0..n {
+            let a = self.comp.get(i);
+            self.tx_free.push(a);
+        }
+        if n > 0 {
+            self.comp.release(n);
+        }
+    }
+
+    fn chunk(&mut self, addr: u64) -> &mut [u8] {
+        let start = addr as usize;
+        debug_assert!(start + self.frame_bytes <= self.umem.len);
+        // SAFETY: addr is a chunk start we handed out (a multiple of frame_bytes below
+        // frames * frame_bytes), so the slice lies in the UMEM; the chunk is ours (on the
+        // free list or just received), so the kernel does not touch it meanwhile.
+        unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), self.frame_bytes) }
+    }
+
+    fn kick_tx(&mut self) -> Result<(), IoError> {
+        // SAFETY: sendto with no buffer and no address is the documented TX kick.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                Ok(())
+            }
+            Some(libc::ENETDOWN) | Some(libc::ENXIO) => Err(IoError::InterfaceDown {
+                ifname: self.ifname.clone(),
+            }),
+            _ => Err(sys::err_from("sendto(AF_XDP kick)", &self.ifname, e)),
+        }
+    }
+}
+
+impl PacketIo for AfXdp {
+    fn name(&self) -> &'static str {
+        "af_xdp"
+    }
+
+    fn layer(&self) -> Layer {
+        Layer::Ethernet
+    }
+
+    fn max_frame_len(&self) -> usize {
+        (self.mtu + ETH_HLEN + VLAN_HLEN).min(self.frame_bytes)
+    }
+
+    fn tx_batch(
+        &mut self,
+        n: usize,
+        fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
+    ) -> Result<usize, IoError> {
+        if self.tx.is_none() {
+            return Err(IoError::DirectionDisabled {
+                backend: BACKEND,
+                ifname: self.ifname.clone(),
+                direction: "tx",
+            });
+        }
+        self.reclaim();
+        let room = self.tx.as_ref().map_or(0, |t| t.free()) as usize;
+        let k = n.min(room).min(self.tx_free.len());
+        if k < n {
+            self.tx_ring_full += 1;
+        }
+        let max = self.max_frame_len();
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < k {
+            let addr = self.tx_free[self.tx_free.len() - 1];
+            let len = fill(done, self.chunk(addr));
+            if len < ETH_HLEN {
+                result = Err(IoError::FrameTooShort {
+                    ifname: self.ifname.clone(),
+                    len,
+                    min: ETH_HLEN,
+                });
+                break;
+            }
+            if len > max {
+                result = Err(IoError::FrameTooLong {
+                    ifname: self.ifname.clone(),
+                    len,
+                    max,
+                });
+                break;
+            }
+            self.tx_free.pop();
+            if let Some(t) = self.tx.as_mut() {
+                t.put(
+                    done as u32,
+                    XdpDesc {
+                        addr,
+                        len: len as u32,
+                        options: 0,
+                    },
+                );
+            }
+            done += 1;
+        }
+        if let Some(t) = self.tx.as_mut() {
+            t.publish(done as u32);
+        }
+        self.tx_packets += done as u64;
+        result.map(|()| done)
+    }
+
+    fn flush_tx(&mut self) -> Result<(), IoError> {
+        // Copy mode sends at most 32 frames per kick; kick until the ring is drained or
+        // the device pushes back (bounded, so this never blocks).
+        for _ in 0..64 {
+            let Some(t) = self.tx.as_ref() else {
+                return Ok(());
+            };
+            let drained = t.cons().load(Ordering::Acquire) == t.local;
+            let wake = !self.zero_copy || t.needs_wakeup();
+            if drained {
+                break;
+            }
+            if wake {
+                self.kick_tx()?;
+            }
+            if self.zero_copy {
+                break;
+            }
+        }
+        self.reclaim();
+        Ok(())
+    }
+
+    fn rx_batch(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&[u8], RxMeta),
+    ) -> Result<usize, IoError> {
+        if self.rx.is_none() {
+            return Err(IoError::DirectionDisabled {
+                backend: BACKEND,
+                ifname: self.ifname.clone(),
+                direction: "rx",
+            });
+        }
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let avail = self.rx.as_ref().map_or(0, |r| r.available());
+            if avail > 0 {
+                let n = (avail as usize).min(max) as u32;
+                // One clock read per batch: the frames arrived before it.
+                let ts = clock::realtime_ns();
+                for i in 0..n {
+                    let d = self.rx.as_ref().map(|r| r.get(i)).unwrap_or(XdpDesc {
+                        addr: 0,
+                        len: 0,
+                        options: 0,
+                    });
+                    let len = (d.len as usize).min(self.frame_bytes);
+                    let start = d.addr as usize;
+                    // SAFETY: the kernel handed us this descriptor; its frame lies in
+                    // the UMEM (addr + len within a chunk, clamped above), and the chunk
+                    // is not reused before we put it back on the fill ring below.
+                    let data = unsafe {
+                        std::slice::from_raw_parts(
+                            self.umem.ptr.add(start.min(self.umem.len - len)),
+                            len,
+                        )
+                    };
+                    sink(
+                        data,
+                        RxMeta {
+                            ts_ns: Some(ts),
+                            ts_source: TsSource::Application,
+                            wire_len: len,
+                        },
+                    );
+                    // Chunk addresses are chunk-aligned in aligned mode.
+                    let chunk = d.addr - d.addr % self.frame_bytes as u64;
+                    // Never more RX chunks exist than the fill ring holds, so the
+                    // entry is free.
+                    self.fill.put(i, chunk);
+                }
+                if let Some(r) = self.rx.as_mut() {
+                    r.release(n);
+                }
+                self.fill.publish(n);
+                self.rx_packets += n as u64;
+                return Ok(n as usize);
+            }
+            let now = Instant::now();
+            let end = *deadline.get_or_insert(now + timeout);
+            if now >= end {
+                return Ok(0);
+            }
+            sys::poll_in(&self.fd, sys::poll_ms(end - now))
+                .map_err(|e| sys::err_from("poll(AF_XDP RX)", &self.ifname, e))?;
+        }
+    }
+
+    fn stats(&self) -> IoStats {
+        let mut st = XdpStatistics::default();
+        let drops = match sys::getsockopt(&self.fd, SOL_XDP, XDP_STATISTICS, &mut st) {
+            Ok(()) => st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs,
+            Err(_) => 0,
+        };
+        IoStats {
+            tx_packets: self.tx_packets,
+            rx_packets: self.rx_packets,
+            rx_kernel_drops: drops,
+            tx_ring_full: self.tx_ring_full,
+        }
+    }
+
+    fn tx_outstanding(&mut self) -> usize {
+        self.reclaim();
+        self.tx_total - self.tx_free.len()
+    }
+}
+
+/// `BPF_MAP_TYPE_XSKMAP` from `enum bpf_map_type`.
+const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// `BPF_MAP_CREATE`, `BPF_MAP_UPDATE_ELEM` from `enum bpf_cmd`.
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+/// `BPF_FUNC_redirect_map`.
+const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+
+/// `union bpf_attr` for `BPF_MAP_CREATE` (common part).
+#[repr(C, align(8))]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
+/// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
+#[repr(C, align(8))]
+struct MapUpdateAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// One eBPF instruction: opcode, dst/src registers, offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    let mut b = [0u8; 8];
+    b[0] = code;
+    b[1] = (src << 4) | (dst & 0x0f);
+    b[2..4].copy_from_slice(&off.to_le_bytes());
+    b[4..8].copy_from_slice(&imm.to_le_bytes());
+    u64::from_le_bytes(b)
+}
+
+/// The redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
+/// (the flags argument's low bits are the action when the queue has no socket, 5.3+).
+fn redirect_program(map_fd: i32) -> [u64; 6] {
+    [
+        // r2 = *(u32 *)(r1 + offsetof(struct xdp_md, rx_queue_index) = 16)
+        insn(0x61, 2, 1, 16, 0),
+        // r1 = map (ld_imm64 with BPF_PSEUDO_MAP_FD = 1; two instruction slots)
+        insn(0x18, 1, 1, 0, map_fd),
+        insn(0, 0, 0, 0, 0),
+        // r3 = XDP_PASS
+        insn(0xb7, 3, 0, 0, 2),
+        // call bpf_redirect_map
+        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        // exit
+        insn(0x95, 0, 0, 0, 0),
+    ]
+}
+
+/// Create the XSKMAP, put the socket at `queue`, load and attach the program.
+/// Returns (link, program, map); dropping them detaches and frees everything.
+fn attach_redirect(
+    ifname: &str,
+    ifindex: u32,
+    queue: u32,
+    sock: &OwnedFd,
+) -> Result<(OwnedFd, OwnedFd, OwnedFd), IoError> {
+    let mut mc = MapCreateAttr {
+        map_type: BPF_MAP_TYPE_XSKMAP,
+        key_size: 4,
+        value_size: 4,
+        max_entries: queue + 1,
+        map_flags: 0,
+    };
+    let map = probe_caps::bpf(BPF_MAP_CREATE, &mut mc)
+        .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_CREATE, XSKMAP)", ifname, e))?;
+    let key: u32 = queue;
+    let value: u32 = sock.as_raw_fd() as u32;
+    let mut up = MapUpdateAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    // BPF_MAP_UPDATE_ELEM returns 0, not a descriptor.
+    probe_caps::bpf_noreturn(BPF_MAP_UPDATE_ELEM, &mut up)
+        .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP)", ifname, e))?;
+    let prog = probe_caps::load_xdp(&redirect_program(map.as_raw_fd()), ifname)?;
+    let link = probe_caps::link_create(&prog, ifindex, ifname)?;
+    Ok((link, prog, map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_layouts_match_if_xdp_h() {
+        assert_eq!(size_of::<UmemReg>(), 32);
+        assert_eq!(size_of::<MmapOffsets>(), 128);
+        assert_eq!(size_of::<XdpDesc>(), 16);
+        assert_eq!(size_of::<SockaddrXdp>(), 16);
+        assert_eq!(size_of::<XdpStatistics>(), 48);
+    }
+
+    #[test]
+    fn instructions_encode_as_the_kernel_expects() {
+        // r2 = *(u32 *)(r1 + 16): 61 12 10 00 00 00 00 00
+        assert_eq!(
+            insn(0x61, 2, 1, 16, 0).to_le_bytes(),
+            [0x61, 0x12, 0x10, 0, 0, 0, 0, 0]
+        );
+        let p = redirect_program(7);
+        assert_eq!(p[1].to_le_bytes(), [0x18, 0x11, 0, 0, 7, 0, 0, 0]);
+        assert_eq!(p[4].to_le_bytes(), [0x85, 0, 0, 0, 51, 0, 0, 0]);
+    }
+
+    #[test]
+    fn bad_configs_are_config_errors() {
+        let e = AfXdp::open(
+            "lo",
+            &AfXdpConfig {
+                frames: 1000,
+                ..AfXdpConfig::default()
+            },
+        )
+        .err()
+        .expect("must fail");
+        assert!(
+            matches!(
+                e,
+                IoError::Config {
+                    field: "frames",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = AfXdp::open("nflabnope3", &AfXdpConfig::default())
+            .err()
+            .expect("must fail");
+        assert!(matches!(e, IoError::NoSuchInterface { .. }), "{e:?}");
+    }
+}

@@ -1,0 +1,293 @@
+//! DuT kind `nflab`: the data plane of `nflab-dataplane` as the device
+//! under test, on one pinned worker thread inside the DuT namespace.
+//!
+//! The worker receives on dut0 and sends on dut1 (and ICMP errors back on
+//! dut0). Its counters — per app, per link, per port, batch sizes, busy and
+//! idle polls, cycles — are what [`NflabDut::stop`] returns and the runner
+//! stores as `dut.json` next to the run's records.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nflab_dataplane::config::{build_chain, BuildContext};
+use nflab_dataplane::sock::RawSocket;
+use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
+
+use crate::error::LabError;
+use crate::netns::NetnsGuard;
+use crate::spec::DutSection;
+use crate::topology::{Topology, DUT0_IP, DUT0_MAC, DUT1_MAC, LG0_MAC, LG1_MAC};
+
+/// Interface the data plane receives on.
+pub const INPUT_IFACE: &str = "dut0";
+/// Interface the data plane sends on.
+pub const OUTPUT_IFACE: &str = "dut1";
+
+/// A running nflab DuT.
+pub struct NflabDut {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<WorkerStats>>,
+}
+
+/// The engine settings of a `[dut]` section, with their defaults.
+pub fn worker_config(dut: &DutSection) -> Result<WorkerConfig, LabError> {
+    let d = WorkerConfig::default();
+    Ok(WorkerConfig {
+        batch: dut.batch.map_or(d.batch, |b| b as usize),
+        rx_mode: match &dut.rx_mode {
+            Some(m) => RxMode::parse(m).map_err(|e| LabError::Unsupported(format!("dut.{e}")))?,
+            None => d.rx_mode,
+        },
+        drain_ns: dut.drain_us.unwrap_or(0) * 1_000,
+        link_capacity: dut.link_capacity.unwrap_or(d.link_capacity),
+        ..d
+    })
+}
+
+/// What the data plane in the lab topology knows about its surroundings.
+pub fn lab_context() -> BuildContext {
+    BuildContext {
+        in_mac: DUT0_MAC,
+        out_mac: DUT1_MAC,
+        next_hop_mac: LG1_MAC,
+        icmp_source: DUT0_IP,
+        default_routes: vec![
+            format!("198.19.0.0/24 out {LG1_MAC}"),
+            format!("198.18.0.0/24 in {LG0_MAC}"),
+        ],
+        base_dir: ".".into(),
+        instance: 0,
+    }
+}
+
+/// Open a port: AF_PACKET (`auto`, `af_packet`); `af_xdp` is refused with
+/// the reason until the io crate ships an AF_XDP backend.
+pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Result<Port, LabError> {
+    match io.unwrap_or("auto") {
+        "auto" | "af_packet" => Ok(Port {
+            ifname: ifname.to_string(),
+            io: Box::new(RawSocket::open(ifname, rx, batch)?),
+        }),
+        other => Err(LabError::Unsupported(format!(
+            "dut.io = \"{other}\" is not available in this version of nflab yet: use auto or af_packet"
+        ))),
+    }
+}
+
+/// Start the data plane of `dut` in the DuT namespace of `topo`. Returns
+/// once the ports are open and the chain is built, or with the reason why not.
+pub fn start(topo: &Topology, dut: &DutSection) -> Result<NflabDut, LabError> {
+    let ns = topo
+        .dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology("the nflab DuT needs a DuT namespace".into()))?;
+    spawn(
+        Some(ns),
+        INPUT_IFACE,
+        OUTPUT_IFACE,
+        dut,
+        Some(lab_context()),
+    )
+}
+
+/// Start a worker on `input` → `output` (in namespace `ns`, if given).
+/// Without `ctx`, the ports' MACs are read from the interfaces and the rest
+/// of the lab defaults apply.
+pub fn spawn(
+    ns: Option<String>,
+    input: &str,
+    output: &str,
+    dut: &DutSection,
+    ctx: Option<BuildContext>,
+) -> Result<NflabDut, LabError> {
+    dut.check_nflab()?;
+    let cfg = worker_config(dut)?;
+    let pipeline = dut.pipeline.clone().unwrap_or_default();
+    let functions = dut.functions();
+    let io = dut.io.clone();
+    let (input, output) = (input.to_string(), output.to_string());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = dut.cpu.unwrap_or(cpus - 1);
+    if cpu >= cpus {
+        return Err(LabError::Unsupported(format!(
+            "dut.cpu = {cpu} does not exist on this host: use 0 to {}",
+            cpus - 1
+        )));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LabError>>();
+    let handle = std::thread::Builder::new()
+        .name("nflab-dut".into())
+        .spawn(move || {
+            let setup = || -> Result<Worker, LabError> {
+                let _in_ns = match &ns {
+                    Some(ns) => Some(NetnsGuard::enter(ns)?),
+                    None => None,
+                };
+                let ctx = match ctx {
+                    Some(c) => c,
+                    None => BuildContext {
+                        in_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&input)?),
+                        out_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&output)?),
+                        ..lab_context()
+                    },
+                };
+                let inp = open_port(io.as_deref(), &input, true, cfg.batch)?;
+                let out = open_port(io.as_deref(), &output, false, cfg.batch)?;
+                let apps = build_chain(&pipeline, &functions, &ctx)
+                    .map_err(|e| LabError::Unsupported(e.0))?;
+                let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
+                w.set_cpu(Some(cpu));
+                Ok(w)
+            };
+            if let Err(e) = nflab_dataplane::engine::pin_current_thread(cpu) {
+                eprintln!("warning: {e}");
+            }
+            let mut worker = match setup() {
+                Ok(w) => {
+                    let _ = ready_tx.send(Ok(()));
+                    w
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return empty_stats();
+                }
+            };
+            // The error is kept in the counters (`error`); the caller reports it.
+            let _ = worker.run(&stop2);
+            worker.stats()
+        })
+        .map_err(|e| LabError::Host(format!("cannot start the data plane thread: {e}")))?;
+    match ready_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(NflabDut {
+            stop,
+            handle: Some(handle),
+        }),
+        Ok(Err(e)) => {
+            let _ = handle.join();
+            Err(e)
+        }
+        Err(_) => {
+            stop.store(true, Ordering::Relaxed);
+            Err(LabError::Other(
+                "the nflab data plane did not come up within 30 s".into(),
+            ))
+        }
+    }
+}
+
+/// The file of `nflab dut CONFIG.toml`: a `[dut]` section with the keys of
+/// a spec's `[dut]`, and the ports.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StandaloneConfig {
+    /// The data plane, as in a spec.
+    pub dut: DutSection,
+    /// Where it runs.
+    pub ports: PortsSection,
+}
+
+/// `[ports]` of a standalone config.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortsSection {
+    /// Interface to receive on.
+    pub input: String,
+    /// Interface to send on.
+    pub output: String,
+    /// Network namespace of both (default: the current one).
+    #[serde(default)]
+    pub netns: Option<String>,
+}
+
+impl StandaloneConfig {
+    /// Read and check a standalone config file.
+    pub fn from_file(path: &std::path::Path) -> Result<StandaloneConfig, LabError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| LabError::Spec {
+            file: file.clone(),
+            message: format!("cannot read it: {e}"),
+        })?;
+        let c: StandaloneConfig = toml::from_str(&text).map_err(|e| LabError::Spec {
+            file: file.clone(),
+            message: e
+                .to_string()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
+        })?;
+        c.dut.check_nflab().map_err(|e| LabError::Spec {
+            file,
+            message: e.to_string(),
+        })?;
+        Ok(c)
+    }
+}
+
+/// `nflab dut`: run the data plane of `config` until `stop` is set or
+/// `duration` has passed; the counters come back even when a port failed
+/// (then with `error` set).
+pub fn run_standalone(
+    config: &StandaloneConfig,
+    duration: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<WorkerStats, LabError> {
+    let p = &config.ports;
+    // One sentence: the io error already says everything, without its chain.
+    let dut = spawn(p.netns.clone(), &p.input, &p.output, &config.dut, None)
+        .map_err(|e| LabError::Other(e.to_string()))?;
+    let t0 = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed)
+        && !dut.has_stopped()
+        && duration.is_none_or(|d| t0.elapsed() < d)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(dut.stop())
+}
+
+fn empty_stats() -> WorkerStats {
+    WorkerStats {
+        cpu: None,
+        pipeline: vec![],
+        worker: Default::default(),
+        ports: vec![],
+        links: vec![],
+        apps: vec![],
+        error: None,
+    }
+}
+
+impl NflabDut {
+    /// Whether the worker has stopped on its own (a port failed).
+    pub fn has_stopped(&self) -> bool {
+        self.handle.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Stop the worker and return its counters; `error` says if it had
+    /// stopped early (e.g. an interface vanished).
+    pub fn stop(mut self) -> WorkerStats {
+        self.stop.store(true, Ordering::Relaxed);
+        let h = self.handle.take();
+        h.and_then(|h| h.join().ok())
+            .unwrap_or_else(|| WorkerStats {
+                error: Some("the data plane thread panicked".into()),
+                ..empty_stats()
+            })
+    }
+}
+
+impl Drop for NflabDut {
+    /// A run that ends early (an error elsewhere) still stops the worker.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

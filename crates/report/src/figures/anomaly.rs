@@ -1,0 +1,164 @@
+//! Anomaly timeline: when each anomaly happened and how long it lasted.
+
+use super::{stack, Ctx, Figure, Table};
+use crate::stats;
+use crate::svg::{self, fmt_ns, num, Axis, Fmt, Plot, Style};
+
+const W: f64 = 860.0;
+/// Anomalies drawn per panel at most (the CSV has all).
+const MAX_MARKS: usize = 3000;
+
+/// One panel per anomaly spec `n:t`: each anomaly is a mark at its start
+/// time and its duration, coloured by run configuration.
+pub fn timeline(ctx: &Ctx) -> Option<Figure> {
+    let e = ctx.e;
+    let specs: Vec<(u32, u64)> = e
+        .runs
+        .iter()
+        .find_map(|r| r.params.pointer("/analysis/anomalies")?.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| stats::parse_anomaly(v.as_str()?))
+        .collect();
+    let with_data: Vec<usize> = (0..e.runs.len())
+        .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| !d.pkts.is_empty()))
+        .collect();
+    if specs.is_empty() || with_data.is_empty() {
+        return None;
+    }
+    let span = with_data
+        .iter()
+        .filter_map(|&i| e.runs[i].data.as_ref()?.pkts.last().map(|p| p.t_ns))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut t = Table::new(&[
+        "run",
+        "config",
+        "spec",
+        "flow",
+        "start_s",
+        "end_s",
+        "duration_ns",
+        "packets",
+        "min_latency_ns",
+        "max_latency_ns",
+    ]);
+    let mut panels = Vec::new();
+    let mut notes = Vec::new();
+    for (k, (n, thr)) in specs.iter().enumerate() {
+        let spec = format!("{n}:{}", fmt_ns(*thr as f64));
+        let mut found: Vec<(usize, stats::Anomaly)> = Vec::new();
+        for &ri in &with_data {
+            let Some(d) = e.runs[ri].data.as_ref() else {
+                continue;
+            };
+            for a in stats::anomalies(&d.pkts, *n, *thr) {
+                found.push((ri, a));
+            }
+        }
+        let dmin = found
+            .iter()
+            .map(|(_, a)| (a.t1_ns - a.t0_ns).max(1) as f64)
+            .fold(f64::MAX, f64::min);
+        let dmax = found
+            .iter()
+            .map(|(_, a)| (a.t1_ns - a.t0_ns).max(1) as f64)
+            .fold(1.0, f64::max);
+        let last = k + 1 == specs.len();
+        let h = if last { 230.0 } else { 190.0 };
+        let xl = if last {
+            "transmit time of the anomaly's first packet"
+        } else {
+            ""
+        };
+        let x = Axis::lin_nice(xl, 0.0, span as f64 / 1e9, Fmt::Secs, true);
+        let y = if found.is_empty() {
+            Axis::log_decades("duration (log)", 1e3, 1e6, Fmt::Ns)
+        } else {
+            Axis::log_decades("duration (log)", dmin, dmax, Fmt::Ns)
+        };
+        let mut p = Plot::new(W, h, x, y);
+        p.mb = if last { 44.0 } else { 20.0 };
+        p.title(&format!(
+            "anomaly {spec}: ≥ {n} consecutive packets with latency ≥ {} — {} found",
+            fmt_ns(*thr as f64),
+            found.len()
+        ));
+        p.zoomable();
+        let mut per_cfg: std::collections::BTreeMap<usize, Vec<(f64, f64)>> = Default::default();
+        for (i, (ri, a)) in found.iter().enumerate() {
+            let r = &e.runs[*ri];
+            let label = &e.configs[r.config].label;
+            let dur = (a.t1_ns - a.t0_ns).max(1) as f64;
+            t.push(vec![
+                r.name.clone(),
+                label.clone(),
+                spec.clone(),
+                a.flow.to_string(),
+                num(a.t0_ns as f64 / 1e9),
+                num(a.t1_ns as f64 / 1e9),
+                num(dur),
+                a.packets.to_string(),
+                a.min_ns.to_string(),
+                a.max_ns.to_string(),
+            ]);
+            if i < MAX_MARKS {
+                // A bar from start to end at the height of the duration: wide
+                // anomalies are visibly wide, short ones get a 4 px mark.
+                let tip = format!(
+                    "run {} · {label}: {} packets over {} from {:.4} s, latency {} – {}",
+                    r.name,
+                    a.packets,
+                    fmt_ns(dur),
+                    a.t0_ns as f64 / 1e9,
+                    fmt_ns(a.min_ns as f64),
+                    fmt_ns(a.max_ns as f64)
+                );
+                let y0 = dur / 1.25;
+                let y1 = dur * 1.25;
+                p.rects(
+                    r.config,
+                    &[(a.t0_ns as f64 / 1e9, a.t1_ns as f64 / 1e9, y0, y1, tip)],
+                    svg::color(r.config),
+                    4.0,
+                );
+                per_cfg
+                    .entry(r.config)
+                    .or_default()
+                    .push((a.t0_ns as f64 / 1e9, dur));
+            }
+        }
+        for (ci, pts) in &per_cfg {
+            // Invisible hover carriers with the values.
+            p.dots(*ci, &e.configs[*ci].label, pts, "transparent", 3.0);
+            p.legend(*ci, &e.configs[*ci].label, Style::solid(*ci));
+        }
+        if found.is_empty() {
+            p.text(
+                span as f64 / 2e9 * 0.8,
+                (p.y.min * p.y.max).sqrt(),
+                "no anomaly in any run",
+                "#555",
+            );
+        }
+        if found.len() > MAX_MARKS {
+            notes.push(format!(
+                "{spec}: {} anomalies, the first {MAX_MARKS} are drawn; the CSV has all.",
+                found.len()
+            ));
+        }
+        panels.push((p.finish(), h));
+    }
+    Some(Figure {
+        id: "anomalies".into(),
+        title: "Anomaly timeline".into(),
+        caption: format!(
+            "Each mark is one anomaly — a run of at least n consecutive sequence numbers whose latency is at least t (docs/metrics.md) — placed at the transmit time of its first packet, at the height of its duration (from the send of its first packet to the arrival of its last, i.e. how long the path was disturbed), and as wide as it lasted (at least 4 px); hover for packets and latency range. One panel per anomaly definition of the spec, colours by run configuration, all runs on one time axis. The count alone hides whether anomalies cluster; this shows when and for how long. {}",
+            ctx.method
+        ),
+        svg: stack(&panels, W),
+        data: t,
+        notes,
+    })
+}
