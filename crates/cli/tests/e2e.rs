@@ -802,3 +802,65 @@ fn knobs_are_applied_recorded_reverted_and_replications_compare() {
         );
     }
 }
+
+#[test]
+fn topology_is_rebuilt_per_run_unless_kept() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("keep");
+    let ids = |keep: bool| -> Vec<String> {
+        let spec = write_spec(
+            &tmp.0,
+            &format!("keep{keep}"),
+            &format!(
+                "[experiment]\nname = \"keep{keep}\"\nrepetitions = 2\n[topology]\nkeep = {keep}\n[dut]\nkind = \"linux-router\"\n[traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0\n[sweep]\n\"dut.kind\" = [\"linux-router\", \"linux-bridge\"]\n"
+            ),
+        );
+        let child = nflab()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                tmp.0.to_str().unwrap(),
+                "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            namespaces_of(pid).is_empty(),
+            "kept topology not removed at the end"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dir = PathBuf::from(v["dir"].as_str().unwrap());
+        (0..4)
+            .map(|i| {
+                let t: serde_json::Value = serde_json::from_str(
+                    &std::fs::read_to_string(dir.join(format!("runs/{i:03}/topology.json")))
+                        .unwrap(),
+                )
+                .unwrap();
+                assert_eq!(v["runs"][i]["summary"]["packets"]["lost"], 0);
+                t["id"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let fresh = ids(false);
+    assert_eq!(
+        fresh
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        4,
+        "{fresh:?}"
+    );
+    // Kept: the two repetitions of each DuT share one topology; a new DuT gets a new one.
+    let kept = ids(true);
+    assert_eq!(kept[0], kept[1], "{kept:?}");
+    assert_eq!(kept[2], kept[3], "{kept:?}");
+    assert_ne!(kept[1], kept[2], "{kept:?}");
+}

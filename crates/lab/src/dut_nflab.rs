@@ -63,16 +63,26 @@ pub fn lab_context() -> BuildContext {
     }
 }
 
-/// Open a port: AF_PACKET (`auto`, `af_packet`); `af_xdp` is refused with
-/// the reason until the io crate ships an AF_XDP backend.
+/// Open a port: `af_packet` (the data plane's `recvmmsg`/`sendmmsg`
+/// socket), `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth), or
+/// `auto`: AF_PACKET, the measured default (see docs/dataplane.md).
 pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Result<Port, LabError> {
+    let port = |io: Box<dyn nflab_io::PacketIo>| Port {
+        ifname: ifname.to_string(),
+        io,
+    };
     match io.unwrap_or("auto") {
-        "auto" | "af_packet" => Ok(Port {
-            ifname: ifname.to_string(),
-            io: Box::new(RawSocket::open(ifname, rx, batch)?),
-        }),
+        "auto" | "af_packet" => Ok(port(Box::new(RawSocket::open(ifname, rx, batch)?))),
+        "af_xdp" => {
+            let cfg = nflab_io::AfXdpConfig {
+                rx,
+                tx: true,
+                ..nflab_io::AfXdpConfig::default()
+            };
+            Ok(port(Box::new(nflab_io::AfXdp::open(ifname, &cfg)?)))
+        }
         other => Err(LabError::Unsupported(format!(
-            "dut.io = \"{other}\" is not available in this version of nflab yet: use auto or af_packet"
+            "dut.io = \"{other}\" is not known: use auto, af_packet or af_xdp"
         ))),
     }
 }

@@ -19,7 +19,7 @@ use crate::error::LabError;
 use crate::knobs::{AppliedKnobs, KnobRoots};
 use crate::results::{self, RunRow};
 use crate::rfc2544;
-use crate::runner::{run_one, write_file, write_json};
+use crate::runner::{run_one_with, write_file, write_json, KeptTopology};
 use crate::snapshot::{self, Snapshot};
 use crate::spec::{RunPlan, Spec};
 use crate::topology;
@@ -132,6 +132,8 @@ pub fn run_experiment(
     let mut resumed_runs = 0;
     let mut interrupted = false;
     let total = plans.len();
+    // A topology kept across runs (`topology.keep`); removed when this ends.
+    let mut kept: KeptTopology = None;
     // One run: reuse it if an earlier invocation completed it with the same
     // parameters, otherwise (re)do it whole.
     let mut execute = |plan: &RunPlan| -> Result<RunRow, LabError> {
@@ -168,7 +170,7 @@ pub fn run_experiment(
             write_json(&rd.join("knobs.json"), &knobs.records())?;
         }
         let before = Snapshot::take();
-        let outcome = run_one(plan, &rd, &stop);
+        let outcome = run_one_with(plan, &rd, &stop, &mut kept);
         let after = Snapshot::take();
         knobs.revert();
         if !plan.spec.knobs.is_empty() {

@@ -45,6 +45,12 @@ pub struct IfaceKnob {
     /// ethtool -L channel counts (rx, tx, other, combined).
     #[serde(default)]
     pub channels: BTreeMap<String, u32>,
+    /// ethtool -G ring sizes (rx, tx, rx-mini, rx-jumbo).
+    #[serde(default)]
+    pub rings: BTreeMap<String, u32>,
+    /// ethtool -C interrupt coalescing (rx-usecs, rx-frames, adaptive-rx, ...).
+    #[serde(default)]
+    pub coalesce: BTreeMap<String, String>,
 }
 
 /// ethtool -k prints long names; -K takes short ones.
@@ -87,6 +93,22 @@ pub fn validate(section: &BTreeMap<String, IfaceKnob>) -> Result<(), String> {
         for mask in [&k.rps_cpus, &k.xps_cpus].into_iter().flatten() {
             if mask.is_empty() || !mask.chars().all(|c| c.is_ascii_hexdigit() || c == ',') {
                 return Err(format!("knobs.iface.\"{key}\": CPU mask \"{mask}\" is not hex (e.g. \"3\" for CPUs 0 and 1)"));
+            }
+        }
+        for r in k.rings.keys() {
+            if !matches!(r.as_str(), "rx" | "tx" | "rx-mini" | "rx-jumbo") {
+                return Err(format!(
+                    "knobs.iface.\"{key}\".rings.{r}: use rx, tx, rx-mini or rx-jumbo"
+                ));
+            }
+        }
+        for (c, v) in &k.coalesce {
+            if c.is_empty()
+                || v.is_empty()
+                || c.contains(char::is_whitespace)
+                || v.contains(char::is_whitespace)
+            {
+                return Err(format!("knobs.iface.\"{key}\".coalesce.{c} = \"{v}\": use an ethtool -C parameter and value, e.g. rx-usecs = \"0\""));
             }
         }
         for c in k.channels.keys() {
@@ -150,32 +172,44 @@ fn current_qdisc(ns: &str, dev: &str) -> Option<String> {
     out.split_whitespace().nth(1).map(String::from)
 }
 
-fn ethtool_feature(ns: &str, dev: &str, long: &str) -> Option<String> {
-    let out = ns_run(ns, &["ethtool", "-k", dev]).ok()?;
-    out.lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{long}:")))
-        .and_then(|v| v.split_whitespace().next())
+/// Current value of one ethtool field: `show` is -k, -l, -g or -c; for
+/// -l and -g only the "Current hardware settings" part counts.
+fn ethtool_get(ns: &str, dev: &str, show: &str, field: &str) -> Option<String> {
+    let out = ns_run(ns, &["ethtool", show, dev]).ok()?;
+    let part = out
+        .split("Current hardware settings:")
+        .nth(1)
+        .unwrap_or(&out);
+    part.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(field))
+        .and_then(|(_, v)| v.split_whitespace().next())
         .map(String::from)
 }
 
-fn ethtool_channels(ns: &str, dev: &str) -> BTreeMap<String, String> {
-    let Ok(out) = ns_run(ns, &["ethtool", "-l", dev]) else {
-        return BTreeMap::new();
-    };
-    let current = out.split("Current hardware settings:").nth(1).unwrap_or("");
-    current
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
-        .collect()
+/// The ethtool field that shows what `-L/-G` parameter `param` set.
+fn shown_as(set: &str, param: &str) -> String {
+    match (set, param) {
+        ("-L" | "-G", "rx") => "RX".into(),
+        ("-L" | "-G", "tx") => "TX".into(),
+        ("-L", "other") => "Other".into(),
+        ("-L", "combined") => "Combined".into(),
+        ("-G", "rx-mini") => "RX Mini".into(),
+        ("-G", "rx-jumbo") => "RX Jumbo".into(),
+        (_, p) => p.into(),
+    }
 }
 
 /// How to read a knob's value again after reverting it.
 enum ReRead {
     Sys(String, String),
     Qdisc(String, String),
-    Feature(String, String, String),
-    Channel(String, String, String),
+    Ethtool {
+        ns: String,
+        dev: String,
+        show: String,
+        field: String,
+    },
 }
 
 impl ReRead {
@@ -183,8 +217,12 @@ impl ReRead {
         match self {
             ReRead::Sys(ns, path) => sys_read(ns, path),
             ReRead::Qdisc(ns, dev) => current_qdisc(ns, dev),
-            ReRead::Feature(ns, dev, long) => ethtool_feature(ns, dev, long),
-            ReRead::Channel(ns, dev, c) => ethtool_channels(ns, dev).get(c).cloned(),
+            ReRead::Ethtool {
+                ns,
+                dev,
+                show,
+                field,
+            } => ethtool_get(ns, dev, show, field),
         }
     }
 }
@@ -319,99 +357,87 @@ impl AppliedIfaceKnobs {
                 )),
             }
         }
+        // (show flag, set flag, parameter, shown field, value) for every ethtool knob.
+        let mut ethtool: Vec<(&str, &str, String, String, String)> = Vec::new();
         for (short, v) in &k.offloads {
             let long = offload_long_name(short).unwrap_or(short);
-            let name = format!("{key}.offloads.{short}");
-            let before = ethtool_feature(ns, dev, long);
-            match ns_run(ns, &["ethtool", "-K", dev, short, v]) {
-                Ok(_) => {
-                    let after = ethtool_feature(ns, dev, long);
-                    if let Some(b) = &before {
-                        self.undo.push(Undo::Cmd(
-                            ns.into(),
-                            vec![
-                                "ethtool".into(),
-                                "-K".into(),
-                                dev.into(),
-                                short.clone(),
-                                b.clone(),
-                            ],
-                        ));
-                    }
-                    let ok = after.as_deref() == Some(v.as_str());
-                    self.rereads.push((
-                        self.records.len(),
-                        ReRead::Feature(ns.into(), dev.into(), long.into()),
-                    ));
-                    self.records.push(record(
-                        &name,
-                        ns,
-                        v,
-                        before,
-                        after.clone(),
-                        if ok {
-                            "applied".into()
-                        } else {
-                            format!("refused: reads back {after:?}")
-                        },
-                    ));
-                }
-                Err(e) => self.records.push(record(
+            ethtool.push(("-k", "-K", short.clone(), long.to_string(), v.clone()));
+        }
+        for (set, show, table) in [("-L", "-l", &k.channels), ("-G", "-g", &k.rings)] {
+            for (p, n) in table {
+                ethtool.push((show, set, p.clone(), shown_as(set, p), n.to_string()));
+            }
+        }
+        for (p, v) in &k.coalesce {
+            ethtool.push(("-c", "-C", p.clone(), p.clone(), v.clone()));
+        }
+        for (show, set, param, field, value) in ethtool {
+            self.ethtool(key, ns, dev, show, set, &param, &field, &value);
+        }
+    }
+
+    /// Set one ethtool parameter, read it back through `show`, and plan its undo.
+    #[allow(clippy::too_many_arguments)]
+    fn ethtool(
+        &mut self,
+        key: &str,
+        ns: &str,
+        dev: &str,
+        show: &str,
+        set: &str,
+        param: &str,
+        field: &str,
+        value: &str,
+    ) {
+        let group = match set {
+            "-K" => "offloads",
+            "-L" => "channels",
+            "-G" => "rings",
+            _ => "coalesce",
+        };
+        let name = format!("{key}.{group}.{param}");
+        let before = ethtool_get(ns, dev, show, field);
+        let status = match ns_run(ns, &["ethtool", set, dev, param, value]) {
+            Err(e) => {
+                self.records.push(record(
                     &name,
                     ns,
-                    v,
+                    value,
                     before,
                     None,
                     format!("unsupported: {e}"),
-                )),
+                ));
+                return;
             }
+            Ok(_) => ethtool_get(ns, dev, show, field),
+        };
+        // Only a value the interface reported can be put back.
+        if let Some(b) = before.as_ref().filter(|b| *b != "n/a") {
+            self.undo.push(Undo::Cmd(
+                ns.into(),
+                ["ethtool", set, dev, param, b]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ));
         }
-        for (c, n) in &k.channels {
-            let name = format!("{key}.channels.{c}");
-            let before = ethtool_channels(ns, dev).get(c).cloned();
-            match ns_run(ns, &["ethtool", "-L", dev, c, &n.to_string()]) {
-                Ok(_) => {
-                    let after = ethtool_channels(ns, dev).get(c).cloned();
-                    if let Some(b) = before.as_ref().filter(|b| b.parse::<u32>().is_ok()) {
-                        self.undo.push(Undo::Cmd(
-                            ns.into(),
-                            vec![
-                                "ethtool".into(),
-                                "-L".into(),
-                                dev.into(),
-                                c.clone(),
-                                b.clone(),
-                            ],
-                        ));
-                    }
-                    let ok = after.as_deref() == Some(n.to_string().as_str());
-                    self.rereads.push((
-                        self.records.len(),
-                        ReRead::Channel(ns.into(), dev.into(), c.clone()),
-                    ));
-                    self.records.push(record(
-                        &name,
-                        ns,
-                        &n.to_string(),
-                        before,
-                        after.clone(),
-                        if ok {
-                            "applied".into()
-                        } else {
-                            format!("refused: reads back {after:?}")
-                        },
-                    ));
-                }
-                Err(e) => self.records.push(record(
-                    &name,
-                    ns,
-                    &n.to_string(),
-                    before,
-                    None,
-                    format!("unsupported: {e}"),
-                )),
-            }
-        }
+        self.rereads.push((
+            self.records.len(),
+            ReRead::Ethtool {
+                ns: ns.into(),
+                dev: dev.into(),
+                show: show.into(),
+                field: field.into(),
+            },
+        ));
+        let ok = status.as_deref() == Some(value);
+        let verdict = if ok {
+            "applied".into()
+        } else {
+            format!("refused: reads back {status:?}")
+        };
+        self.records
+            .push(record(&name, ns, value, before, status, verdict));
     }
 
     fn sys(&mut self, name: &str, ns: &str, path: &str, value: &str, same: fn(&str, &str) -> bool) {
@@ -560,10 +586,10 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        let gro_before = ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap();
+        let gro_before = ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap();
         let flip = if gro_before == "on" { "off" } else { "on" };
         let s = section(&format!(
-            "[\"dut:kv0\"]\nrps_cpus = \"1\"\noffloads = {{ gro = \"{flip}\" }}\nqdisc = \"nflab-no-such-qdisc\"\n"
+            "[\"dut:kv0\"]\nrps_cpus = \"1\"\noffloads = {{ gro = \"{flip}\" }}\nqdisc = \"nflab-no-such-qdisc\"\nrings = {{ rx = 256 }}\ncoalesce = {{ rx-usecs = \"0\" }}\n"
         ));
         validate(&s).unwrap();
         let nsc = ns.clone();
@@ -590,12 +616,12 @@ mod tests {
             by("qdisc")
         );
         assert_eq!(
-            ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap(),
+            ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             flip
         );
         a.revert();
         assert_eq!(
-            ethtool_feature(&ns, "kv0", "generic-receive-offload").unwrap(),
+            ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             gro_before
         );
         let by = |n: &str| {

@@ -51,8 +51,32 @@ pub struct RunOutcome {
 
 /// One run: topology up, generator and recorder, analysis, topology down.
 pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<RunOutcome, LabError> {
+    run_one_with(plan, dir, stop, &mut None)
+}
+
+/// A topology kept between runs (`topology.keep = true`), with what it was built for.
+pub type KeptTopology = Option<(String, Topology)>;
+
+/// One run, reusing `kept` when the spec says `topology.keep = true` and the
+/// previous run needed the same topology; otherwise a fresh one (the
+/// default: pos' reboot between runs).
+pub fn run_one_with(
+    plan: &RunPlan,
+    dir: &Path,
+    stop: &Arc<AtomicBool>,
+    kept: &mut KeptTopology,
+) -> Result<RunOutcome, LabError> {
     let spec = &plan.spec;
-    let topo = Topology::for_spec(spec)?;
+    let key = serde_json::json!([spec.topology.kind, spec.dut.kind, spec.hosts]).to_string();
+    let reuse = spec.topology.keep && kept.as_ref().is_some_and(|(k, _)| *k == key);
+    if !reuse {
+        // The old topology goes before the new one is built.
+        *kept = None;
+        *kept = Some((key, Topology::for_spec(spec)?));
+    }
+    let Some((_, topo)) = kept.as_ref() else {
+        unreachable!("a topology was just stored")
+    };
     write_json(&dir.join("topology.json"), &topo)?;
     // Interface knobs need the topology; they are undone before it goes.
     let mut iface_knobs = crate::iface_knobs::AppliedIfaceKnobs::apply(
@@ -66,11 +90,11 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
     )?;
     // nflab DuT: the data plane runs from here until the recorder is done.
     let nflab_dut = match spec.dut.kind {
-        crate::spec::DutKind::Nflab => Some(crate::dut_nflab::start(&topo, &spec.dut)?),
+        crate::spec::DutKind::Nflab => Some(crate::dut_nflab::start(topo, &spec.dut)?),
         _ => None,
     };
 
-    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(&topo))?;
+    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
     let records_path = dir.join("records.nfr");
     let clock = ClockInfo {
         source: "CLOCK_REALTIME".into(),
@@ -80,7 +104,7 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
         generator: gen_report,
         recorder: rec_report,
     } = run_traffic(
-        &topo,
+        topo,
         &spec.traffic,
         &gen_plan,
         &format!("{:03}", plan.index),
@@ -99,7 +123,9 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
     if !spec.knobs.iface.is_empty() {
         write_json(&dir.join("iface-knobs.json"), &iface_knobs.records())?;
     }
-    drop(topo);
+    if !spec.topology.keep {
+        *kept = None;
+    }
 
     let anomalies: Vec<AnomalySpec> = spec
         .analysis

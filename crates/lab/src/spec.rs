@@ -95,6 +95,10 @@ pub struct TopologySection {
     /// CPU the recorder thread is pinned to (default: the last CPU).
     #[serde(default)]
     pub rec_cpu: Option<usize>,
+    /// Keep the topology (namespaces, links, DuT set-up) from one run to the
+    /// next while the DuT stays the same, instead of rebuilding it per run.
+    #[serde(default)]
+    pub keep: bool,
 }
 
 /// Kind of topology.
