@@ -61,8 +61,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_sentence(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: library errors
+/// often already include their cause's text in their own message.
+fn one_sentence(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg.replace('\n', " ")
 }

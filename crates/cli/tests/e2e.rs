@@ -864,3 +864,142 @@ fn topology_is_rebuilt_per_run_unless_kept() {
     assert_eq!(kept[2], kept[3], "{kept:?}");
     assert_ne!(kept[1], kept[2], "{kept:?}");
 }
+
+#[test]
+fn model_batch_and_sim_contracts_and_bad_input() {
+    let tmp = TempDir::new("model");
+    // DESIGN §3.6: the batch model's JSON carries these keys, all finite.
+    let out = nflab().args(["model", "batch", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["loss_probability", "mean_batch_size", "mean_sojourn_ns"] {
+        let x = v[key].as_f64().unwrap_or(f64::NAN);
+        assert!(x.is_finite() && x >= 0.0, "{key} = {}", v[key]);
+    }
+    assert!(v["loss_probability"].as_f64().unwrap() <= 1.0);
+
+    // The simulator writes records that `nflab analyze` reads like measured ones.
+    let nfr = tmp.0.join("sim.nfr");
+    let out = nflab()
+        .args([
+            "model",
+            "sim",
+            "--arrivals",
+            "poisson",
+            "--rate-pps",
+            "200000",
+            "--packets",
+            "20000",
+            "--out",
+            nfr.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nflab()
+        .args(["analyze", nfr.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["packets"]["sent"], 20_000);
+    assert!(s["latency_ns"]["p50"].as_i64().unwrap() > 0);
+
+    // Bad input: one sentence naming the flag, non-zero exit, never NaN.
+    for args in [
+        &["model", "batch", "--rate-pps", "-5"][..],
+        &["model", "sim", "--rate-pps", "0"][..],
+        &[
+            "model",
+            "resource",
+            "--cycles-per-packet",
+            "450",
+            "--cores",
+            "0",
+        ][..],
+    ] {
+        let out = nflab().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("NaN"));
+    }
+}
+
+#[test]
+fn a_full_disk_is_one_sentence_and_keeps_completed_runs() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("full");
+    let mnt = tmp.0.join("disk");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // A 300 KiB disk: run 000 (100 records) fits, run 001 (20 000) does not.
+    if !Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=300k",
+            "tmpfs",
+            mnt.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap()
+        .success()
+    {
+        eprintln!("skipped: cannot mount a tmpfs");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let knob = "/proc/sys/net/core/busy_read";
+    let original = std::fs::read_to_string(knob).unwrap();
+    let spec = write_spec(
+        &tmp.0,
+        "full",
+        "[experiment]\nname = \"full\"\n[dut]\nkind = \"loopback\"\n[traffic]\nduration_s = 1\nwarmup_s = 0\n[knobs]\nsysctl = { \"net.core.busy_read\" = 9 }\n[sweep]\n\"traffic.rate_pps\" = [100, 20000]\n",
+    );
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            mnt.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("No space left on device") && err.contains("runs/001"),
+        "{err}"
+    );
+    assert!(namespaces_of(pid).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap(),
+        original,
+        "knob not reverted"
+    );
+    let exp = std::fs::read_dir(&mnt)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    assert!(exp.join("runs/000/.complete").exists());
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(exp.join("runs/000/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["packets"]["received"], 100);
+}

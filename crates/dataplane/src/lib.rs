@@ -30,7 +30,8 @@
 //! - One worker per DuT in the lab (the VM has two cores); the engine itself
 //!   is per thread, so more workers are more threads with their own ports.
 //! - Frames are copied once on receive and once on transmit (into and out of
-//!   pool buffers); a zero-copy AF_XDP port would remove both.
+//!   pool buffers), whatever the port backend (any `nflab_io::PacketIo`:
+//!   this crate's AF_PACKET socket, AF_XDP, the in-memory pair of tests).
 //! - `unsafe` is confined to the TSC read, the socket syscalls and thread
 //!   pinning, each with a `// SAFETY:` note.
 #![deny(missing_docs)]

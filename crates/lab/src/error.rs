@@ -32,12 +32,12 @@ pub enum LabError {
     #[error("{0}")]
     Record(#[from] nflab_record::RecordError),
     /// Writing the artifact tree failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Artifact {
         /// File or directory.
         path: String,
-        /// Underlying error.
-        source: std::io::Error,
+        /// Underlying error (not a `source`, so it is printed once).
+        cause: std::io::Error,
     },
     /// Other failures, with their own sentence.
     #[error("{0}")]
@@ -49,7 +49,7 @@ impl LabError {
     pub fn artifact(path: &std::path::Path, source: std::io::Error) -> Self {
         LabError::Artifact {
             path: path.display().to_string(),
-            source,
+            cause: source,
         }
     }
 }

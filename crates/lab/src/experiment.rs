@@ -173,11 +173,17 @@ pub fn run_experiment(
         let outcome = run_one_with(plan, &rd, &stop, &mut kept);
         let after = Snapshot::take();
         knobs.revert();
-        if !plan.spec.knobs.is_empty() {
-            write_json(&rd.join("knobs.json"), &knobs.records())?;
-        }
-        snapshot::write(&rd, &before, &after)?;
+        // The run's own error (say, a full disk while recording) is the
+        // one to report; these small files may fail for the same reason.
+        let knobs_written = if plan.spec.knobs.is_empty() {
+            Ok(())
+        } else {
+            write_json(&rd.join("knobs.json"), &knobs.records())
+        };
+        let snapshot_written = snapshot::write(&rd, &before, &after);
         let outcome = outcome?;
+        knobs_written?;
+        snapshot_written?;
         if !outcome.summary.interrupted {
             write_file(&rd.join(COMPLETE_MARKER), b"")?;
         }
@@ -192,7 +198,14 @@ pub fn run_experiment(
                     interrupted = true;
                     break;
                 }
-                let row = execute(plan)?;
+                let row = match execute(plan) {
+                    Ok(row) => row,
+                    Err(e) => {
+                        // Completed runs stay usable (and resumable) whatever failed.
+                        let _ = results::write_parquet(&dir.join("results.parquet"), &rows);
+                        return Err(e);
+                    }
+                };
                 let stopped = row.summary.interrupted;
                 rows.push(row);
                 if stopped {
