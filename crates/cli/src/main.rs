@@ -36,7 +36,7 @@ enum Command {
     Report(commands::report::Args),
     /// Manage the built-in namespace topology.
     Topo(commands::topo::Args),
-    /// Predict what the lab measures (resource model).
+    /// Predict what the lab measures: resource, urllc, wlan, batch, sim, fit.
     Model(commands::model::Args),
     /// Check this host: privileges, sockets, XDP, clocks, noise floor.
     Doctor(commands::doctor::Args),
