@@ -862,9 +862,26 @@ fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
             seed: 1,
         },
     )?;
+    // The report lays these predictions over the measurements (docs/report.md).
+    let overlay = serde_json::json!({
+        "source": "nflab model fit",
+        "method": r.method,
+        "predictions": r.runs.iter().map(|x| serde_json::json!({
+            "run": x.name,
+            "p50_ns": x.predicted_p50_ns,
+            "mean_ns": x.predicted_mean_ns,
+        })).collect::<Vec<_>>(),
+    });
+    let model_json = a.dir.join("model.json");
+    std::fs::write(&model_json, serde_json::to_string_pretty(&overlay)? + "\n")
+        .with_context(|| format!("cannot write {}", model_json.display()))?;
     if a.json {
         return print_json(&r);
     }
+    println!(
+        "predictions written to {} (report: nflab report DIR)",
+        model_json.display()
+    );
     println!("method                 {}", r.method);
     println!(
         "t_CPU                  {:.1} ns per packet (baseline {:.1} ns)",
