@@ -38,6 +38,10 @@ def main(argv=None) -> int:
         return 2
     outdir = Path(a.out) if (a.out and a.figure == "all") else Path(a.dir) / "figures-py"
     for fid in ids:
+        reason = plots.why_not(exp, fid) if a.figure == "all" else None
+        if reason:
+            print(f"note: {fid} does not apply here: {reason}", file=sys.stderr)
+            continue
         fig = plots.draw(exp, fid)
         out = Path(a.out) if (a.out and a.figure != "all") else outdir / f"{fid}.png"
         out.parent.mkdir(parents=True, exist_ok=True)

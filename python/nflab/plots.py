@@ -20,7 +20,7 @@ from .tree import Experiment, Run
 #: Colours of series (Okabe–Ito), as in report.html.
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
-FIGURES = ["hdr", "cdf", "ccdf", "histogram", "timeseries", "sweep", "throughput"]
+FIGURES = ["hdr", "cdf", "ccdf", "histogram", "timeseries", "windows", "anomalies", "sweep", "throughput", "model", "ipg"]
 
 
 def _plt():
@@ -55,21 +55,23 @@ def _pooled(runs: List[Run]) -> np.ndarray:
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
+def _fmt_ns(v, _=None) -> str:
+    """``250000`` → ``250 µs``."""
+    if v <= 0:
+        return "0"
+    if v < 1e3:
+        return f"{v:g} ns"
+    if v < 1e6:
+        return f"{v / 1e3:g} µs"
+    if v < 1e9:
+        return f"{v / 1e6:g} ms"
+    return f"{v / 1e9:g} s"
+
+
 def _ns_axis(axis):
     from matplotlib.ticker import FuncFormatter
 
-    def f(v, _):
-        if v <= 0:
-            return "0"
-        if v < 1e3:
-            return f"{v:g} ns"
-        if v < 1e6:
-            return f"{v / 1e3:g} µs"
-        if v < 1e9:
-            return f"{v / 1e6:g} ms"
-        return f"{v / 1e9:g} s"
-
-    axis.set_major_formatter(FuncFormatter(f))
+    axis.set_major_formatter(FuncFormatter(_fmt_ns))
 
 
 def hdr(exp: Experiment, ax=None):
@@ -276,9 +278,267 @@ def throughput(exp: Experiment, ax=None):
     return fig
 
 
+def _run_frame(exp: Experiment, r: Run):
+    """(t_ns since the first measured transmit, latency, seq, flow) of one run, in transmit order."""
+    f = r.record_file()
+    if f is None:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z
+    a = f.measured()
+    a = a[np.lexsort((a["seq"], a["flow"], a["tx_ns"]))]
+    tx = a["tx_ns"].astype(np.int64)
+    t = tx - tx[0] if len(tx) else tx
+    return t, a["rx_ns"].astype(np.int64) - tx, a["seq"].astype(np.int64), a["flow"].astype(np.int64)
+
+
+def window_series(exp: Experiment, window_s: float = 1.0) -> "OrderedDict[str, tuple]":
+    """Per configuration (its first run with ≥ 2 packets): ``(run, [(start_ns, p50, p99, max, packets)])``
+    for windows of ``window_s`` seconds of transmit time."""
+    out: "OrderedDict[str, tuple]" = OrderedDict()
+    win_ns = max(int(round(window_s * 1e9)), 1)
+    for label, runs in configs(exp).items():
+        for r in runs:
+            t, lat, _, _ = _run_frame(exp, r)
+            if len(t) > 1:
+                out[label] = (r, stats.windows(t, lat, win_ns))
+                break
+    return out
+
+
+def windows(exp: Experiment, ax=None, window_s: float = 1.0):
+    """p99 (solid) and max (dotted) latency per time window of ``window_s`` seconds (1 s unless
+    given), one colour per configuration (its first run), drawn at the window's middle."""
+    fig, ax = _ax(ax)
+    series = window_series(exp, window_s)
+    order = list(configs(exp).keys())
+    for label, (r, w) in series.items():
+        i = order.index(label)
+        c = COLORS[i % len(COLORS)]
+        x = [(s + window_s * 1e9 / 2) / 1e9 for s, *_ in w]
+        ax.plot(x, [q[2] for q in w], color=c, linestyle="-", marker="o", markersize=2.5, linewidth=1.4, label=f"{label} p99")
+        ax.plot(x, [q[3] for q in w], color=c, linestyle=":", marker=".", markersize=2.5, linewidth=1.0, label=f"{label} max")
+    if not series:
+        ax.text(0.5, 0.5, "no run has two packets", transform=ax.transAxes, ha="center")
+    ax.set_yscale("log")
+    _ns_axis(ax.yaxis)
+    ax.set_xlabel("transmit time since the first measured packet (s)")
+    ax.set_ylabel(f"latency per {window_s:g} s window (log)")
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def anomaly_specs(exp: Experiment) -> List[tuple]:
+    """The ``(n, t_ns)`` anomaly definitions: ``[analysis] anomalies`` of the first run that has
+    them (as the report), else of the spec."""
+    raw = None
+    for r in exp.runs:
+        a = (r.params.get("analysis") or {}).get("anomalies")
+        if isinstance(a, list):
+            raw = a
+            break
+    if raw is None:
+        raw = (exp.spec.get("analysis") or {}).get("anomalies") or []
+    return [p for p in (stats.parse_anomaly(s) for s in raw) if p is not None]
+
+
+def anomaly_table(exp: Experiment) -> List[dict]:
+    """Every anomaly of every run and spec, as the rows of ``figures/anomalies.csv``
+    (``run, config, spec, n, t_ns`` plus the fields of :func:`nflab.stats.anomaly_events`)."""
+    rows = []
+    specs = anomaly_specs(exp)
+    for n, thr in specs:
+        for r in exp.runs:
+            t, lat, seq, flow = _run_frame(exp, r)
+            if len(t) == 0:
+                continue
+            for a in stats.anomaly_events(seq, flow, t, lat, n, thr):
+                rows.append(dict(run=r.name, config=exp.config_label(r), spec=(n, thr), n=n, t_ns=thr, **a))
+    return rows
+
+
+def anomalies(exp: Experiment, ax=None):
+    """Anomaly timeline: one panel per ``n:t``; each anomaly is a bar from its start (transmit
+    time of its first packet) as wide as it lasted, at the height of its duration (first send
+    to last arrival, log); colours by configuration."""
+    plt = _plt()
+    specs = anomaly_specs(exp)
+    if ax is None:
+        k = max(1, len(specs))
+        fig, axes = plt.subplots(k, 1, figsize=(8, 2.2 * k + 0.6), sharex=True, constrained_layout=True, squeeze=False)
+        axes = list(axes[:, 0])
+    else:
+        fig, axes = ax.figure, [ax] * max(1, len(specs))
+    if not specs:
+        axes[0].text(0.5, 0.5, "the spec has no [analysis] anomalies", transform=axes[0].transAxes, ha="center")
+        return fig
+    rows = anomaly_table(exp)
+    ends = [_run_frame(exp, r)[0] for r in exp.runs]
+    span = max([float(t[-1]) for t in ends if len(t)] + [1.0]) / 1e9
+    order = list(configs(exp).keys())
+    for a, (n, thr) in zip(axes, specs):
+        found = [x for x in rows if x["spec"] == (n, thr)]
+        seen = set()
+        for x in found:
+            i = order.index(x["config"])
+            d = float(x["duration_ns"])
+            w = max(d / 1e9, span / 400)  # at least a visible sliver
+            lab = x["config"] if x["config"] not in seen else None
+            seen.add(x["config"])
+            a.bar(x["t0_ns"] / 1e9, d * 1.25 - d / 1.25, width=w, bottom=d / 1.25, align="edge",
+                  color=COLORS[i % len(COLORS)], alpha=0.8, label=lab)
+        a.set_yscale("log")
+        _ns_axis(a.yaxis)
+        a.set_xlim(0, span * 1.02)
+        a.set_ylabel("duration (log)")
+        a.set_title(f"anomaly {n}:{_fmt_ns(thr)}: ≥ {n} consecutive packets with latency ≥ {_fmt_ns(thr)} — {len(found)} found", fontsize=9, loc="left")
+        a.grid(True, alpha=0.3)
+        if found:
+            a.legend(fontsize=8, loc="upper right")
+        else:
+            a.text(0.5, 0.5, "no anomaly in any run", transform=a.transAxes, ha="center")
+    axes[-1].set_xlabel("transmit time of the anomaly's first packet (s)")
+    return fig
+
+
+def ipg_histograms(exp: Experiment) -> List[dict]:
+    """Per configuration (first run with data): the inter-packet-gap histogram, from gen.json's
+    ``selfcheck`` (linear buckets re-binned by midpoint) or else, for CBR runs, from the gaps of
+    consecutive sequence numbers' transmit times. Dicts ``config, run, source, bins`` ([(lo, hi,
+    count)], 10 log bins per decade), ``total, target_ns, mse_ns2``."""
+    out = []
+    for label, runs in configs(exp).items():
+        for r in runs:
+            sc = (r.gen or {}).get("selfcheck") if isinstance(r.gen, dict) else None
+            if isinstance(sc, dict):
+                w = max(float(sc.get("histogram_width_ns") or 1.0), 1.0)
+                h = [b for b in sc.get("histogram") or [] if isinstance(b, dict) and "lo_ns" in b and "count" in b]
+                bins = stats.log_bins([float(b["lo_ns"]) + w / 2 for b in h], [int(b["count"]) for b in h])
+                if not bins:
+                    continue
+                out.append(dict(config=label, run=r.name, source="gen.json selfcheck (receive side)", bins=bins,
+                                total=sum(b[2] for b in bins), target_ns=sc.get("configured_ipg_ns"), mse_ns2=sc.get("ipg_mse_ns2")))
+                break
+            rate = (r.params.get("traffic") or {}).get("rate_pps")
+            if (r.params.get("traffic") or {}).get("pattern") != "cbr" or not isinstance(rate, (int, float)) or rate <= 0:
+                continue
+            t, _, seq, flow = _run_frame(exp, r)
+            o = np.lexsort((seq, flow))
+            t, seq, flow = t[o], seq[o], flow[o]
+            ok = (flow[1:] == flow[:-1]) & (seq[1:] == seq[:-1] + 1)
+            gaps = (t[1:] - t[:-1])[ok]
+            if len(gaps) < 2:
+                continue
+            target = 1e9 / rate
+            bins = stats.log_bins(gaps.astype(float))
+            out.append(dict(config=label, run=r.name, source="transmit timestamps in the records", bins=bins,
+                            total=len(gaps), target_ns=target, mse_ns2=float(np.mean((gaps - target) ** 2))))
+            break
+    return out
+
+
+def ipg(exp: Experiment, ax=None):
+    """Generator self-check: fraction of inter-packet gaps per log bin, the configured gap as a
+    dotted line, the MSE (ns²) in the legend and title."""
+    fig, ax = _ax(ax)
+    hs = ipg_histograms(exp)
+    order = list(configs(exp).keys())
+    for h in hs:
+        i = order.index(h["config"])
+        c = COLORS[i % len(COLORS)]
+        mse = f" · MSE {h['mse_ns2']:.1e} ns²" if h["mse_ns2"] is not None else ""
+        for k, (lo, hi, cnt) in enumerate(h["bins"]):
+            ax.stairs([cnt / h["total"]], [lo, hi], color=c, linewidth=1.4, label=f"{h['config']}{mse}" if k == 0 else None)
+        if h["target_ns"]:
+            ax.axvline(float(h["target_ns"]), color=c, linestyle=":", linewidth=1.0)
+    if hs:
+        ax.set_title("IPG MSE " + ", ".join(f"{h['config']}: {h['mse_ns2']:.3g} ns²" for h in hs if h["mse_ns2"] is not None), fontsize=8, loc="left")
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no gen.json selfcheck and no CBR run with consecutive packets", transform=ax.transAxes, ha="center")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _ns_axis(ax.xaxis)
+    ax.set_xlabel("inter-packet gap (log, 10 bins per decade)")
+    ax.set_ylabel("fraction of gaps per bin (log)")
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+MODEL_METRICS = [("p50_ns", "p50"), ("p99_ns", "p99"), ("mean_ns", "mean"), ("max_ns", "max")]
+
+
+def model_points(exp: Experiment) -> List[dict]:
+    """``run, config, metric, measured_ns, predicted_ns`` for every statistic present both in a
+    prediction (``runs/NNN/model.json``, else ``DIR/model.json`` → ``predictions``) and in the
+    run's ``summary.json`` → ``latency_ns`` — the rows of ``figures/model.csv``."""
+    import json
+
+    try:
+        top = json.loads((exp.path / "model.json").read_text())
+    except (OSError, ValueError):
+        top = None
+    preds = (top or {}).get("predictions") if isinstance(top, dict) else None
+    out = []
+    for r in exp.runs:
+        try:
+            p = json.loads((r.path / "model.json").read_text())
+        except (OSError, ValueError):
+            p = next((x for x in preds or [] if isinstance(x, dict) and x.get("run") == r.name), None)
+        if not isinstance(p, dict):
+            continue
+        for key, stat in MODEL_METRICS:
+            pv, mv = p.get(key), _summary_num(r, "latency_ns", stat)
+            if isinstance(pv, (int, float)) and not isinstance(pv, bool) and mv is not None:
+                out.append(dict(run=r.name, config=exp.config_label(r), metric=key, measured_ns=float(mv), predicted_ns=float(pv)))
+    return out
+
+
+def model(exp: Experiment, ax=None):
+    """Measured (summary.json) against predicted (model.json) latency, one point per run and
+    statistic, log–log, with the measured = predicted diagonal."""
+    fig, ax = _ax(ax, size=(6.5, 5))
+    pts = model_points(exp)
+    if not pts:
+        ax.text(0.5, 0.5, "no model.json with predictions for these runs", transform=ax.transAxes, ha="center")
+        return fig
+    lo = max(1.0, min(min(p["measured_ns"], p["predicted_ns"]) for p in pts))
+    hi = max(max(p["measured_ns"], p["predicted_ns"]) for p in pts)
+    lo, hi = 10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(max(hi, lo * 10)))
+    ax.plot([lo, hi], [lo, hi], color="#aaa", linestyle="--", linewidth=1.0, label="measured = predicted")
+    for i, (key, _) in enumerate(MODEL_METRICS):
+        v = [p for p in pts if p["metric"] == key]
+        if v:
+            ax.plot([p["predicted_ns"] for p in v], [p["measured_ns"] for p in v], "o", color=COLORS[i], markersize=5, label=key)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    _ns_axis(ax.xaxis)
+    _ns_axis(ax.yaxis)
+    ax.set_xlabel("predicted by the model (log)")
+    ax.set_ylabel("measured (log)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def why_not(exp: Experiment, figure: str) -> Optional[str]:
+    """Why ``figure`` does not apply to ``exp`` (as the report's "Figures that do not apply"), or None."""
+    if figure == "anomalies" and not anomaly_specs(exp):
+        return "the spec has no [analysis] anomalies"
+    if figure == "model" and not model_points(exp):
+        return "no model.json with predictions that match a run's summary.json"
+    if figure == "ipg" and not ipg_histograms(exp):
+        return "no run has a gen.json selfcheck or CBR records with consecutive packets"
+    return None
+
+
 def draw(exp: Experiment, figure: str, **kw):
     """Draw one figure by its report id (``hdr``, ``cdf``, ...)."""
-    fns = {"hdr": hdr, "cdf": cdf, "ccdf": ccdf, "histogram": histogram, "timeseries": timeseries, "sweep": sweep, "throughput": throughput}
+    fns = {"hdr": hdr, "cdf": cdf, "ccdf": ccdf, "histogram": histogram, "timeseries": timeseries, "windows": windows,
+           "anomalies": anomalies, "sweep": sweep, "throughput": throughput, "model": model, "ipg": ipg}
     if figure not in fns:
         raise KeyError(f"no figure {figure!r}; figures are {', '.join(fns)}")
     return fns[figure](exp, **kw)

@@ -87,3 +87,93 @@ def anomalies(seq: np.ndarray, lat: np.ndarray, n: int, t_ns: int) -> List[Tuple
     if start is not None and length >= max(n, 1):
         out.append((start, length))
     return out
+
+
+def windows(t_ns: np.ndarray, lat: np.ndarray, win_ns: int) -> List[Tuple[int, float, float, float, int]]:
+    """Per time window of ``win_ns`` (by transmit time ``t_ns``, ns since the run's first measured
+    packet): ``(window_start_ns, p50, p99, max, packets)`` of the non-empty windows, nearest rank,
+    as the report's ``windows`` figure (``figures/windows.csv``)."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    v = np.asarray(lat, dtype=np.int64)
+    if len(t) == 0:
+        return []
+    win_ns = max(int(win_ns), 1)
+    w = t // win_ns
+    order = np.argsort(w, kind="stable")
+    w, v = w[order], v[order]
+    starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+    ends = np.r_[starts[1:], len(w)]
+    out = []
+    for a, b in zip(starts, ends):
+        s = np.sort(v[a:b])
+        out.append((int(w[a]) * win_ns, quantile(s, 0.5), quantile(s, 0.99), float(s[-1]), int(b - a)))
+    return out
+
+
+def anomaly_events(seq, flow, t_ns, lat, n: int, t_thr_ns: int) -> List[dict]:
+    """Anomalies of ``docs/metrics.md`` with their times, like the report's ``anomalies`` figure:
+    per flow, in sequence order, maximal runs of consecutive received sequence numbers with
+    latency ≥ ``t_thr_ns`` (a lost number ends a run; a run open at the end counts), length ≥ n.
+    Each is a dict ``flow, t0_ns`` (first transmit), ``t1_ns`` (last arrival, tx + latency),
+    ``duration_ns`` (= t1 − t0, at least 1), ``packets, start_seq, min_ns, max_ns``."""
+    seq = np.asarray(seq, dtype=np.int64)
+    flow = np.asarray(flow, dtype=np.int64)
+    t = np.asarray(t_ns, dtype=np.int64)
+    lat = np.asarray(lat, dtype=np.int64)
+    order = np.lexsort((seq, flow))
+    n = max(int(n), 1)
+    out: List[dict] = []
+    cur: Optional[dict] = None
+
+    def close(c):
+        if c is not None and c["packets"] >= n:
+            c["duration_ns"] = max(c["t1_ns"] - c["t0_ns"], 1)
+            out.append(c)
+
+    last_seq = None
+    for i in order:
+        s, f, ti, li = int(seq[i]), int(flow[i]), int(t[i]), int(lat[i])
+        high = li >= t_thr_ns
+        if high and cur is not None and cur["flow"] == f and last_seq + 1 == s:
+            cur["packets"] += 1
+            cur["t0_ns"] = min(cur["t0_ns"], ti)
+            cur["t1_ns"] = max(cur["t1_ns"], max(ti + li, ti))
+            cur["min_ns"], cur["max_ns"] = min(cur["min_ns"], li), max(cur["max_ns"], li)
+            last_seq = s
+            continue
+        close(cur)
+        cur = None
+        if high:
+            cur = {"flow": f, "start_seq": s, "t0_ns": ti, "t1_ns": max(ti + li, ti), "packets": 1, "min_ns": li, "max_ns": li}
+            last_seq = s
+    close(cur)
+    return out
+
+
+def parse_anomaly(spec: str) -> Optional[Tuple[int, int]]:
+    """``"2:250us"`` → ``(2, 250000)``; units ns, us/µs, ms, s (none = ns). Options after a
+    second ``:`` are ignored. None if it does not parse."""
+    try:
+        n_s, t_s = str(spec).split(":", 1)
+        t_s = t_s.split(":", 1)[0].strip()
+        k = 0
+        while k < len(t_s) and (t_s[k].isdigit() or t_s[k] == "."):
+            k += 1
+        mul = {"": 1.0, "ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}[t_s[k:].strip()]
+        return int(n_s.strip()), int(round(float(t_s[:k]) * mul))
+    except (ValueError, KeyError):
+        return None
+
+
+def log_bins(values, counts=None, per_decade: int = 10) -> List[Tuple[float, float, int]]:
+    """Counts at ``values`` in log-spaced bins (``per_decade`` per decade; below 1 → first bin):
+    ``(lo, hi, count)`` of the non-empty bins, ascending — the report's ``ipg`` re-binning."""
+    v = np.maximum(np.asarray(values, dtype=float), 1.0)
+    c = np.ones(len(v), dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    k = np.floor(np.log10(v) * per_decade).astype(np.int64)
+    out = []
+    for kk in np.unique(k):
+        cnt = int(c[k == kk].sum())
+        if cnt > 0:
+            out.append((10.0 ** (kk / per_decade), 10.0 ** ((kk + 1) / per_decade), cnt))
+    return out

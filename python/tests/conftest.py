@@ -101,6 +101,11 @@ def experiment(tmp_path) -> Path:
                 rows.append({"run": name, "repetition": rep, "dut": dut, "param.traffic.rate_pps": rate,
                              "received": len(lats), "latency_p99_ns": sorted(lats)[math.ceil(0.99 * len(lats)) - 1]})
                 i += 1
+    # A model overlay and a generator self-check, so every figure of the report applies.
+    (exp / "model.json").write_text(json.dumps({"predictions": [{"run": "000", "p50_ns": 4000, "p99_ns": 15000}, {"run": "002", "mean_ns": 6000}]}))
+    (exp / "runs" / "000" / "gen.json").write_text(json.dumps({"sent": 5000, "selfcheck": {
+        "configured_ipg_ns": 100000.0, "ipg_mse_ns2": 2.5e7, "histogram_width_ns": 1000,
+        "histogram": [{"lo_ns": 99000, "count": 10}, {"lo_ns": 100000, "count": 80}, {"lo_ns": 101000, "count": 10}]}}))
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq

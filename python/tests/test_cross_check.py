@@ -2,8 +2,9 @@
 
 `fixtures/tiny` (33 KB) is a small artifact tree: two runs of 150 packets
 written with `conftest.write_run`, then `cargo run -p nflab-report --example
-render -- python/tests/fixtures/tiny`, keeping only `figures/hdr.csv` and
-`figures/cdf.csv`. Regenerate it the same way if the figures' data changes."""
+render -- python/tests/fixtures/tiny`, keeping only `figures/{hdr,cdf,windows,anomalies,ipg}.csv`
+(the runs' anomaly specs are 2:250us and 2:6us, so anomalies.csv has rows; those three are
+checked in test_figures_more.py). Regenerate it the same way if the figures' data changes."""
 
 import csv
 from pathlib import Path
