@@ -65,7 +65,7 @@ impl std::str::FromStr for Format {
             "csv" => Ok(Format::Csv),
             "trex" => Ok(Format::Trex),
             other => Err(format!(
-                "unknown input format {other:?}; use nfr, csv, trex (pcap pairs: --pcap PRE POST)"
+                "unknown input format {other:?}; use nfr, csv, trex or pcap (pcap takes PRE POST pairs)"
             )),
         }
     }

@@ -50,6 +50,7 @@ mod spec;
 
 pub use dist::{Distribution, Method, Pct};
 pub use engine::{Engine, Options};
+pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
 pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
 pub use metrics::{analyze, analyze_with};
 pub use spec::{parse_duration_ns, AnomalySpec, Base, Cmp, LostMode, Threshold};

@@ -22,7 +22,10 @@ const EXIT_SLA_FAILED: u8 = 3;
 #[derive(clap::Args)]
 pub struct Args {
     /// Record files (.nfr, CSV with header seq,tx_ns,rx_ns, TRex-fork .data), or experiment
-    /// directories (every runs/*/records.nfr is re-analysed with these options).
+    /// directories (every runs/*/records.nfr is re-analysed with these options). With
+    /// --format pcap (or when every file ends in .pcap/.pcapng): pairs PRE POST of captures
+    /// taken before and after the device under test; latency = POST − PRE timestamp, matched
+    /// by probe (flow, seq), or by payload hash when PRE holds no nflab probe.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Anomaly definition N:T[:OPTIONS] (N consecutive packets with latency ≥ T), repeatable.
@@ -32,9 +35,10 @@ pub struct Args {
     /// Print the summary.json object(s) on stdout.
     #[arg(long)]
     json: bool,
-    /// Input format: nfr, csv, trex (default: from the file name; .data = trex).
+    /// Input format: nfr, csv, trex, pcap (default: from the file name; .data = trex,
+    /// .pcap/.pcapng = pcap). pcap reads the files as PRE POST capture pairs.
     #[arg(long, value_name = "FMT")]
-    format: Option<Format>,
+    format: Option<InputFormat>,
     /// Extra latency percentile to report, in (0, 100], repeatable (e.g. 99.9999).
     #[arg(long = "percentile", value_name = "P")]
     percentiles: Vec<String>,
@@ -87,6 +91,33 @@ pub struct Args {
     /// Confidence level of the across-run intervals.
     #[arg(long, default_value_t = 0.95, value_name = "LEVEL")]
     confidence: f64,
+}
+
+/// `--format`: a record-file format, or capture pairs.
+#[derive(Clone, Copy)]
+enum InputFormat {
+    File(Format),
+    Pcap,
+}
+
+impl std::str::FromStr for InputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pcap" | "pcapng" => Ok(InputFormat::Pcap),
+            other => other
+                .parse()
+                .map(InputFormat::File)
+                .map_err(|_| format!("unknown input format {other:?}; use nfr, csv, trex or pcap")),
+        }
+    }
+}
+
+fn is_capture_name(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .is_some_and(|e| matches!(e.as_str(), "pcap" | "pcapng" | "cap"))
 }
 
 fn dur(flag: &str, s: &str) -> anyhow::Result<u64> {
@@ -197,7 +228,39 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         anomalies,
         ..AnalysisConfig::default()
     };
-    let files = expand(&args.files)?;
+    let pcap = match args.format {
+        Some(InputFormat::Pcap) => true,
+        Some(InputFormat::File(_)) => false,
+        None => args.files.iter().all(|f| is_capture_name(f)),
+    };
+    let file_format = match args.format {
+        Some(InputFormat::File(f)) => Some(f),
+        _ => None,
+    };
+    // Capture pairs: one "file" per PRE POST pair, labelled "PRE -> POST".
+    let pairs: Vec<(PathBuf, PathBuf)> = if pcap {
+        if !args.files.len().is_multiple_of(2) {
+            bail!(
+                "pcap input takes pairs PRE POST (capture before and after the device under \
+                 test); {} files were given",
+                args.files.len()
+            );
+        }
+        args.files
+            .chunks_exact(2)
+            .map(|c| (c[0].clone(), c[1].clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let files = if pcap {
+        pairs
+            .iter()
+            .map(|(a, b)| PathBuf::from(format!("{} -> {}", a.display(), b.display())))
+            .collect()
+    } else {
+        expand(&args.files)?
+    };
     let mut out: Vec<(PathBuf, Summary)> = Vec::new();
     let mut sla_failed = false;
     let mut verdicts_all = Vec::new();
@@ -206,8 +269,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             mut analysis,
             problem,
             ..
-        } = nflab_analyze::analyze_file_with(file, &cfg, &opts, args.format)
-            .with_context(|| format!("analysing {}", file.display()))?;
+        } = match pairs.get(i) {
+            Some((pre, post)) => nflab_analyze::analyze_pcap_pair(pre, post, &cfg, &opts),
+            None => nflab_analyze::analyze_file_with(file, &cfg, &opts, file_format),
+        }
+        .with_context(|| format!("analysing {}", file.display()))?;
         if let Some(p) = problem {
             eprintln!("warning: {p}");
         }
