@@ -246,12 +246,19 @@ pub fn run_procedure(
         trials: Vec::new(),
         interrupted: false,
     };
-    let mut trial = |rate: f64, verdict: &mut Verdict| -> Result<Option<bool>, LabError> {
+    // One trial: at a rate, or (back-to-back) one burst of that many frames.
+    // Ok(None) when a signal stopped it.
+    let back_to_back = cfg.procedure == Procedure::BackToBack;
+    let mut trial = |x: f64, verdict: &mut Verdict| -> Result<Option<bool>, LabError> {
         if stop.load(Ordering::Relaxed) {
             verdict.interrupted = true;
             return Ok(None);
         }
-        let plan = trial_plan(base, *next_index, rate, cfg.trial_s);
+        let plan = if back_to_back {
+            burst_plan(base, *next_index, x as u64, cfg.trial_s)
+        } else {
+            trial_plan(base, *next_index, x, cfg.trial_s)
+        };
         *next_index += 1;
         let row = run_trial(&plan)?;
         let s = &row.summary;
@@ -259,12 +266,18 @@ pub fn run_procedure(
             verdict.interrupted = true;
             return Ok(None);
         }
-        let generator_limited = s
-            .rate
-            .tx_pps
-            .is_none_or(|tx| tx < rate * GENERATOR_SHORTFALL);
-        let pass =
-            s.loss_ratio <= cfg.loss_tolerance && s.packets.received > 0 && !generator_limited;
+        let rate = plan.spec.traffic.rate_pps.pps().unwrap_or(0.0);
+        // A burst's offered rate is its own; only loss matters there.
+        let generator_limited = !back_to_back
+            && s.rate
+                .tx_pps
+                .is_none_or(|tx| tx < rate * GENERATOR_SHORTFALL);
+        let lossless = if back_to_back {
+            s.packets.lost == 0
+        } else {
+            s.loss_ratio <= cfg.loss_tolerance
+        };
+        let pass = lossless && s.packets.received > 0 && !generator_limited;
         verdict.trials.push(Trial {
             run: row.run.clone(),
             rate_pps: rate,
@@ -278,93 +291,30 @@ pub fn run_procedure(
         Ok(Some(pass))
     };
 
-    if cfg.procedure == Procedure::BackToBack {
-        let mut burst_trial =
-            |frames: u64, verdict: &mut Verdict| -> Result<Option<bool>, LabError> {
-                if stop.load(Ordering::Relaxed) {
-                    verdict.interrupted = true;
-                    return Ok(None);
-                }
-                let plan = burst_plan(base, *next_index, frames, cfg.trial_s);
-                *next_index += 1;
-                let row = run_trial(&plan)?;
-                let s = &row.summary;
-                if s.interrupted {
-                    verdict.interrupted = true;
-                    return Ok(None);
-                }
-                // Only loss matters: the offered rate of one burst is its own.
-                let pass = s.packets.lost == 0 && s.packets.received > 0;
-                verdict.trials.push(Trial {
-                    run: row.run.clone(),
-                    rate_pps: plan.spec.traffic.rate_pps.pps().unwrap_or(0.0),
-                    loss_ratio: s.loss_ratio,
-                    pass,
-                    generator_limited: false,
-                    tx_pps: s.rate.tx_pps,
-                    p50_ns: s.latency_ns.p50,
-                    p99_ns: s.latency_ns.p99,
-                });
-                Ok(Some(pass))
-            };
-        let (mut lo, mut hi) = (None::<u64>, cfg.max_burst);
-        match burst_trial(cfg.max_burst, &mut verdict)? {
-            None => return Ok(verdict),
-            Some(true) => lo = Some(cfg.max_burst),
-            Some(false) => {
-                if burst_trial(cfg.min_burst, &mut verdict)? == Some(true) {
-                    lo = Some(cfg.min_burst);
-                    while let Some(l) = lo {
-                        if hi - l <= cfg.burst_resolution {
-                            break;
-                        }
-                        let mid = (l + hi) / 2;
-                        match burst_trial(mid, &mut verdict)? {
-                            None => break,
-                            Some(true) => lo = Some(mid),
-                            Some(false) => hi = mid,
-                        }
-                    }
-                }
-            }
-        }
-        verdict.back_to_back_frames = lo;
-        return Ok(verdict);
-    }
-
     match cfg.procedure {
-        Procedure::BackToBack => unreachable!("handled above"),
+        Procedure::BackToBack => {
+            let found = search(
+                cfg.max_burst as f64,
+                cfg.min_burst as f64,
+                cfg.burst_resolution as f64,
+                |l, h| ((l + h) / 2.0).floor(),
+                &mut |x| trial(x, &mut verdict),
+            )?;
+            verdict.back_to_back_frames = found.map(|f| f as u64);
+        }
         Procedure::Throughput | Procedure::Latency => {
-            // RFC 2544 §26.1: start at the maximum; binary search below it.
-            let (mut lo, mut hi) = (None::<f64>, cfg.max_rate_pps);
-            match trial(cfg.max_rate_pps, &mut verdict)? {
-                None => return Ok(verdict),
-                Some(true) => lo = Some(cfg.max_rate_pps),
-                Some(false) => match trial(cfg.min_rate_pps, &mut verdict)? {
-                    None => return Ok(verdict),
-                    Some(false) => {}
-                    Some(true) => {
-                        lo = Some(cfg.min_rate_pps);
-                        while let Some(l) = lo {
-                            if hi - l <= cfg.resolution_pps {
-                                break;
-                            }
-                            let mid = ((l + hi) / 2.0).round();
-                            match trial(mid, &mut verdict)? {
-                                None => break,
-                                Some(true) => lo = Some(mid),
-                                Some(false) => hi = mid,
-                            }
-                        }
-                    }
-                },
-            }
-            verdict.throughput_pps = lo;
+            let found = search(
+                cfg.max_rate_pps,
+                cfg.min_rate_pps,
+                cfg.resolution_pps,
+                |l, h| ((l + h) / 2.0).round(),
+                &mut |x| trial(x, &mut verdict),
+            )?;
+            verdict.throughput_pps = found;
             if cfg.procedure == Procedure::Latency && !verdict.interrupted {
-                if let Some(t) = lo {
-                    let rate = (t * cfg.latency_fraction).max(1.0);
+                if let Some(t) = found {
                     let before = verdict.trials.len();
-                    trial(rate, &mut verdict)?;
+                    trial((t * cfg.latency_fraction).max(1.0), &mut verdict)?;
                     verdict.latency_run = verdict.trials.get(before).map(|t| t.run.clone());
                 }
             }
@@ -393,6 +343,37 @@ pub fn run_procedure(
         }
     }
     Ok(verdict)
+}
+
+/// RFC 2544 §26.1's search: a trial at the maximum; if it fails, one at the
+/// minimum; then halve the interval between the highest pass and the lowest
+/// failure until it is `resolution` wide. Returns the highest pass, if any;
+/// a stopped trial ends the search with what was found so far.
+fn search(
+    max: f64,
+    min: f64,
+    resolution: f64,
+    midpoint: impl Fn(f64, f64) -> f64,
+    trial: &mut dyn FnMut(f64) -> Result<Option<bool>, LabError>,
+) -> Result<Option<f64>, LabError> {
+    match trial(max)? {
+        Some(true) => return Ok(Some(max)),
+        None => return Ok(None),
+        Some(false) => {}
+    }
+    if trial(min)? != Some(true) {
+        return Ok(None);
+    }
+    let (mut lo, mut hi) = (min, max);
+    while hi - lo > resolution {
+        let mid = midpoint(lo, hi);
+        match trial(mid)? {
+            None => break,
+            Some(true) => lo = mid,
+            Some(false) => hi = mid,
+        }
+    }
+    Ok(Some(lo))
 }
 
 /// Write `rfc2544.json`.
