@@ -1,12 +1,13 @@
 //! The engine of `nflab analyze` without the rest of the CLI (used by
 //! `bench/analyze`, which must not depend on the lab crates building):
 //! `analyze FILE [--format trex|csv|nfr] [--anomaly N:T]... [--exact|--hdr]
-//! [--percentile P]... [--events N] [--threads]` prints the summary JSON.
+//! [--percentile P]... [--events N] [--anomalies-only [--threads N]]` prints the
+//! summary JSON.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nflab_analyze::{analyze_file_with, AnalysisConfig, Options, Pct};
+use nflab_analyze::{analyze_file_with, analyze_trex_anomalies_only, AnalysisConfig, Options, Pct};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -14,6 +15,7 @@ fn main() -> ExitCode {
     let mut cfg = AnalysisConfig::default();
     let mut opts = Options::default();
     let mut format = None;
+    let mut threads: Option<usize> = None;
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -29,6 +31,8 @@ fn main() -> ExitCode {
             "--hdr" => opts.exact_limit = 0,
             "--percentile" => opts.percentiles.extend(Pct::parse(&val())),
             "--events" => opts.anomaly_events = val().parse().unwrap_or(100),
+            "--anomalies-only" => threads = Some(0),
+            "--threads" => threads = Some(val().parse().unwrap_or(0)),
             _ => file = Some(PathBuf::from(a)),
         }
     }
@@ -36,7 +40,11 @@ fn main() -> ExitCode {
         eprintln!("usage: analyze FILE [--format F] [--anomaly N:T]... [--exact|--hdr]");
         return ExitCode::from(2);
     };
-    match analyze_file_with(&file, &cfg, &opts, format) {
+    let result = match threads {
+        Some(t) => analyze_trex_anomalies_only(&file, &cfg, &opts, t),
+        None => analyze_file_with(&file, &cfg, &opts, format),
+    };
+    match result {
         Ok(fa) => {
             if let Some(p) = fa.problem {
                 eprintln!("warning: {p}");

@@ -115,17 +115,7 @@ pub struct Quantile {
 /// Streaming distribution of i64 values; see the module docs.
 #[derive(Debug, Clone)]
 pub struct Distribution {
-    count: u64,
-    min: i64,
-    max: i64,
-    /// Values are summed as `v - shift` (shift = first value) so the sums
-    /// stay small and the variance is exact.
-    shift: i64,
-    sum_d: i128,
-    sum_d2: u128,
-    sums_overflowed: bool,
-    f_sum: f64,
-    f_sum2: f64,
+    moments: Moments,
     exact: Option<Vec<i64>>,
     exact_limit: u64,
     digits: u8,
@@ -139,11 +129,36 @@ pub const DEFAULT_HDR_DIGITS: u8 = 3;
 /// 2^24 values = 128 MiB.
 pub const DEFAULT_EXACT_LIMIT: u64 = 1 << 24;
 
-impl Distribution {
-    /// An empty distribution that stays exact for `exact_limit` values and
-    /// then uses HDR histograms with `digits` (1..=5) significant digits.
-    pub fn new(exact_limit: u64, digits: u8) -> Distribution {
-        Distribution {
+/// Count, min, max, mean and stdev of a stream of i64 values, exact:
+/// values are summed as `v - shift` (shift = the first value) in integers,
+/// so the sums stay small and the variance has no cancellation error. Two
+/// accumulators over parts of a stream [`merge`](Moments::merge) into the
+/// one of the whole.
+#[derive(Debug, Clone, Copy)]
+pub struct Moments {
+    count: u64,
+    min: i64,
+    max: i64,
+    shift: i64,
+    sum_d: i128,
+    sum_d2: u128,
+    /// Absurd values (timestamps of garbage) overflowed the integer sums;
+    /// the f64 sums carry on.
+    sums_overflowed: bool,
+    f_sum: f64,
+    f_sum2: f64,
+}
+
+impl Default for Moments {
+    fn default() -> Self {
+        Moments::new()
+    }
+}
+
+impl Moments {
+    /// No values yet.
+    pub const fn new() -> Moments {
+        Moments {
             count: 0,
             min: i64::MAX,
             max: i64::MIN,
@@ -153,25 +168,6 @@ impl Distribution {
             sums_overflowed: false,
             f_sum: 0.0,
             f_sum2: 0.0,
-            exact: if exact_limit > 0 {
-                Some(Vec::new())
-            } else {
-                None
-            },
-            exact_limit,
-            digits: digits.clamp(1, 5),
-            pos: None,
-            neg: None,
-        }
-    }
-
-    /// Reserve room for `n` more values in exact mode (no effect when they
-    /// would exceed the exact limit).
-    pub fn reserve(&mut self, n: u64) {
-        if let Some(v) = &mut self.exact {
-            if self.count.saturating_add(n) <= self.exact_limit {
-                v.reserve(n as usize);
-            }
         }
     }
 
@@ -200,46 +196,106 @@ impl Distribution {
                 (Some(s), Some(s2)) => {
                     self.sum_d = s;
                     self.sum_d2 = s2;
+                    return;
                 }
-                _ => {
-                    // Absurd values (timestamps of garbage): continue in f64.
-                    self.sums_overflowed = true;
-                    self.f_sum = self.sum_d as f64;
-                    self.f_sum2 = self.sum_d2 as f64;
-                }
+                _ => self.overflow(),
             }
         }
-        if self.sums_overflowed {
-            let x = d as f64;
-            self.f_sum += x;
-            self.f_sum2 += x * x;
+        let x = d as f64;
+        self.f_sum += x;
+        self.f_sum2 += x * x;
+    }
+
+    /// The moments of `vals`, the same as recording them one by one, but
+    /// in a loop without 128-bit arithmetic when the values lie within 2^31
+    /// of each other (every latency block of a sane trace).
+    pub fn of_block(vals: &[i64]) -> Moments {
+        let Some(&first) = vals.first() else {
+            return Moments::new();
+        };
+        let (lo, hi) = vals
+            .iter()
+            .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        if i128::from(hi) - i128::from(lo) >= 1 << 31 || vals.len() > 1 << 32 {
+            let mut m = Moments::new();
+            vals.iter().for_each(|&v| m.record(v));
+            return m;
         }
-        match &mut self.exact {
-            Some(vals) if self.count <= self.exact_limit => vals.push(v),
-            Some(_) => {
-                let vals = self.exact.take().unwrap_or_default();
-                for x in vals {
-                    self.hdr_record(x);
-                }
-                self.hdr_record(v);
-            }
-            None => self.hdr_record(v),
+        // |v - first| < 2^31: the difference, its square (< 2^62) and the sum
+        // of at most 2^32 differences fit 64 bits.
+        let (mut sum, mut sum2) = (0i64, 0u128);
+        for &v in vals {
+            let d = v - first;
+            sum += d;
+            sum2 += u128::from(d.unsigned_abs() * d.unsigned_abs());
+        }
+        Moments {
+            count: vals.len() as u64,
+            min: lo,
+            max: hi,
+            shift: first,
+            sum_d: i128::from(sum),
+            sum_d2: sum2,
+            ..Moments::new()
         }
     }
 
-    fn hdr_record(&mut self, v: i64) {
-        let digits = self.digits;
-        let make = || {
-            Histogram::<u64>::new(digits)
-                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
-        };
-        let h = if v >= 0 {
-            self.pos.get_or_insert_with(make)
-        } else {
-            self.neg.get_or_insert_with(make)
-        };
-        // Auto-resizing histogram: recording any u64 succeeds.
-        let _ = h.record(v.unsigned_abs());
+    fn overflow(&mut self) {
+        self.sums_overflowed = true;
+        self.f_sum = self.sum_d as f64;
+        self.f_sum2 = self.sum_d2 as f64;
+    }
+
+    /// Fold `other` (values of another part of the stream) into `self`; the
+    /// result equals recording both parts into one accumulator.
+    pub fn merge(&mut self, other: &Moments) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *other;
+            return;
+        }
+        // Re-base other's sums on self.shift: Σ(v−s) = Σ(v−o) + n·(o−s),
+        // Σ(v−s)² = Σ(v−o)² + 2(o−s)·Σ(v−o) + n·(o−s)².
+        let k = i128::from(other.shift) - i128::from(self.shift);
+        let n = i128::from(other.count);
+        let exact = (!self.sums_overflowed && !other.sums_overflowed)
+            .then(|| {
+                let s = other.sum_d.checked_add(n.checked_mul(k)?)?;
+                let cross = k.checked_mul(other.sum_d)?.checked_mul(2)?;
+                let s2 = i128::try_from(other.sum_d2)
+                    .ok()?
+                    .checked_add(cross)?
+                    .checked_add(n.checked_mul(k.checked_mul(k)?)?)?;
+                Some((
+                    self.sum_d.checked_add(s)?,
+                    self.sum_d2.checked_add(u128::try_from(s2).ok()?)?,
+                ))
+            })
+            .flatten();
+        match exact {
+            Some((s, s2)) => {
+                self.sum_d = s;
+                self.sum_d2 = s2;
+            }
+            None => {
+                if !self.sums_overflowed {
+                    self.overflow();
+                }
+                let (o1, o2) = if other.sums_overflowed {
+                    (other.f_sum, other.f_sum2)
+                } else {
+                    (other.sum_d as f64, other.sum_d2 as f64)
+                };
+                let (k, n) = (k as f64, other.count as f64);
+                self.f_sum += o1 + n * k;
+                self.f_sum2 += o2 + 2.0 * k * o1 + n * k * k;
+            }
+        }
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
     }
 
     /// Number of values.
@@ -291,10 +347,115 @@ impl Distribution {
         let m = self.f_sum / n;
         Some((self.f_sum2 / n - m * m).max(0.0).sqrt())
     }
+}
+
+impl Distribution {
+    /// An empty distribution that stays exact for `exact_limit` values and
+    /// then uses HDR histograms with `digits` (1..=5) significant digits.
+    pub fn new(exact_limit: u64, digits: u8) -> Distribution {
+        Distribution {
+            moments: Moments::new(),
+            exact: if exact_limit > 0 {
+                Some(Vec::new())
+            } else {
+                None
+            },
+            exact_limit,
+            digits: digits.clamp(1, 5),
+            pos: None,
+            neg: None,
+        }
+    }
+
+    /// A distribution in HDR mode assembled from parts accumulated elsewhere
+    /// (the parallel pass): exact `moments` and the histograms of the values
+    /// >= 0 and of the magnitudes of the negative ones.
+    pub(crate) fn from_hdr(
+        moments: Moments,
+        pos: Option<Histogram<u64>>,
+        neg: Option<Histogram<u64>>,
+        digits: u8,
+    ) -> Distribution {
+        Distribution {
+            moments,
+            exact: None,
+            exact_limit: 0,
+            digits: digits.clamp(1, 5),
+            pos,
+            neg,
+        }
+    }
+
+    /// Reserve room for `n` more values in exact mode (no effect when they
+    /// would exceed the exact limit).
+    pub fn reserve(&mut self, n: u64) {
+        if let Some(v) = &mut self.exact {
+            if self.moments.count.saturating_add(n) <= self.exact_limit {
+                v.reserve(n as usize);
+            }
+        }
+    }
+
+    /// Add one value.
+    #[inline]
+    pub fn record(&mut self, v: i64) {
+        self.moments.record(v);
+        match &mut self.exact {
+            Some(vals) if self.moments.count <= self.exact_limit => vals.push(v),
+            Some(_) => {
+                let vals = self.exact.take().unwrap_or_default();
+                for x in vals {
+                    self.hdr_record(x);
+                }
+                self.hdr_record(v);
+            }
+            None => self.hdr_record(v),
+        }
+    }
+
+    fn hdr_record(&mut self, v: i64) {
+        let digits = self.digits;
+        let make = || {
+            Histogram::<u64>::new(digits)
+                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+        };
+        let h = if v >= 0 {
+            self.pos.get_or_insert_with(make)
+        } else {
+            self.neg.get_or_insert_with(make)
+        };
+        // Auto-resizing histogram: recording any u64 succeeds.
+        let _ = h.record(v.unsigned_abs());
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.moments.count
+    }
+
+    /// Smallest value.
+    pub fn min(&self) -> Option<i64> {
+        self.moments.min()
+    }
+
+    /// Largest value.
+    pub fn max(&self) -> Option<i64> {
+        self.moments.max()
+    }
+
+    /// Arithmetic mean.
+    pub fn mean(&self) -> Option<f64> {
+        self.moments.mean()
+    }
+
+    /// Population standard deviation (divides by N).
+    pub fn stdev(&self) -> Option<f64> {
+        self.moments.stdev()
+    }
 
     /// Sum of all values as a float.
     pub fn sum(&self) -> f64 {
-        self.mean().map_or(0.0, |m| m * self.count as f64)
+        self.mean().map_or(0.0, |m| m * self.moments.count as f64)
     }
 
     /// How percentiles are computed now.
@@ -321,10 +482,10 @@ impl Distribution {
     /// Exact mode reorders the stored values (selection), which is fine: the
     /// order of values is not used elsewhere.
     pub fn quantiles(&mut self, pcts: &[Pct]) -> Vec<Option<Quantile>> {
-        if self.count == 0 {
+        if self.moments.count == 0 {
             return vec![None; pcts.len()];
         }
-        let n = self.count;
+        let n = self.moments.count;
         let ranks: Vec<u64> = pcts.iter().map(|p| p.rank(n)).collect();
         let values = self.values_at_ranks(&ranks);
         values.into_iter().map(Some).collect()
@@ -332,7 +493,7 @@ impl Distribution {
 
     /// The values at 1-based ranks (any order, duplicates allowed).
     pub fn values_at_ranks(&mut self, ranks: &[u64]) -> Vec<Quantile> {
-        let (min, max) = (self.min, self.max);
+        let (min, max) = (self.moments.min, self.moments.max);
         if let Some(vals) = &mut self.exact {
             let mut idx: Vec<usize> = ranks
                 .iter()
@@ -353,7 +514,7 @@ impl Distribution {
         ranks
             .iter()
             .map(|&r| {
-                let r = r.clamp(1, self.count);
+                let r = r.clamp(1, self.moments.count);
                 let q = if r <= neg_count {
                     // Ascending values = descending magnitudes: the r-th
                     // smallest value is the (neg_count - r + 1)-th smallest magnitude.
@@ -532,6 +693,43 @@ mod tests {
         let got = d.values_at_ranks(&ranks);
         for (r, q) in ranks.iter().zip(got) {
             assert_eq!(q.value, v[*r as usize - 1]);
+        }
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        /// Merging the moments of two parts equals recording the whole, and
+        /// both match a direct f64 computation.
+        #[test]
+        fn moments_merge_equals_whole(
+            v in proptest::collection::vec(-5_000_000_000i64..5_000_000_000, 1..300)
+                .prop_union(proptest::collection::vec(-1_000_000i64..1_000_000, 1..300)),
+            cut in 0usize..300,
+        ) {
+            let cut = cut.min(v.len());
+            let (mut whole, mut a, mut b) = (Moments::new(), Moments::new(), Moments::new());
+            v.iter().for_each(|&x| whole.record(x));
+            v[..cut].iter().for_each(|&x| a.record(x));
+            v[cut..].iter().for_each(|&x| b.record(x));
+            a.merge(&b);
+            proptest::prop_assert_eq!(a.count(), whole.count());
+            proptest::prop_assert_eq!(a.min(), whole.min());
+            proptest::prop_assert_eq!(a.max(), whole.max());
+            proptest::prop_assert_eq!(a.mean(), whole.mean());
+            proptest::prop_assert_eq!(a.stdev(), whole.stdev());
+            let block = Moments::of_block(&v);
+            proptest::prop_assert_eq!(block.count(), whole.count());
+            proptest::prop_assert_eq!((block.min(), block.max()), (whole.min(), whole.max()));
+            proptest::prop_assert_eq!(block.mean(), whole.mean());
+            proptest::prop_assert_eq!(block.stdev(), whole.stdev());
+            let n = v.len() as f64;
+            let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+            let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+            let m = a.mean().unwrap_or(f64::NAN);
+            proptest::prop_assert!((m - mean).abs() <= 1e-6 * mean.abs().max(1.0));
+            let sd = a.stdev().unwrap_or(f64::NAN);
+            proptest::prop_assert!((sd - var.sqrt()).abs() <= 1e-6 * var.sqrt().max(1.0));
         }
     }
 }

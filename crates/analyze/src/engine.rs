@@ -121,15 +121,15 @@ struct Slot {
 }
 
 #[derive(Debug, Clone, Default)]
-struct Run {
-    len: u64,
-    lost: u64,
-    start_seq: u64,
-    first_tx: Option<u64>,
-    last_tx: Option<u64>,
-    peak: Option<i64>,
-    peak_tx: Option<u64>,
-    prev_start: Option<u64>,
+pub(crate) struct Run {
+    pub(crate) len: u64,
+    pub(crate) lost: u64,
+    pub(crate) start_seq: u64,
+    pub(crate) first_tx: Option<u64>,
+    pub(crate) last_tx: Option<u64>,
+    pub(crate) peak: Option<i64>,
+    pub(crate) peak_tx: Option<u64>,
+    pub(crate) prev_start: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -213,7 +213,13 @@ pub struct Engine {
 }
 
 fn lat_of(r: &Record) -> (i64, bool) {
-    let lat = i128::from(r.rx_ns) - i128::from(r.tx_ns);
+    latency(r.tx_ns, r.rx_ns)
+}
+
+/// `rx - tx` as i64, clamped to the i64 range; `true` when it was clamped.
+#[inline]
+pub(crate) fn latency(tx_ns: u64, rx_ns: u64) -> (i64, bool) {
+    let lat = i128::from(rx_ns) - i128::from(tx_ns);
     match i64::try_from(lat) {
         Ok(v) => (v, false),
         Err(_) => (if lat < 0 { i64::MIN } else { i64::MAX }, true),
@@ -269,17 +275,7 @@ impl Engine {
         e.anom = e
             .specs
             .iter()
-            .map(|_| AnomAgg {
-                count: 0,
-                packets: 0,
-                longest: 0,
-                lost: 0,
-                durations: Distribution::new(1 << 16, opts.hdr_digits),
-                inter: Distribution::new(1 << 16, opts.hdr_digits),
-                hourly: BTreeMap::new(),
-                events: Vec::new(),
-                truncated: false,
-            })
+            .map(|_| AnomAgg::new(opts.hdr_digits))
             .collect();
         if let Some(sent) = sent {
             for fs in sent {
@@ -632,44 +628,10 @@ impl Engine {
         if run.len == 0 {
             return;
         }
-        let spec = self.specs[k];
-        if run.len >= u64::from(spec.n.max(1)) {
-            let origin = self.origin.unwrap_or(0);
-            let agg = &mut self.anom[k];
-            agg.count += 1;
-            agg.packets += run.len;
-            agg.lost += run.lost;
-            agg.longest = agg.longest.max(run.len);
-            let duration = match (run.first_tx, run.last_tx) {
-                (Some(a), Some(b)) => b.saturating_sub(a),
-                _ => 0,
-            };
-            agg.durations.record(duration.min(i64::MAX as u64) as i64);
-            if let Some(start) = run.first_tx {
-                if let Some(p) = run.prev_start {
-                    agg.inter
-                        .record(start.saturating_sub(p).min(i64::MAX as u64) as i64);
-                }
-                run.prev_start = Some(start);
-                *agg.hourly
-                    .entry(start.saturating_sub(origin) / 3_600_000_000_000)
-                    .or_default() += 1;
-            }
-            if agg.events.len() < self.opts.anomaly_events {
-                agg.events.push(AnomalyEvent {
-                    flow,
-                    start_seq: run.start_seq,
-                    start_tx_ns: run.first_tx,
-                    packets: run.len,
-                    lost: run.lost,
-                    duration_ns: duration,
-                    peak_ns: run.peak,
-                    peak_tx_ns: run.peak_tx,
-                });
-            } else {
-                agg.truncated = true;
-            }
-        }
+        let origin = self.origin.unwrap_or(0);
+        let n = self.specs[k].n;
+        let events = self.opts.anomaly_events;
+        self.anom[k].add(flow, run, n, origin, events);
         let prev_start = run.prev_start;
         *run = Run {
             prev_start,
@@ -888,6 +850,64 @@ impl FlowState {
 }
 
 impl AnomAgg {
+    /// No anomalies yet.
+    pub(crate) fn new(hdr_digits: u8) -> AnomAgg {
+        AnomAgg {
+            count: 0,
+            packets: 0,
+            longest: 0,
+            lost: 0,
+            durations: Distribution::new(1 << 16, hdr_digits),
+            inter: Distribution::new(1 << 16, hdr_digits),
+            hourly: BTreeMap::new(),
+            events: Vec::new(),
+            truncated: false,
+        }
+    }
+
+    /// Count the finished run `run` of `flow` if it is at least `n` long
+    /// (`origin`: start of hour 0; `events`: how many events to list).
+    /// Updates `run.prev_start` for the inter-anomaly time.
+    pub(crate) fn add(&mut self, flow: u16, run: &mut Run, n: u32, origin: u64, events: usize) {
+        if run.len < u64::from(n.max(1)) {
+            return;
+        }
+        self.count += 1;
+        self.packets += run.len;
+        self.lost += run.lost;
+        self.longest = self.longest.max(run.len);
+        let duration = match (run.first_tx, run.last_tx) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        self.durations.record(duration.min(i64::MAX as u64) as i64);
+        if let Some(start) = run.first_tx {
+            if let Some(p) = run.prev_start {
+                self.inter
+                    .record(start.saturating_sub(p).min(i64::MAX as u64) as i64);
+            }
+            run.prev_start = Some(start);
+            *self
+                .hourly
+                .entry(start.saturating_sub(origin) / 3_600_000_000_000)
+                .or_default() += 1;
+        }
+        if self.events.len() < events {
+            self.events.push(AnomalyEvent {
+                flow,
+                start_seq: run.start_seq,
+                start_tx_ns: run.first_tx,
+                packets: run.len,
+                lost: run.lost,
+                duration_ns: duration,
+                peak_ns: run.peak,
+                peak_tx_ns: run.peak_tx,
+            });
+        } else {
+            self.truncated = true;
+        }
+    }
+
     pub(crate) fn detail(&mut self, spec: &AnomalySpec, span_ns: Option<u64>) -> AnomalyDetail {
         let pcts = [
             Pct { num: 1, den: 2 },

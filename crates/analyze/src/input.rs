@@ -366,23 +366,34 @@ pub(crate) struct TrexSource {
     file: File,
     buf: Vec<u8>,
     next_seq: u64,
-    /// Bytes at the end that do not form a whole record.
-    pub(crate) leftover: usize,
 }
 
 /// Bytes of one TRex-fork record.
 pub const TREX_RECORD_BYTES: usize = 16;
 
-/// Seconds (f64) to ns, rounded; negative or NaN values become 0.
+/// Seconds (f64) to ns, rounded half away from zero (numpy's rint agrees
+/// except on exact ties); negative or NaN values become 0, values beyond
+/// `u64::MAX` saturate.
+///
+/// Equal to `(s * 1e9).round() as u64` but without the call to libm's
+/// `round` (x86-64's baseline has no rounding instruction): truncate, then
+/// add one when the fraction is at least a half. `v - trunc(v)` is exact for
+/// every `v` below 2^53, and above it every f64 is already an integer.
 #[inline]
 pub(crate) fn secs_to_ns(s: f64) -> u64 {
-    // Round to nearest (numpy's rint agrees except on exact ties).
-    let v = (s * 1e9).round();
-    if v.is_nan() || v <= 0.0 {
-        0
-    } else {
-        v as u64
+    /// 2^63 as f64: below it the signed conversions (one instruction each
+    /// way, unlike u64's) are exact.
+    const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    let v = s * 1e9;
+    if v < 0.5 || v.is_nan() {
+        return 0;
     }
+    if v < I64_LIMIT {
+        let t = v as i64;
+        return (t + i64::from(v - t as f64 >= 0.5)) as u64;
+    }
+    // At and above 2^63 every f64 is an integer; beyond u64 it saturates.
+    v as u64
 }
 
 impl TrexSource {
@@ -396,7 +407,6 @@ impl TrexSource {
             file,
             buf: vec![0u8; 1 << 20],
             next_seq: 0,
-            leftover: 0,
         })
     }
 
@@ -422,9 +432,6 @@ impl Source for TrexSource {
             source,
         })?;
         let whole = got / TREX_RECORD_BYTES * TREX_RECORD_BYTES;
-        if got > 0 && got < self.buf.len() {
-            self.leftover = got - whole;
-        }
         out.extend(self.buf[..whole].chunks_exact(TREX_RECORD_BYTES).map(|c| {
             let tx = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
             let rx = f64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
@@ -441,6 +448,46 @@ impl Source for TrexSource {
         }));
         Ok(!out.is_empty())
     }
+}
+
+/// Whole records and leftover bytes of the TRex-fork file at `path`; an
+/// error naming the file when it holds less than one record.
+pub(crate) fn trex_records(path: &Path) -> Result<(u64, u64), AnalyzeError> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| AnalyzeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len();
+    if len < TREX_RECORD_BYTES as u64 {
+        return Err(AnalyzeError::Input {
+            path: path.to_path_buf(),
+            reason: format!(
+                "the file has {len} bytes, less than one 16-byte (tx, rx) record of a TRex-fork file"
+            ),
+        });
+    }
+    let rec = TREX_RECORD_BYTES as u64;
+    Ok((len / rec, len % rec))
+}
+
+/// What a TRex-fork file cannot show.
+pub(crate) fn trex_note(path: &Path) -> String {
+    format!(
+        "{} is a TRex-fork file: it holds no sequence numbers (seq = position in the \
+         file) and only packets TRex received in order, so loss, reordering and \
+         duplicates are not visible",
+        path.display()
+    )
+}
+
+/// The sentence for a TRex-fork file that ends mid-record.
+pub(crate) fn trex_leftover_problem(path: &Path, leftover: u64, n: u64) -> String {
+    format!(
+        "{} ends with {leftover} bytes that are not a whole 16-byte record (the writer \
+         was probably stopped mid-record); the {n} whole records before them were analysed",
+        path.display()
+    )
 }
 
 fn trex_span(path: &Path) -> Option<(u64, u64)> {
@@ -603,25 +650,10 @@ pub fn analyze_file_with(
             })
         }
         Format::Trex => {
-            let len = std::fs::metadata(path)
-                .map_err(|source| AnalyzeError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?
-                .len();
-            if len < TREX_RECORD_BYTES as u64 {
-                return Err(AnalyzeError::Input {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "the file has {len} bytes, less than one 16-byte (tx, rx) record of a TRex-fork file"
-                    ),
-                });
-            }
+            let (n, leftover) = trex_records(path)?;
             if opts.tx_span.is_none() {
                 opts.tx_span = trex_span(path);
             }
-            let n = len / TREX_RECORD_BYTES as u64;
-            let mut leftover = 0;
             let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
                 let mut src = TrexSource::open(path)?;
                 let sent = [FlowSent {
@@ -630,28 +662,18 @@ pub fn analyze_file_with(
                     warmup: 0,
                 }];
                 let e = run_source(&mut src, cfg, &opts, Some(&sent), n)?;
-                leftover = src.leftover;
                 Ok(e.finish(None))
             };
             let mut analysis = with_resolved_thresholds(cfg, pass)?;
-            analysis.summary.notes.push(format!(
-                "{} is a TRex-fork file: it holds no sequence numbers (seq = position in the \
-                 file) and only packets TRex received in order, so loss, reordering and \
-                 duplicates are not visible",
-                path.display()
-            ));
+            analysis.summary.notes.push(trex_note(path));
             let problem = (leftover > 0).then(|| {
-                let msg = format!(
-                    "{} ends with {leftover} bytes that are not a whole 16-byte record (the writer \
-                     was probably stopped mid-record); the {n} whole records before them were analysed",
-                    path.display()
-                );
+                let msg = trex_leftover_problem(path, leftover, n);
                 analysis.summary.notes.push(msg.clone());
                 msg
             });
             let tail = match &problem {
                 Some(p) => TailState::Truncated {
-                    discarded_bytes: leftover as u64,
+                    discarded_bytes: leftover,
                     reason: p.clone(),
                 },
                 None => TailState::Complete,

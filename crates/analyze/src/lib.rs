@@ -43,6 +43,7 @@ pub mod crossrun;
 pub mod dist;
 mod engine;
 pub mod export;
+mod fast;
 pub mod import;
 mod input;
 mod metrics;
@@ -50,6 +51,7 @@ mod spec;
 
 pub use dist::{Distribution, Method, Pct};
 pub use engine::{Engine, Options};
+pub use fast::analyze_trex_anomalies_only;
 pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
 pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
 pub use metrics::{analyze, analyze_with};

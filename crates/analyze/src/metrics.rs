@@ -132,6 +132,48 @@ fn latency_stats(d: &mut Distribution, extra: &[Pct]) -> (LatencyStats, Vec<Quan
     (stats, entries)
 }
 
+/// Latency statistics, every percentile entry and the percentile method of
+/// `d`; a note when latencies are negative.
+pub(crate) fn latency_block(
+    d: &mut Distribution,
+    extra: &[Pct],
+    notes: &mut Vec<String>,
+) -> (LatencyStats, Vec<QuantileEntry>, PercentileMethod) {
+    let (latency_ns, quantiles) = latency_stats(d, extra);
+    if let Some(min) = d.min().filter(|&m| m < 0) {
+        // Count the negatives: exact from the distribution.
+        let neg = d
+            .value_counts()
+            .iter()
+            .take_while(|(v, _)| *v < 0)
+            .map(|(_, c)| c)
+            .sum::<u64>();
+        notes.push(format!(
+            "{neg} packets have a negative latency (min {min} ns): the tx and rx clocks disagree, \
+             so latency figures are unreliable"
+        ));
+    }
+    let method = d.method();
+    let percentiles = match method {
+        Method::Exact => PercentileMethod::default(),
+        Method::Hdr => PercentileMethod {
+            method: "hdr".into(),
+            definition: "nearest rank over an HDR histogram: the reported value is the upper end \
+                         of the HDR bucket holding the value at rank ceil(p/100 * N) (clamped to \
+                         min..max); min, max, mean and stdev stay exact"
+                .into(),
+            significant_digits: Some(d.digits()),
+            bound: Some(format!(
+                "relative error below {:e}: the exact nearest-rank value v satisfies \
+                 lower_ns <= v <= ns, with ns - lower_ns < {:e} * ns (see latency_quantiles)",
+                d.relative_error_bound(),
+                d.relative_error_bound()
+            )),
+        },
+    };
+    (latency_ns, quantiles, percentiles)
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -201,39 +243,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
         ));
     }
 
-    let (latency_ns, quantiles) = latency_stats(p.lat, &opts.percentiles);
-    if let Some(min) = p.lat.min().filter(|&m| m < 0) {
-        // Count the negatives: exact from the distribution.
-        let neg = p
-            .lat
-            .value_counts()
-            .iter()
-            .take_while(|(v, _)| *v < 0)
-            .map(|(_, c)| c)
-            .sum::<u64>();
-        notes.push(format!(
-            "{neg} packets have a negative latency (min {min} ns): the tx and rx clocks disagree, \
-             so latency figures are unreliable"
-        ));
-    }
-    let method = p.lat.method();
-    let percentiles = match method {
-        Method::Exact => PercentileMethod::default(),
-        Method::Hdr => PercentileMethod {
-            method: "hdr".into(),
-            definition: "nearest rank over an HDR histogram: the reported value is the upper end \
-                         of the HDR bucket holding the value at rank ceil(p/100 * N) (clamped to \
-                         min..max); min, max, mean and stdev stay exact"
-                .into(),
-            significant_digits: Some(p.lat.digits()),
-            bound: Some(format!(
-                "relative error below {:e}: the exact nearest-rank value v satisfies \
-                 lower_ns <= v <= ns, with ns - lower_ns < {:e} * ns (see latency_quantiles)",
-                p.lat.relative_error_bound(),
-                p.lat.relative_error_bound()
-            )),
-        },
-    };
+    let (latency_ns, quantiles, percentiles) = latency_block(p.lat, &opts.percentiles, &mut notes);
 
     // Jitter.
     let n = p.lat.count();

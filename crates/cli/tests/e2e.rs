@@ -578,6 +578,72 @@ fn analyze_csv_known_answer() {
 }
 
 #[test]
+fn analyze_anomalies_only_known_answer_and_bad_input() {
+    let tmp = TempDir::new("trex");
+    let data = tmp.0.join("t.data");
+    // 1 µs apart, latency 10 µs except 300 µs at positions 5..8 and 20..21
+    // and 400 µs at 30 (too short for n = 2).
+    let mut bytes = Vec::new();
+    for i in 0..40u32 {
+        let tx = 2.0 + f64::from(i) * 1e-6;
+        let lat = match i {
+            5..=7 | 20..=21 => 300e-6,
+            30 => 400e-6,
+            _ => 10e-6,
+        };
+        bytes.extend(tx.to_le_bytes());
+        bytes.extend((tx + lat).to_le_bytes());
+    }
+    std::fs::write(&data, bytes).unwrap();
+    let out = nflab()
+        .args([
+            "analyze",
+            data.to_str().unwrap(),
+            "--json",
+            "--anomalies-only",
+        ])
+        .args(["--threads", "2", "--anomaly", "2:250us"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["packets"]["received"], 40);
+    assert_eq!(s["latency_ns"]["min"], 10_000);
+    assert_eq!(s["latency_ns"]["max"], 400_000);
+    assert_eq!(s["anomalies"][0]["count"], 2);
+    assert_eq!(s["anomalies"][0]["packets"], 5);
+    let ev = &s["anomaly_details"][0]["events"];
+    assert_eq!(
+        (ev[0]["start_seq"].as_u64(), ev[0]["packets"].as_u64()),
+        (Some(5), Some(3))
+    );
+    assert_eq!(
+        (ev[1]["start_seq"].as_u64(), ev[1]["packets"].as_u64()),
+        (Some(20), Some(2))
+    );
+    assert!(
+        s["jitter_ns"]["rfc3550"].is_null(),
+        "not computed must be null"
+    );
+    let nfr = tmp.0.join("r.nfr");
+    std::fs::write(&nfr, b"x").unwrap();
+    expect_one_line_error(
+        &["analyze", nfr.to_str().unwrap(), "--anomalies-only"],
+        &["--anomalies-only reads TRex-fork files", "r.nfr"],
+    );
+    expect_one_line_error(
+        &[
+            "analyze",
+            data.to_str().unwrap(),
+            "--anomalies-only",
+            "--worst",
+            "5",
+        ],
+        &["cannot honour --worst"],
+    );
+}
+
+#[test]
 fn model_resource_json_contract() {
     let out = nflab()
         .args([

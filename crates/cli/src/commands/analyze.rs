@@ -88,6 +88,18 @@ pub struct Args {
     /// Histogram bins of --export: log:K (K bins per decade) or linear:WIDTH (e.g. linear:1us).
     #[arg(long, default_value = "log:20", value_name = "BINS")]
     bins: String,
+    /// Fast path for seed 001's question on TRex-fork files: only counts, min/mean/stdev/max,
+    /// HDR percentiles and anomalies, with the file split across cores.
+    #[arg(long, conflicts_with = "exact")]
+    anomalies_only: bool,
+    /// Threads of --anomalies-only (default 0: one per core).
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        requires = "anomalies_only"
+    )]
+    threads: usize,
     /// Confidence level of the across-run intervals.
     #[arg(long, default_value_t = 0.95, value_name = "LEVEL")]
     confidence: f64,
@@ -222,7 +234,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         reorder_window: args.reorder_window,
         anomaly_events: args.anomaly_events,
         per_flow_latency: args.per_flow,
-        interval_log: args.export.is_some(),
+        // The anomalies-only pass keeps no windows; its export has no interval log.
+        interval_log: args.export.is_some() && !args.anomalies_only,
     };
     let cfg = AnalysisConfig {
         anomalies,
@@ -271,6 +284,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             ..
         } = match pairs.get(i) {
             Some((pre, post)) => nflab_analyze::analyze_pcap_pair(pre, post, &cfg, &opts),
+            None if args.anomalies_only => {
+                let f = file_format.unwrap_or_else(|| Format::guess(file));
+                if f != Format::Trex {
+                    bail!(
+                        "--anomalies-only reads TRex-fork files (.data or --format trex); {} is \
+                         read as {f:?}: drop --anomalies-only for it",
+                        file.display()
+                    );
+                }
+                nflab_analyze::analyze_trex_anomalies_only(file, &cfg, &opts, args.threads)
+            }
             None => nflab_analyze::analyze_file_with(file, &cfg, &opts, file_format),
         }
         .with_context(|| format!("analysing {}", file.display()))?;

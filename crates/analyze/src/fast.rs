@@ -1,0 +1,691 @@
+//! The anomalies-only pass over a TRex-fork file (seed 001's format), split
+//! across cores.
+//!
+//! Seed 001 runs its anomaly detector over files of hundreds of GB. The full
+//! [`Engine`](crate::Engine) keeps a dozen streaming metrics per packet in
+//! sequence order; this pass keeps only what the anomaly question needs —
+//! count, exact min / mean / stdev / max, an HDR latency histogram and the
+//! runs above each threshold — and gives every thread one contiguous part of
+//! the file, read with `pread` into the thread's own buffer. A run that
+//! touches the end of a part is handed on and joined with the run at the
+//! start of the next part, so the anomaly list (order, start, length,
+//! duration, peak) is the full pass's (checked in the tests below).
+//!
+//! A TRex-fork file has no sequence numbers and no lost packets (seq = the
+//! position in the file), which is what makes the split exact.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+
+use crate::dist::{Distribution, Moments};
+use crate::engine::{AnomAgg, Run};
+use crate::input::{secs_to_ns, TREX_RECORD_BYTES};
+use crate::metrics::{latency_block, with_resolved_thresholds};
+use crate::*;
+
+/// Bytes read per `pread`: large enough that the syscall cost vanishes,
+/// small enough to stay in L2.
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// The options of [`Options`] this pass cannot honour, by flag name.
+fn unsupported(opts: &Options) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if opts.window_ns.is_some() {
+        out.push("--window");
+    }
+    if opts.trim_start_ns > 0 || opts.trim_end_ns > 0 {
+        out.push("--trim");
+    }
+    if opts.deadline_ns.is_some() {
+        out.push("--deadline");
+    }
+    if opts.worst_n > 0 {
+        out.push("--worst");
+    }
+    if opts.per_flow_latency {
+        out.push("--per-flow");
+    }
+    if opts.interval_log {
+        out.push("--export (interval log)");
+    }
+    out
+}
+
+/// A maximal run above one threshold inside one part.
+#[derive(Debug, Clone, Copy)]
+struct Frag {
+    start_seq: u64,
+    len: u64,
+    first_tx: u64,
+    last_tx: u64,
+    peak: i64,
+    peak_tx: u64,
+    /// Starts at the part's first record: may continue a run of the part before.
+    open_start: bool,
+    /// Still open at the part's last record: may continue into the next part.
+    open_end: bool,
+}
+
+impl Frag {
+    /// `self` followed by `next` as one run (the first highest peak wins, as
+    /// in the full pass).
+    fn join(self, next: Frag) -> Frag {
+        let later_peak = next.peak > self.peak;
+        Frag {
+            len: self.len + next.len,
+            last_tx: next.last_tx,
+            peak: if later_peak { next.peak } else { self.peak },
+            peak_tx: if later_peak {
+                next.peak_tx
+            } else {
+                self.peak_tx
+            },
+            open_end: next.open_end,
+            ..self
+        }
+    }
+}
+
+/// What one thread learns from its part.
+struct Part {
+    records: u64,
+    /// tx of the part's first record.
+    first_tx: Option<u64>,
+    moments: Moments,
+    pos: Histogram<u64>,
+    neg: Option<Histogram<u64>>,
+    tx: (u64, u64),
+    rx: (u64, u64),
+    clamped: u64,
+    /// Per spec: runs that are long enough or touch an end of the part.
+    frags: Vec<Vec<Frag>>,
+    /// Per spec: the run being built (`len == 0`: none).
+    open: Vec<Frag>,
+    /// Latency and tx of the block being scanned (reused buffers).
+    lat: Vec<i64>,
+    txs: Vec<u64>,
+}
+
+impl Part {
+    fn new(n_specs: usize, digits: u8) -> Part {
+        let none = Frag {
+            start_seq: 0,
+            len: 0,
+            first_tx: 0,
+            last_tx: 0,
+            peak: 0,
+            peak_tx: 0,
+            open_start: false,
+            open_end: false,
+        };
+        Part {
+            records: 0,
+            first_tx: None,
+            moments: Moments::new(),
+            pos: hdr(digits),
+            neg: None,
+            tx: (u64::MAX, 0),
+            rx: (u64::MAX, 0),
+            clamped: 0,
+            frags: vec![Vec::new(); n_specs],
+            open: vec![none; n_specs],
+            lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+            txs: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+        }
+    }
+
+    /// Feed whole 16-byte records, the first being number `seq` of the
+    /// file. Works in stages over the block (convert, moments, histogram,
+    /// runs): each stage is a tight loop the compiler keeps in registers,
+    /// and the run stage skips below-threshold stretches with one compare
+    /// per packet.
+    fn scan(
+        &mut self,
+        bytes: &[u8],
+        seq: u64,
+        specs: &[AnomalySpec],
+        lows: &[Option<i64>],
+        digits: u8,
+    ) {
+        let part_start = seq - self.records;
+        let (lat, tx) = (&mut self.lat, &mut self.txs);
+        lat.clear();
+        tx.clear();
+        let (mut tx_lo, mut tx_hi) = self.tx;
+        let (mut rx_lo, mut rx_hi) = self.rx;
+        for c in bytes.chunks_exact(TREX_RECORD_BYTES) {
+            let (t, r) = c.split_at(8);
+            let t = secs_to_ns(f64::from_le_bytes(t.try_into().unwrap_or([0; 8])));
+            let r = secs_to_ns(f64::from_le_bytes(r.try_into().unwrap_or([0; 8])));
+            let (l, clamped) = crate::engine::latency(t, r);
+            self.clamped += u64::from(clamped);
+            (tx_lo, tx_hi) = (tx_lo.min(t), tx_hi.max(t));
+            (rx_lo, rx_hi) = (rx_lo.min(r), rx_hi.max(r));
+            lat.push(l);
+            tx.push(t);
+        }
+        self.tx = (tx_lo, tx_hi);
+        self.rx = (rx_lo, rx_hi);
+        if self.records == 0 {
+            self.first_tx = tx.first().copied();
+        }
+        self.moments.merge(&Moments::of_block(lat));
+        for &l in lat.iter() {
+            // Auto-resizing: recording any u64 succeeds.
+            let _ = match u64::try_from(l) {
+                Ok(v) => self.pos.record(v),
+                Err(_) => self
+                    .neg
+                    .get_or_insert_with(|| hdr(digits))
+                    .record(l.unsigned_abs()),
+            };
+        }
+        for (k, (spec, &low)) in specs.iter().zip(lows).enumerate() {
+            let Some(low) = low else { continue };
+            let run = &mut self.open[k];
+            let mut i = 0;
+            while i < lat.len() {
+                if run.len == 0 {
+                    // Skip to the next packet above the threshold.
+                    match lat[i..].iter().position(|&l| l >= low) {
+                        Some(d) => i += d,
+                        None => break,
+                    }
+                    let s = seq + i as u64;
+                    *run = Frag {
+                        start_seq: s,
+                        len: 0,
+                        first_tx: tx[i],
+                        last_tx: tx[i],
+                        peak: lat[i],
+                        peak_tx: tx[i],
+                        open_start: s == part_start,
+                        open_end: false,
+                    };
+                }
+                let l = lat[i];
+                if l >= low {
+                    run.len += 1;
+                    run.last_tx = tx[i];
+                    if l > run.peak {
+                        run.peak = l;
+                        run.peak_tx = tx[i];
+                    }
+                } else {
+                    if run.open_start || run.len >= u64::from(spec.n.max(1)) {
+                        self.frags[k].push(*run);
+                    }
+                    run.len = 0;
+                }
+                i += 1;
+            }
+        }
+        self.records += lat.len() as u64;
+    }
+
+    /// End of the part: runs still open are handed on.
+    fn close(&mut self) {
+        for (k, run) in self.open.iter_mut().enumerate() {
+            if run.len > 0 {
+                run.open_end = true;
+                self.frags[k].push(*run);
+                run.len = 0;
+            }
+        }
+    }
+}
+
+fn hdr(digits: u8) -> Histogram<u64> {
+    Histogram::new(digits.clamp(1, 5))
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
+/// Read records `first..first + count` of `file` into a [`Part`].
+fn scan_part(
+    file: &File,
+    path: &Path,
+    first: u64,
+    count: u64,
+    specs: &[AnomalySpec],
+    digits: u8,
+) -> Result<Part, AnalyzeError> {
+    let mut part = Part::new(specs.len(), digits);
+    // The lowest latency above each threshold: one `>=` per packet.
+    // `None`: no i64 latency is above it.
+    let lows: Vec<Option<i64>> = specs
+        .iter()
+        .map(|s| match s.cmp {
+            Cmp::Ge => i64::try_from(s.t_ns).ok(),
+            Cmp::Gt => i64::try_from(s.t_ns.saturating_add(1)).ok(),
+        })
+        .collect();
+    let mut buf = vec![0u8; BLOCK_BYTES];
+    let mut done = 0u64;
+    while done < count {
+        let want = ((count - done) as usize * TREX_RECORD_BYTES).min(BLOCK_BYTES);
+        let offset = (first + done) * TREX_RECORD_BYTES as u64;
+        file.read_exact_at(&mut buf[..want], offset)
+            .map_err(|source| AnalyzeError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        part.scan(&buf[..want], first + done, specs, &lows, digits);
+        done += (want / TREX_RECORD_BYTES) as u64;
+    }
+    part.close();
+    Ok(part)
+}
+
+/// Analyse the TRex-fork file at `path` for anomalies only, on `threads`
+/// threads (0: one per available core). Computes packet counts, exact
+/// min / mean / stdev / max, HDR percentiles (`opts.hdr_digits`) and every anomaly detail of the full pass;
+/// the IPDV, RFC 3550, consecutive-difference and window figures stay
+/// `null`, and a note says so. Relative thresholds take a first pass (a
+/// percentile base is then resolved from the HDR histogram).
+///
+/// Options this pass cannot honour (windows, trimming, deadline, worst N,
+/// per-flow, interval log) are an [`AnalyzeError::Invalid`] naming them.
+pub fn analyze_trex_anomalies_only(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    threads: usize,
+) -> Result<FileAnalysis, AnalyzeError> {
+    // Parts of at least a block: tiny files are not worth a thread.
+    let min_part = (BLOCK_BYTES / TREX_RECORD_BYTES) as u64;
+    anomalies_only(path, cfg, opts, threads, min_part)
+}
+
+/// [`analyze_trex_anomalies_only`] with parts of at least `min_part` records.
+fn anomalies_only(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    threads: usize,
+    min_part: u64,
+) -> Result<FileAnalysis, AnalyzeError> {
+    let bad = unsupported(opts);
+    if !bad.is_empty() {
+        return Err(AnalyzeError::Invalid(format!(
+            "--anomalies-only computes counts, min/mean/stdev/max, HDR percentiles and anomalies \
+             only; it cannot honour {} (drop {} or --anomalies-only)",
+            bad.join(", "),
+            if bad.len() == 1 { "it" } else { "them" }
+        )));
+    }
+    let (n, leftover) = crate::input::trex_records(path)?;
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
+        t => t,
+    };
+    let threads = (threads as u64).clamp(1, n.div_ceil(min_part.max(1)).max(1));
+    let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+        let file = File::open(path).map_err(|source| AnalyzeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let specs = cfg.anomalies.as_slice();
+        let digits = opts.hdr_digits;
+        let parts = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let (a, b) = (n * i / threads, n * (i + 1) / threads);
+                    let file = &file;
+                    s.spawn(move || scan_part(file, path, a, b - a, specs, digits))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect::<Result<Vec<Part>, AnalyzeError>>()
+        })?;
+        Ok(assemble(parts, cfg, opts))
+    };
+    let mut analysis = with_resolved_thresholds(cfg, pass)?;
+    let notes = &mut analysis.summary.notes;
+    notes.push(crate::input::trex_note(path));
+    if cfg.anomalies.iter().any(|s| {
+        matches!(
+            s.threshold,
+            Threshold::Plus(Base::Pct(_), _) | Threshold::Times(Base::Pct(_), _)
+        )
+    }) {
+        notes.push(
+            "--anomalies-only resolved the percentile base of a relative anomaly threshold from \
+             the HDR histogram (see percentiles.bound), not exactly"
+                .into(),
+        );
+    }
+    let problem = (leftover > 0).then(|| {
+        let msg = crate::input::trex_leftover_problem(path, leftover, n);
+        analysis.summary.notes.push(msg.clone());
+        msg
+    });
+    Ok(FileAnalysis {
+        analysis,
+        tail: match &problem {
+            Some(p) => TailState::Truncated {
+                discarded_bytes: leftover,
+                reason: p.clone(),
+            },
+            None => TailState::Complete,
+        },
+        problem,
+    })
+}
+
+/// Join the parts (in file order) into an [`Analysis`].
+fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis {
+    let mut moments = Moments::new();
+    let mut pos = hdr(opts.hdr_digits);
+    let mut neg: Option<Histogram<u64>> = None;
+    let (mut tx, mut rx) = ((u64::MAX, 0), (u64::MAX, 0));
+    let (mut n, mut clamped) = (0u64, 0u64);
+    for p in &parts {
+        n += p.records;
+        clamped += p.clamped;
+        moments.merge(&p.moments);
+        // Auto-resizing histograms of equal precision always add.
+        let _ = pos.add(&p.pos);
+        if let Some(h) = &p.neg {
+            let _ = neg.get_or_insert_with(|| hdr(opts.hdr_digits)).add(h);
+        }
+        tx = (tx.0.min(p.tx.0), tx.1.max(p.tx.1));
+        rx = (rx.0.min(p.rx.0), rx.1.max(p.rx.1));
+    }
+    // Hour 0 starts at the first packet's tx, as in the full pass.
+    let origin = parts.iter().find_map(|p| p.first_tx);
+    let span_ns = (n > 0 && tx.1 >= tx.0).then(|| tx.1 - tx.0);
+
+    let mut anomalies = Vec::new();
+    let mut anomaly_details = Vec::new();
+    for (k, spec) in cfg.anomalies.iter().enumerate() {
+        let mut agg = AnomAgg::new(opts.hdr_digits);
+        let mut prev_start = None;
+        let mut emit = |f: Frag| {
+            let mut run = Run {
+                len: f.len,
+                lost: 0,
+                start_seq: f.start_seq,
+                first_tx: Some(f.first_tx),
+                last_tx: Some(f.last_tx),
+                peak: Some(f.peak),
+                peak_tx: Some(f.peak_tx),
+                prev_start,
+            };
+            agg.add(
+                0,
+                &mut run,
+                spec.n,
+                origin.unwrap_or(0),
+                opts.anomaly_events,
+            );
+            prev_start = run.prev_start;
+        };
+        let mut pending: Option<Frag> = None;
+        for p in &parts {
+            let frags = &p.frags[k];
+            if !frags.first().is_some_and(|f| f.open_start) {
+                // The part starts below the threshold: a handed-on run ends.
+                if let Some(done) = pending.take() {
+                    emit(done);
+                }
+            }
+            for &f in frags {
+                let f = match (f.open_start, pending.take()) {
+                    (true, Some(before)) => before.join(f),
+                    (_, Some(before)) => {
+                        emit(before);
+                        f
+                    }
+                    (_, None) => f,
+                };
+                if f.open_end {
+                    pending = Some(f);
+                } else {
+                    emit(f);
+                }
+            }
+        }
+        if let Some(done) = pending {
+            emit(done);
+        }
+        let d = agg.detail(spec, span_ns);
+        anomalies.push(AnomalyStats {
+            n: spec.n,
+            t_ns: spec.t_ns,
+            count: d.count,
+            packets: d.packets,
+            longest: d.longest,
+        });
+        anomaly_details.push(d);
+    }
+
+    let mut notes = vec![
+        "anomalies-only pass: IPDV, RFC 3550 jitter, consecutive differences, loss bursts and \
+         reordering were not computed (run without --anomalies-only for them)"
+            .to_string(),
+    ];
+    if clamped > 0 {
+        notes.push(format!(
+            "{clamped} packets have a latency outside the i64 range and were clamped; the timestamps are garbage"
+        ));
+    }
+    let mut latency = Distribution::from_hdr(moments, Some(pos), neg, opts.hdr_digits);
+    let (latency_ns, latency_quantiles, percentiles) =
+        latency_block(&mut latency, &opts.percentiles, &mut notes);
+    let summary = Summary {
+        packets: PacketCounts {
+            sent: n,
+            received: n,
+            ..PacketCounts::default()
+        },
+        loss_ratio: 0.0,
+        rate: RateStats {
+            offered_pps: cfg.offered_pps,
+            tx_pps: cfg.tx_pps,
+            rx_pps: (n >= 2 && rx.1 > rx.0).then(|| (n - 1) as f64 / ((rx.1 - rx.0) as f64 / 1e9)),
+        },
+        latency_ns,
+        jitter_ns: JitterStats {
+            stdev: latency_ns.stdev,
+            ..JitterStats::default()
+        },
+        anomalies,
+        clock: cfg.clock.clone(),
+        percentiles,
+        interrupted: false,
+        notes,
+        latency_quantiles,
+        loss: None,
+        reorder: None,
+        flows: Vec::new(),
+        anomaly_details,
+        windows: Vec::new(),
+        worst: Vec::new(),
+        span: Some(SpanInfo {
+            first_tx_ns: (n > 0).then_some(tx.0),
+            last_tx_ns: (n > 0).then_some(tx.1),
+            trim: None,
+        }),
+    };
+    Analysis {
+        summary,
+        latency,
+        ipdv: Distribution::new(0, 1),
+        window_histograms: Vec::new(),
+        window_ns: None,
+        origin_ns: origin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write_trex(name: &str, pairs: &[(f64, f64)]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("nflab-fast-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let path = dir.join(name);
+        let bytes: Vec<u8> = pairs
+            .iter()
+            .flat_map(|(t, r)| t.to_le_bytes().into_iter().chain(r.to_le_bytes()))
+            .collect();
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
+    }
+
+    fn specs() -> Vec<AnomalySpec> {
+        [
+            "1:30us",
+            "2:30us",
+            "3:30us:gt",
+            "5:25us",
+            "2:min+20us",
+            "2:p50*2",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
+        .collect()
+    }
+
+    /// Latency (µs) of record i: 10 µs with bursts of `burst_len` packets at
+    /// 20..40 µs from record `burst_at` on, every `period`.
+    fn trace(n: usize, period: usize, burst_len: usize, seed: u64) -> Vec<(f64, f64)> {
+        (0..n)
+            .map(|i| {
+                let tx = 1.7e9 + i as f64 * 1e-5;
+                let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
+                let lat_us = if i % period < burst_len {
+                    20.0 + (x % 20) as f64
+                } else {
+                    10.0 + (x % 7) as f64 * 0.5
+                };
+                (tx, tx + lat_us * 1e-6)
+            })
+            .collect()
+    }
+
+    /// The anomalies-only pass against the full pass (HDR mode, so even the
+    /// percentiles must agree) for every split into 1..=7 parts.
+    fn check_equal(path: &Path, events: usize) {
+        let cfg = AnalysisConfig {
+            anomalies: specs(),
+            ..Default::default()
+        };
+        let opts = Options {
+            exact_limit: 0,
+            anomaly_events: events,
+            ..Options::default()
+        };
+        let full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .analysis
+            .summary;
+        for threads in 1..=7 {
+            let fast = anomalies_only(path, &cfg, &opts, threads, 1)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .analysis
+                .summary;
+            assert_eq!(
+                fast.anomaly_details, full.anomaly_details,
+                "{threads} parts"
+            );
+            assert_eq!(fast.anomalies, full.anomalies, "{threads} parts");
+            assert_eq!(fast.latency_ns, full.latency_ns, "{threads} parts");
+            assert_eq!(fast.latency_quantiles, full.latency_quantiles);
+            assert_eq!(fast.packets, full.packets);
+            assert_eq!(fast.rate, full.rate);
+            assert_eq!(fast.span, full.span);
+            assert_eq!(fast.percentiles, full.percentiles);
+        }
+    }
+
+    #[test]
+    fn equals_full_pass_on_bursty_trace() {
+        // Bursts straddle the part borders of every split; a burst is open
+        // at the end of the file and one starts at the first record.
+        let p = write_trex("bursty.data", &trace(1_003, 37, 6, 7));
+        check_equal(&p, 100);
+        check_equal(&p, 3); // event list truncated
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn whole_file_one_anomaly_and_no_anomaly() {
+        let all: Vec<_> = trace(50, 1, 1, 1);
+        let p = write_trex("all-high.data", &all);
+        check_equal(&p, 100);
+        let none: Vec<_> = trace(50, 1_000_000, 0, 2);
+        let q = write_trex("none.data", &none);
+        check_equal(&q, 100);
+        let _ = (std::fs::remove_file(p), std::fs::remove_file(q));
+    }
+
+    #[test]
+    fn options_it_cannot_honour_are_named() {
+        let p = write_trex("opts.data", &trace(10, 5, 1, 3));
+        let opts = Options {
+            worst_n: 5,
+            window_ns: Some(1_000),
+            ..Options::default()
+        };
+        let e = analyze_trex_anomalies_only(&p, &AnalysisConfig::default(), &opts, 2)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("--window, --worst") && e.contains("--anomalies-only"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn truncated_file_is_analysed_up_to_the_last_whole_record() {
+        let p = write_trex("cut.data", &trace(100, 10, 3, 4));
+        let mut bytes = std::fs::read(&p).unwrap_or_default();
+        bytes.truncate(bytes.len() - 5);
+        std::fs::write(&p, bytes).unwrap_or_else(|e| panic!("{e}"));
+        let fa =
+            analyze_trex_anomalies_only(&p, &AnalysisConfig::default(), &Options::default(), 2)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fa.analysis.summary.packets.received, 99);
+        assert!(fa.problem.is_some_and(|m| m.contains("11 bytes")));
+        let _ = std::fs::remove_file(p);
+    }
+
+    proptest! {
+        /// The libm-free rounding equals `round()` for every finite input.
+        #[test]
+        fn secs_to_ns_equals_round(s in proptest::num::f64::ANY) {
+            let v = (s * 1e9).round();
+            let want = if v.is_nan() || v <= 0.0 { 0 } else { v as u64 };
+            prop_assert_eq!(secs_to_ns(s), want);
+        }
+
+        /// Random latency sequences with random thresholds near the data:
+        /// the anomalies-only pass equals the full pass for any split.
+        #[test]
+        fn random_traces_equal_full_pass(
+            lat in proptest::collection::vec(0u32..60, 1..400),
+            seed in 0u64..1000,
+        ) {
+            let pairs: Vec<_> = lat
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| {
+                    let tx = 100.0 + i as f64 * 1e-6;
+                    (tx, tx + f64::from(l) * 1e-6)
+                })
+                .collect();
+            let p = write_trex(&format!("prop-{seed}.data"), &pairs);
+            check_equal(&p, 20);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
