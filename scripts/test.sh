@@ -13,6 +13,11 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 mkdir -p target
+# HdrHistogram's own Python port reads nflab's interval logs in a test
+# (crates/analyze/tests/importers.rs).
+python3 -c 'import hdrh' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check hdrhistogram ||
+  echo "warning: could not install hdrhistogram (pip); the interval-log test will fail" >&2
 cargo test --workspace --locked 2>&1 | tee target/test-output.txt
 status=${PIPESTATUS[0]}
 # The Python package (python/): loads artifact trees, draws the figures.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of nflab's analysis engine (see docs/benchmarks.md, "## Analysis").
 #   bench/analyze/run.sh [N]      (default N = 1e8 records)
-# 1. anomalies: nflab vs seed 001's data-postprocessor (KHTangent/thesis-subprojects,
-#    built in /tmp, never committed) on the same TRex-fork file and (n, t) = (2, 250 us);
+# 1. anomalies: nflab (--anomalies-only on all cores and on one; the full pass) vs seed
+#    001's data-postprocessor (KHTangent/thesis-subprojects, built in /tmp, never
+#    committed) on the same TRex-fork file and (n, t) = (2, 250 us);
 # 2. exact percentiles: nflab vs a polars script and a numpy script.
 # Prints the machine, wall times, peak RSS and the ratios. Needs: cargo, python3 with
 # numpy + polars, and a checkout of thesis-subprojects in $SEED_REPO (a git dir).
@@ -18,7 +19,7 @@ DATA="$WORK/bench-$N.data"
 
 echo "== machine"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
-echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB; kernel $(uname -r)"
+echo "memory: $(free -g | awk '/Mem:/ {print $2}') GiB; kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rustc: $(rustc --version); python: $(python3 --version 2>&1); polars $(python3 -c 'import polars; print(polars.__version__)'); numpy $(python3 -c 'import numpy; print(numpy.__version__)')"
 
 SEED_BIN="$WORK/seed/target/release/data-postprocessor"
@@ -41,10 +42,18 @@ t() { # label, command...: prints "label seconds peak_kib"
 
 echo "== 1. anomalies n=2, t=250us on $N records ($(du -h "$DATA" | cut -f1))"
 t seed "$SEED_BIN" "$DATA" validate -n 2 -t 250 --decimals 9 > "$WORK/seed.out"
+t nflab_fast "$NFLAB" "$DATA" --anomalies-only --anomaly 2:250us --events 100000000 > "$WORK/nflab_fast.json"
+t nflab_fast1 "$NFLAB" "$DATA" --anomalies-only --threads 1 --anomaly 2:250us --events 100000000 > "$WORK/nflab_fast1.json"
 t nflab "$NFLAB" "$DATA" --format trex --anomaly 2:250us --events 100000000 > "$WORK/nflab.json"
-python3 "$HERE/compare_anomalies.py" "$WORK/seed.out" "$WORK/nflab.json" "$DATA"
-read -r _ ts ms < "$WORK/time.seed"; read -r _ tn mn < "$WORK/time.nflab"
-python3 -c "print(f'speed-up nflab vs data-postprocessor: {$ts/$tn:.2f}x  (peak RSS {$mn/1024:.0f} vs {$ms/1024:.0f} MiB)')"
+for out in nflab_fast nflab_fast1 nflab; do
+  printf '%s: ' "$out"
+  python3 "$HERE/compare_anomalies.py" "$WORK/seed.out" "$WORK/$out.json" "$DATA"
+done
+read -r _ ts ms < "$WORK/time.seed"
+for out in nflab_fast nflab_fast1 nflab; do
+  read -r _ tn mn < "$WORK/time.$out"
+  python3 -c "print(f'speed-up $out vs data-postprocessor: {$ts/$tn:.2f}x  (peak RSS {$mn/1024:.0f} vs {$ms/1024:.0f} MiB)')"
+done
 
 echo "== 2. exact percentiles of $N latencies"
 t nflab_exact "$NFLAB" "$DATA" --format trex --exact > "$WORK/nflab_exact.json"

@@ -166,6 +166,7 @@ fn interval_log_round_trip_and_tables() {
         }
     }
     assert_eq!((lines, total), (3, 3000));
+    hdrh_reads_the_log(&p, &a.window_histograms);
     let cdf = export::cdf_table(&mut a.latency, 100_000);
     assert_eq!(cdf.columns[0].0, "value_ns");
     let h = export::histogram_table(&mut a.latency, Bins::Linear(1000));
@@ -181,6 +182,46 @@ fn interval_log_round_trip_and_tables() {
         let path = export::write_table(&cdf, &tmp(""), fmt).unwrap();
         assert!(std::fs::metadata(path).unwrap().len() > 0);
     }
+}
+
+/// HdrHistogram's own Python port (`hdrhistogram` on PyPI, module `hdrh`)
+/// reads the log: per interval the same count, min, max and percentiles.
+fn hdrh_reads_the_log(path: &std::path::Path, windows: &[(u64, hdrhistogram::Histogram<u64>)]) {
+    const READ: &str = "
+import sys
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
+reader = HistogramLogReader(sys.argv[1], HdrHistogram(1, 2**40, 3))
+while True:
+    h = reader.get_next_interval_histogram()
+    if h is None:
+        break
+    print(h.get_total_count(), h.get_min_value(), h.get_max_value(),
+          *(h.get_value_at_percentile(p) for p in (50, 90, 99, 99.9)))
+";
+    let out = std::process::Command::new("python3")
+        .args(["-c", READ])
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("python3: {e}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "HdrHistogram's Python reader failed (install it: python3 -m pip install hdrhistogram): {err}"
+    );
+    let got: Vec<Vec<u64>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or(u64::MAX)).collect())
+        .collect();
+    let want: Vec<Vec<u64>> = windows
+        .iter()
+        .map(|(_, h)| {
+            let mut v = vec![h.len(), h.min(), h.max()];
+            v.extend([0.5, 0.9, 0.99, 0.999].map(|q| h.value_at_quantile(q)));
+            v
+        })
+        .collect();
+    assert_eq!(got, want, "hdrh vs the histograms nflab wrote");
 }
 
 /// Minimal standard base64 decoder (independent of the writer's encoder).
