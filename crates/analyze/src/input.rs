@@ -10,7 +10,7 @@ use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
 use crate::engine::{Engine, Options};
 use crate::metrics::with_resolved_thresholds;
-use crate::{Analysis, AnalysisConfig, AnalyzeError, Summary};
+use crate::{Analysis, AnalysisConfig, AnalyzeError, AnomalySpec, Summary};
 
 /// Sent counts derived from the records alone: `highest seq + 1` per flow,
 /// no warm-up.
@@ -363,9 +363,18 @@ pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeErro
 /// nearest ns.
 pub(crate) struct TrexSource {
     path: PathBuf,
-    file: File,
+    file: Box<dyn Read>,
     buf: Vec<u8>,
     next_seq: u64,
+    /// Bytes after the last whole record (known at the end).
+    leftover: u64,
+}
+
+/// The path that means standard input.
+pub const STDIN_PATH: &str = "-";
+
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN_PATH
 }
 
 /// Bytes of one TRex-fork record.
@@ -397,16 +406,22 @@ pub(crate) fn secs_to_ns(s: f64) -> u64 {
 }
 
 impl TrexSource {
+    /// Open `path`, or standard input when it is `-`.
     pub(crate) fn open(path: &Path) -> Result<TrexSource, AnalyzeError> {
-        let file = File::open(path).map_err(|source| AnalyzeError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file: Box<dyn Read> = if is_stdin(path) {
+            Box::new(std::io::stdin().lock())
+        } else {
+            Box::new(File::open(path).map_err(|source| AnalyzeError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?)
+        };
         Ok(TrexSource {
             path: path.to_path_buf(),
             file,
             buf: vec![0u8; 1 << 20],
             next_seq: 0,
+            leftover: 0,
         })
     }
 
@@ -432,6 +447,9 @@ impl Source for TrexSource {
             source,
         })?;
         let whole = got / TREX_RECORD_BYTES * TREX_RECORD_BYTES;
+        if got < self.buf.len() {
+            self.leftover = (got - whole) as u64;
+        }
         out.extend(self.buf[..whole].chunks_exact(TREX_RECORD_BYTES).map(|c| {
             let tx = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
             let rx = f64::from_le_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]);
@@ -541,6 +559,13 @@ pub fn analyze_file_with(
     format: Option<Format>,
 ) -> Result<FileAnalysis, AnalyzeError> {
     let format = format.unwrap_or_else(|| Format::guess(path));
+    if is_stdin(path) && format != Format::Trex {
+        return Err(AnalyzeError::Invalid(
+            "standard input (-) is read as a TRex-fork stream only: add --format trex, or \
+             give the file's path"
+                .into(),
+        ));
+    }
     let mut opts = opts.clone();
     match format {
         Format::Nfr => {
@@ -649,6 +674,7 @@ pub fn analyze_file_with(
                 problem,
             })
         }
+        Format::Trex if is_stdin(path) => trex_stream(path, cfg, &opts),
         Format::Trex => {
             let (n, leftover) = trex_records(path)?;
             if opts.tx_span.is_none() {
@@ -685,6 +711,59 @@ pub fn analyze_file_with(
             })
         }
     }
+}
+
+/// A TRex-fork stream on standard input: one pass, so no relative
+/// thresholds and no trimming; the record count is known only at the end.
+fn trex_stream(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    if cfg.anomalies.iter().any(AnomalySpec::is_relative) {
+        return Err(AnalyzeError::Invalid(
+            "standard input can be read only once, and a relative anomaly threshold needs two \
+             passes: give the threshold in time units (e.g. 250us) or read a file"
+                .into(),
+        ));
+    }
+    if opts.trim_start_ns > 0 || opts.trim_end_ns > 0 {
+        return Err(AnalyzeError::Invalid(
+            "--trim needs the last record's time before the pass; standard input cannot seek: \
+             read a file instead"
+                .into(),
+        ));
+    }
+    let mut src = TrexSource::open(path)?;
+    let e = run_source(&mut src, cfg, opts, None, 0)?;
+    let sent = e.sent_from_highest_seq();
+    let n = sent.first().map_or(0, |s| s.sent);
+    if n == 0 {
+        return Err(AnalyzeError::Input {
+            path: path.to_path_buf(),
+            reason: "standard input held less than one 16-byte (tx, rx) record of a TRex-fork file"
+                .into(),
+        });
+    }
+    let mut analysis = e.finish(Some(&sent));
+    analysis.summary.notes.push(trex_note(path));
+    let leftover = src.leftover;
+    let problem = (leftover > 0).then(|| {
+        let msg = trex_leftover_problem(path, leftover, n);
+        analysis.summary.notes.push(msg.clone());
+        msg
+    });
+    Ok(FileAnalysis {
+        analysis,
+        tail: match &problem {
+            Some(p) => TailState::Truncated {
+                discarded_bytes: leftover,
+                reason: p.clone(),
+            },
+            None => TailState::Complete,
+        },
+        problem,
+    })
 }
 
 /// Read the `.nfr` file at `path` and analyse it.

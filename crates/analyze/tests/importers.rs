@@ -211,7 +211,11 @@ while True:
     );
     let got: Vec<Vec<u64>> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| l.split_whitespace().map(|v| v.parse().unwrap_or(u64::MAX)).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .map(|v| v.parse().unwrap_or(u64::MAX))
+                .collect()
+        })
         .collect();
     let want: Vec<Vec<u64>> = windows
         .iter()

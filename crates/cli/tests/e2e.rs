@@ -5,6 +5,7 @@
 //! They run one at a time (a shared lock): two experiments at once on a
 //! 2-core machine would measure each other.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;

@@ -22,7 +22,8 @@ const EXIT_SLA_FAILED: u8 = 3;
 #[derive(clap::Args)]
 pub struct Args {
     /// Record files (.nfr, CSV with header seq,tx_ns,rx_ns, TRex-fork .data), or experiment
-    /// directories (every runs/*/records.nfr is re-analysed with these options). With
+    /// directories (every runs/*/records.nfr is re-analysed with these options); `-` reads a
+    /// TRex-fork stream from standard input (with --format trex). With
     /// --format pcap (or when every file ends in .pcap/.pcapng): pairs PRE POST of captures
     /// taken before and after the device under test; latency = POST − PRE timestamp, matched
     /// by probe (flow, seq), or by payload hash when PRE holds no nflab probe.
