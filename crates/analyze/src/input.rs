@@ -491,11 +491,16 @@ pub(crate) fn trex_records(path: &Path) -> Result<(u64, u64), AnalyzeError> {
 
 /// What a TRex-fork file cannot show.
 pub(crate) fn trex_note(path: &Path) -> String {
+    let name = if is_stdin(path) {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
     format!(
         "{} is a TRex-fork file: it holds no sequence numbers (seq = position in the \
          file) and only packets TRex received in order, so loss, reordering and \
          duplicates are not visible",
-        path.display()
+        name
     )
 }
 
