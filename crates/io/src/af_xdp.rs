@@ -16,12 +16,15 @@
 //! the fill ring as soon as the sink has seen it, so RX never allocates.
 //!
 //! Receiving needs an XDP program on the interface that redirects frames into the
-//! socket: [`AfXdp::open`] loads one of five instructions, written here as raw eBPF (in
-//! the spirit of ixy: no toolchain, nothing hidden) —
-//! `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)` — so every frame
-//! arriving on a queue with a socket goes to it, and frames on other queues pass to the
-//! stack. It is attached with a BPF link and detached when the socket is dropped.
-//! Only the test interface should carry traffic while a recorder listens on it.
+//! socket: [`AfXdp::open`] loads one, written here as raw eBPF with a ten-line assembler
+//! (in the spirit of ixy: no toolchain, nothing hidden). With [`Steer::All`] (a data
+//! plane) it is `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)`: every
+//! frame arriving on a queue with a socket goes to it. With [`Steer::UdpFirstByte`] (a
+//! recorder) it first parses Ethernet, one optional VLAN tag, IPv4 or IPv6 and UDP and
+//! redirects only frames whose UDP payload starts with the probe magic; ARP, neighbour
+//! discovery and all other traffic pass to the stack. Frames on queues without a socket
+//! pass too. The program is attached with a BPF link and detached when the socket is
+//! dropped.
 //!
 //! # Copy and zero-copy
 //!
@@ -170,6 +173,23 @@ pub struct AfXdpConfig {
     pub ring_size: u32,
     /// Zero-copy choice. Default Auto.
     pub zero_copy: ZeroCopy,
+    /// Which received frames the XDP program hands to the socket. Default All.
+    pub steer: Steer,
+}
+
+/// Which frames arriving on the socket's queue go to the socket (the rest
+/// pass to the kernel stack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Steer {
+    /// Every frame (a data plane forwards whatever arrives).
+    #[default]
+    All,
+    /// UDP over IPv4 (no options, first fragment) or IPv6 (no extension
+    /// headers), with at most one 802.1Q/802.1ad tag, whose payload starts
+    /// with this byte — nflab's probe magic for a recorder. ARP, neighbour
+    /// discovery and other traffic still reach the stack, so a recorder
+    /// does not cut the host off its link.
+    UdpFirstByte(u8),
 }
 
 impl Default for AfXdpConfig {
@@ -182,6 +202,7 @@ impl Default for AfXdpConfig {
             frame_bytes: 2048,
             ring_size: 2048,
             zero_copy: ZeroCopy::Auto,
+            steer: Steer::All,
         }
     }
 }
@@ -501,7 +522,7 @@ impl AfXdp {
             },
         };
         let xdp = if cfg.rx {
-            Some(attach_redirect(ifname, ifindex, cfg.queue, &fd)?)
+            Some(attach_redirect(ifname, ifindex, cfg.queue, &fd, cfg.steer)?)
         } else {
             None
         };
@@ -803,20 +824,134 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
 
 /// The redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
 /// (the flags argument's low bits are the action when the queue has no socket, 5.3+).
-fn redirect_program(map_fd: i32) -> [u64; 6] {
-    [
-        // r2 = *(u32 *)(r1 + offsetof(struct xdp_md, rx_queue_index) = 16)
-        insn(0x61, 2, 1, 16, 0),
+fn redirect_program(map_fd: i32) -> Vec<u64> {
+    let mut a = Asm::default();
+    a.op(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx, as the probe filter has it
+    a.redirect_tail(map_fd);
+    a.finish()
+}
+
+/// Jump targets of the probe filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Label {
+    Vlan,
+    L3,
+    V4,
+    V6,
+    Redirect,
+    Pass,
+}
+
+/// A tiny eBPF assembler: instructions plus jumps to labels, resolved at the end.
+#[derive(Default)]
+struct Asm {
+    code: Vec<u64>,
+    jumps: Vec<(usize, Label)>,
+    labels: Vec<(Label, usize)>,
+}
+
+impl Asm {
+    fn op(&mut self, i: u64) {
+        self.code.push(i);
+    }
+
+    /// A jump (`code` = BPF_JMP | op | BPF_K or BPF_X) to `to`.
+    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, to: Label) {
+        self.jumps.push((self.code.len(), to));
+        self.code.push(insn(code, dst, src, 0, imm));
+    }
+
+    fn label(&mut self, l: Label) {
+        self.labels.push((l, self.code.len()));
+    }
+
+    /// `if (r2 + len > data_end) goto Pass` with r2 the packet pointer, r3 data_end.
+    fn need(&mut self, len: i32) {
+        self.op(insn(0xbf, 4, 2, 0, 0)); // r4 = r2
+        self.op(insn(0x07, 4, 0, 0, len)); // r4 += len
+        self.jump(0x2d, 4, 3, 0, Label::Pass); // if r4 > r3
+    }
+
+    /// `r5 = *(u8 *)(r2 + off); if r5 != want goto Pass`.
+    fn byte_is(&mut self, off: i16, want: u8) {
+        self.op(insn(0x71, 5, 2, off, 0));
+        self.jump(0x55, 5, 0, i32::from(want), Label::Pass);
+    }
+
+    /// Redirect to the socket of `ctx->rx_queue_index` (ctx in r6), else pass.
+    fn redirect_tail(&mut self, map_fd: i32) {
+        // r2 = *(u32 *)(ctx + offsetof(struct xdp_md, rx_queue_index) = 16)
+        self.op(insn(0x61, 2, 6, 16, 0));
         // r1 = map (ld_imm64 with BPF_PSEUDO_MAP_FD = 1; two instruction slots)
-        insn(0x18, 1, 1, 0, map_fd),
-        insn(0, 0, 0, 0, 0),
-        // r3 = XDP_PASS
-        insn(0xb7, 3, 0, 0, 2),
-        // call bpf_redirect_map
-        insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
-        // exit
-        insn(0x95, 0, 0, 0, 0),
-    ]
+        self.op(insn(0x18, 1, 1, 0, map_fd));
+        self.op(insn(0, 0, 0, 0, 0));
+        self.op(insn(0xb7, 3, 0, 0, XDP_PASS)); // r3 = XDP_PASS
+        self.op(insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP));
+        self.op(insn(0x95, 0, 0, 0, 0)); // exit
+    }
+
+    fn finish(mut self) -> Vec<u64> {
+        for &(at, to) in &self.jumps {
+            let target = self
+                .labels
+                .iter()
+                .find(|(l, _)| *l == to)
+                .map(|&(_, pc)| pc)
+                .unwrap_or_else(|| unreachable!("label {to:?} is placed"));
+            let off = (target as i64 - at as i64 - 1) as i16;
+            let mut b = self.code[at].to_le_bytes();
+            b[2..4].copy_from_slice(&off.to_le_bytes());
+            self.code[at] = u64::from_le_bytes(b);
+        }
+        self.code
+    }
+}
+
+/// `XDP_PASS` from `enum xdp_action`.
+const XDP_PASS: i32 = 2;
+
+/// The probe filter ([`Steer::UdpFirstByte`]): redirect IPv4/IPv6 UDP frames whose
+/// payload starts with `magic`, pass everything else. Ethertypes are loaded
+/// as little-endian u16, so 0x0800 reads 0x0008. r2 walks the packet (moved
+/// by 4 past a VLAN tag), r3 is data_end, r6 the context.
+fn probe_filter_program(map_fd: i32, magic: u8) -> Vec<u64> {
+    use Label::*;
+    let mut a = Asm::default();
+    a.op(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx
+    a.op(insn(0x61, 2, 6, 0, 0)); // r2 = ctx->data
+    a.op(insn(0x61, 3, 6, 4, 0)); // r3 = ctx->data_end
+    a.need(14);
+    a.op(insn(0x69, 5, 2, 12, 0)); // r5 = ethertype
+    a.jump(0x15, 5, 0, 0x0081, Vlan); // 802.1Q
+    a.jump(0x15, 5, 0, 0xa888, Vlan); // 802.1ad
+    a.jump(0x05, 0, 0, 0, L3);
+    a.label(Vlan);
+    a.op(insn(0x07, 2, 0, 0, 4)); // skip the tag: the inner ethertype is at 12 again
+    a.need(14);
+    a.op(insn(0x69, 5, 2, 12, 0));
+    a.label(L3);
+    a.jump(0x15, 5, 0, 0x0008, V4);
+    a.jump(0x15, 5, 0, 0xdd86, V6);
+    a.jump(0x05, 0, 0, 0, Pass);
+    a.label(V4);
+    a.need(14 + 20 + 8 + 1);
+    a.byte_is(14, 0x45); // version 4, no options
+    a.byte_is(14 + 9, 17); // UDP
+    a.op(insn(0x69, 5, 2, 14 + 6, 0)); // flags + fragment offset
+    a.op(insn(0x57, 5, 0, 0, 0xff1f)); // the offset bits, loaded little-endian
+    a.jump(0x55, 5, 0, 0, Pass); // not the first fragment
+    a.byte_is(14 + 20 + 8, magic);
+    a.jump(0x05, 0, 0, 0, Redirect);
+    a.label(V6);
+    a.need(14 + 40 + 8 + 1);
+    a.byte_is(14 + 6, 17); // next header UDP (no extension headers)
+    a.byte_is(14 + 40 + 8, magic);
+    a.label(Redirect);
+    a.redirect_tail(map_fd);
+    a.label(Pass);
+    a.op(insn(0xb7, 0, 0, 0, XDP_PASS));
+    a.op(insn(0x95, 0, 0, 0, 0));
+    a.finish()
 }
 
 /// Create the XSKMAP, put the socket at `queue`, load and attach the program.
@@ -826,6 +961,7 @@ fn attach_redirect(
     ifindex: u32,
     queue: u32,
     sock: &OwnedFd,
+    steer: Steer,
 ) -> Result<(OwnedFd, OwnedFd, OwnedFd), IoError> {
     let mut mc = MapCreateAttr {
         map_type: BPF_MAP_TYPE_XSKMAP,
@@ -848,7 +984,11 @@ fn attach_redirect(
     // BPF_MAP_UPDATE_ELEM returns 0, not a descriptor.
     probe_caps::bpf_noreturn(BPF_MAP_UPDATE_ELEM, &mut up)
         .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP)", ifname, e))?;
-    let prog = probe_caps::load_xdp(&redirect_program(map.as_raw_fd()), ifname)?;
+    let program = match steer {
+        Steer::All => redirect_program(map.as_raw_fd()),
+        Steer::UdpFirstByte(b) => probe_filter_program(map.as_raw_fd(), b),
+    };
+    let prog = probe_caps::load_xdp(&program, ifname)?;
     let link = probe_caps::link_create(&prog, ifindex, ifname)?;
     Ok((link, prog, map))
 }
@@ -874,8 +1014,30 @@ mod tests {
             [0x61, 0x12, 0x10, 0, 0, 0, 0, 0]
         );
         let p = redirect_program(7);
-        assert_eq!(p[1].to_le_bytes(), [0x18, 0x11, 0, 0, 7, 0, 0, 0]);
-        assert_eq!(p[4].to_le_bytes(), [0x85, 0, 0, 0, 51, 0, 0, 0]);
+        assert_eq!(p[1].to_le_bytes(), [0x61, 0x62, 0x10, 0, 0, 0, 0, 0]);
+        assert_eq!(p[2].to_le_bytes(), [0x18, 0x11, 0, 0, 7, 0, 0, 0]);
+        assert_eq!(p[5].to_le_bytes(), [0x85, 0, 0, 0, 51, 0, 0, 0]);
+    }
+
+    #[test]
+    fn probe_filter_jumps_land_inside_the_program_and_on_their_labels() {
+        let p = probe_filter_program(7, 0xa7);
+        let n = p.len() as i64;
+        let mut exits = 0;
+        for (pc, i) in p.iter().enumerate() {
+            let b = i.to_le_bytes();
+            let class_jmp = b[0] & 0x07 == 0x05;
+            if b[0] == 0x95 {
+                exits += 1;
+            } else if class_jmp && b[0] != 0x85 {
+                let off = i16::from_le_bytes([b[2], b[3]]);
+                let to = pc as i64 + 1 + i64::from(off);
+                assert!(off >= 0 && to < n, "jump at {pc} to {to} of {n}");
+            }
+        }
+        assert_eq!(exits, 2, "redirect and pass");
+        // The last two instructions are `r0 = XDP_PASS; exit`.
+        assert_eq!(p[p.len() - 2].to_le_bytes(), [0xb7, 0, 0, 0, 2, 0, 0, 0]);
     }
 
     #[test]

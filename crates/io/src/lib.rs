@@ -55,7 +55,7 @@ mod sys;
 mod udp;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
-pub use af_xdp::{AfXdp, AfXdpConfig, ZeroCopy};
+pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
 pub use mem::MemIo;
 pub use udp::UdpIo;
 

@@ -608,3 +608,115 @@ fn af_xdp_rx_gets_frames_through_the_redirect_program_and_detaches_it() {
     });
     assert_no_xdp(&ns, "vb");
 }
+
+/// A frame for the probe filter: `kind` 0 = IPv4 UDP, 1 = IPv6 UDP, 2 = IPv4
+/// UDP in an 802.1Q tag; the UDP payload starts with `first`, then `seq`.
+fn udp_frame(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], kind: u64, first: u8, seq: u64) -> usize {
+    buf[..128].fill(0);
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+    let mut l3 = 12;
+    if kind == 2 {
+        buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        buf[14..16].copy_from_slice(&5u16.to_be_bytes());
+        l3 = 16;
+    }
+    let payload = if kind == 1 {
+        buf[l3..l3 + 2].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let ip = l3 + 2;
+        buf[ip] = 0x60;
+        buf[ip + 6] = 17;
+        buf[ip + 7] = 64;
+        ip + 40 + 8
+    } else {
+        buf[l3..l3 + 2].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = l3 + 2;
+        buf[ip] = 0x45;
+        buf[ip + 8] = 64;
+        buf[ip + 9] = 17;
+        ip + 20 + 8
+    };
+    buf[payload] = first;
+    buf[payload + 1..payload + 9].copy_from_slice(&seq.to_be_bytes());
+    payload + 9 + 16
+}
+
+#[test]
+fn af_xdp_probe_filter_steers_only_probes_to_the_socket() {
+    if !root_or_skip("af_xdp_probe_filter_steers_only_probes_to_the_socket") {
+        return;
+    }
+    const PROBE: u8 = 0xa7;
+    let ns = Netns::with_veth("xdpsteer");
+    ns.enter(|| {
+        let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+        let mut tx = AfPacket::open("va", &tx_only()).expect("tx");
+        let mut xsk = nflab_io::AfXdp::open(
+            "vb",
+            &nflab_io::AfXdpConfig {
+                tx: false,
+                steer: nflab_io::Steer::UdpFirstByte(PROBE),
+                ..nflab_io::AfXdpConfig::default()
+            },
+        )
+        .expect("AF_XDP RX with the probe filter");
+        // A tap on the same interface sees what XDP passed to the stack.
+        let mut tap = AfPacket::open("vb", &rx_only()).expect("tap");
+        // seq i: kind i % 3, a probe when i % 2 == 0, else another first byte;
+        // every 7th frame is the non-IP test frame.
+        const N: u64 = 600;
+        let mut sent = 0;
+        while sent < N {
+            let q = tx
+                .tx_batch(64.min((N - sent) as usize), &mut |i, buf| {
+                    let seq = sent + i as u64;
+                    if seq % 7 == 0 {
+                        build_frame(buf, dst, src, seq)
+                    } else {
+                        let first = if seq % 2 == 0 { PROBE } else { 0x11 };
+                        udp_frame(buf, dst, src, seq % 3, first, seq)
+                    }
+                })
+                .expect("tx_batch");
+            tx.flush_tx().expect("flush");
+            sent += q as u64;
+        }
+        let seq_of = |f: &[u8]| -> Option<u64> {
+            if let Some(s) = parse_frame(f) {
+                return Some(s);
+            }
+            let pos = [12usize, 16].iter().find_map(|&o| {
+                let et = u16::from_be_bytes([f[o], f[o + 1]]);
+                match et {
+                    0x0800 => Some(o + 2 + 28),
+                    0x86dd => Some(o + 2 + 48),
+                    _ => None,
+                }
+            })?;
+            Some(u64::from_be_bytes(f[pos + 1..pos + 9].try_into().ok()?))
+        };
+        let (mut to_socket, mut to_stack) = (Vec::new(), Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (to_socket.len() + to_stack.len()) < N as usize && Instant::now() < deadline {
+            xsk.rx_batch(256, Duration::from_millis(1), &mut |f, _| {
+                to_socket.extend(seq_of(f));
+            })
+            .expect("xsk rx");
+            tap.rx_batch(256, Duration::from_millis(1), &mut |f, _| {
+                to_stack.extend(seq_of(f));
+            })
+            .expect("tap rx");
+        }
+        to_socket.sort_unstable();
+        to_stack.sort_unstable();
+        let probe = |s: &u64| s % 7 != 0 && s % 2 == 0;
+        let want_socket: Vec<u64> = (0..N).filter(probe).collect();
+        let want_stack: Vec<u64> = (0..N).filter(|s| !probe(s)).collect();
+        assert_eq!(
+            to_socket, want_socket,
+            "probes (IPv4, IPv6, VLAN) go to the socket"
+        );
+        assert_eq!(to_stack, want_stack, "everything else passes to the stack");
+    });
+    assert_no_xdp(&ns, "vb");
+}

@@ -60,6 +60,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             };
             let cfg = nflab_io::AfXdpConfig {
                 tx: false,
+                // Only probes to the socket: ARP and the rest stay with the stack.
+                steer: nflab_io::Steer::UdpFirstByte(nflab_wire::probe::MAGIC),
                 ..nflab_io::AfXdpConfig::default()
             };
             // AF_XDP carries no kernel timestamp: frames are stamped when read.
