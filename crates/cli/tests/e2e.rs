@@ -626,6 +626,30 @@ fn analyze_anomalies_only_known_answer_and_bad_input() {
         s["jitter_ns"]["rfc3550"].is_null(),
         "not computed must be null"
     );
+    // The same bytes on standard input through the full pass.
+    let mut child = nflab()
+        .args([
+            "analyze",
+            "-",
+            "--format",
+            "trex",
+            "--json",
+            "--anomaly",
+            "2:250us",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = std::fs::read(&data).unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let full: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(full["anomaly_details"][0]["events"], *ev);
+    assert_eq!(full["packets"]["received"], 40);
+    assert!(!full["jitter_ns"]["rfc3550"].is_null());
     let nfr = tmp.0.join("r.nfr");
     std::fs::write(&nfr, b"x").unwrap();
     expect_one_line_error(
