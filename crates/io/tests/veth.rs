@@ -720,3 +720,37 @@ fn af_xdp_probe_filter_steers_only_probes_to_the_socket() {
     });
     assert_no_xdp(&ns, "vb");
 }
+
+#[test]
+fn af_xdp_tx_on_each_queue_of_a_multi_queue_veth() {
+    if !root_or_skip("af_xdp_tx_on_each_queue_of_a_multi_queue_veth") {
+        return;
+    }
+    let ns = Netns::new("xdpmq");
+    ns.ip("link add va numtxqueues 2 numrxqueues 2 type veth peer name vb numtxqueues 2 numrxqueues 2");
+    ns.ip("link set va up");
+    ns.ip("link set vb up");
+    ns.enter(|| {
+        let open = |queue| {
+            nflab_io::AfXdp::open(
+                "va",
+                &nflab_io::AfXdpConfig {
+                    queue,
+                    rx: false,
+                    ..nflab_io::AfXdpConfig::default()
+                },
+            )
+        };
+        let (mut q0, mut q1) = (open(0).expect("queue 0"), open(1).expect("queue 1"));
+        assert!(open(2).is_err(), "a veth of two queues has no queue 2");
+        let mut rx = AfPacket::open("vb", &rx_only()).expect("rx");
+        assert_eq!(
+            exchange(&mut q0, &mut rx, 3_000),
+            (0..3_000).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            exchange(&mut q1, &mut rx, 3_000),
+            (0..3_000).collect::<Vec<_>>()
+        );
+    });
+}

@@ -67,7 +67,13 @@ pub fn run_one_with(
     kept: &mut KeptTopology,
 ) -> Result<RunOutcome, LabError> {
     let spec = &plan.spec;
-    let key = serde_json::json!([spec.topology.kind, spec.dut.kind, spec.hosts]).to_string();
+    let key = serde_json::json!([
+        spec.topology.kind,
+        spec.dut.kind,
+        spec.hosts,
+        crate::topology::veth_queues(spec)
+    ])
+    .to_string();
     let reuse = spec.topology.keep && kept.as_ref().is_some_and(|(k, _)| *k == key);
     if !reuse {
         // The old topology goes before the new one is built.

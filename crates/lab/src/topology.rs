@@ -75,9 +75,26 @@ pub struct Topology {
     removed: bool,
 }
 
+/// Queues per veth for `spec`: one per AF_XDP TX thread (an AF_XDP socket
+/// binds one queue), else one.
+pub fn veth_queues(spec: &crate::spec::Spec) -> u32 {
+    let t = &spec.traffic;
+    if t.backend == crate::spec::Backend::AfXdp {
+        u32::try_from(t.tx_threads).unwrap_or(1).max(1)
+    } else {
+        1
+    }
+}
+
 impl Topology {
     /// Create namespaces, links, addresses and the DuT of `dut`.
     pub fn create(dut: DutKind) -> Result<Topology, LabError> {
+        Topology::create_with_queues(dut, 1)
+    }
+
+    /// [`Topology::create`] with `queues` TX and RX queues on every veth, so
+    /// that each of several AF_XDP TX threads gets a queue of its own.
+    pub fn create_with_queues(dut: DutKind, queues: u32) -> Result<Topology, LabError> {
         check_root()?;
         let id = format!(
             "{}-{}",
@@ -109,14 +126,14 @@ impl Topology {
             removed: false,
         };
         // On any error below, drop() removes what was made so far.
-        topo.build()?;
+        topo.build(queues.max(1))?;
         Ok(topo)
     }
 
     /// The topology a spec asks for: namespaces on this host, or real hosts.
     pub fn for_spec(spec: &crate::spec::Spec) -> Result<Topology, LabError> {
         if spec.topology.kind != crate::spec::TopologyKind::Hosts {
-            return Topology::create(spec.dut.kind);
+            return Topology::create_with_queues(spec.dut.kind, veth_queues(spec));
         }
         crate::hosts::validate(&spec.hosts, spec.dut.kind).map_err(LabError::Host)?;
         let lg = &spec.hosts["loadgen"];
@@ -194,7 +211,7 @@ impl Topology {
         v
     }
 
-    fn build(&mut self) -> Result<(), LabError> {
+    fn build(&mut self, queues: u32) -> Result<(), LabError> {
         let lg = self.lg_ns.clone();
         std::fs::create_dir_all(OWNER_DIR)
             .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
@@ -217,22 +234,23 @@ impl Topology {
             DUT0_MAC.to_string(),
             DUT1_MAC.to_string(),
         );
-        match &self.dut_ns {
-            None => {
-                ip(&[
-                    "-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer",
-                    "name", "lg1", "address", &m1,
-                ])?;
+        let q = queues.to_string();
+        let qs = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+        let veth = |a: &str, ma: &str, b: &str, mb: &str, peer_ns: Option<&str>| {
+            let mut args = vec!["-n", &lg, "link", "add", a, "address", ma];
+            args.extend(qs);
+            args.extend(["type", "veth", "peer", "name", b, "address", mb]);
+            args.extend(qs);
+            if let Some(ns) = peer_ns {
+                args.extend(["netns", ns]);
             }
+            ip(&args)
+        };
+        match &self.dut_ns {
+            None => veth("lg0", &m0, "lg1", &m1, None)?,
             Some(dut) => {
-                ip(&[
-                    "-n", &lg, "link", "add", "lg0", "address", &m0, "type", "veth", "peer",
-                    "name", "dut0", "address", &d0, "netns", dut,
-                ])?;
-                ip(&[
-                    "-n", &lg, "link", "add", "lg1", "address", &m1, "type", "veth", "peer",
-                    "name", "dut1", "address", &d1, "netns", dut,
-                ])?;
+                veth("lg0", &m0, "dut0", &d0, Some(dut))?;
+                veth("lg1", &m1, "dut1", &d1, Some(dut))?;
             }
         }
         ip(&[
