@@ -56,6 +56,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::bpf_asm::{insn, op, Asm};
 use crate::sys::{self, Mmap};
 use crate::{clock, iface, probe_caps, IoError, IoStats, Layer, PacketIo, RxMeta, TsSource};
 
@@ -812,99 +813,23 @@ struct MapUpdateAttr {
     flags: u64,
 }
 
-/// One eBPF instruction: opcode, dst/src registers, offset, immediate.
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    let mut b = [0u8; 8];
-    b[0] = code;
-    b[1] = (src << 4) | (dst & 0x0f);
-    b[2..4].copy_from_slice(&off.to_le_bytes());
-    b[4..8].copy_from_slice(&imm.to_le_bytes());
-    u64::from_le_bytes(b)
-}
-
 /// The redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
 /// (the flags argument's low bits are the action when the queue has no socket, 5.3+).
 fn redirect_program(map_fd: i32) -> Vec<u64> {
     let mut a = Asm::default();
-    a.op(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx, as the probe filter has it
-    a.redirect_tail(map_fd);
+    a.op(insn(op::MOV_REG, 6, 1, 0, 0)); // r6 = ctx, as the probe filter has it
+    redirect_tail(&mut a, map_fd);
     a.finish()
 }
 
-/// Jump targets of the probe filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Label {
-    Vlan,
-    L3,
-    V4,
-    V6,
-    Redirect,
-    Pass,
-}
-
-/// A tiny eBPF assembler: instructions plus jumps to labels, resolved at the end.
-#[derive(Default)]
-struct Asm {
-    code: Vec<u64>,
-    jumps: Vec<(usize, Label)>,
-    labels: Vec<(Label, usize)>,
-}
-
-impl Asm {
-    fn op(&mut self, i: u64) {
-        self.code.push(i);
-    }
-
-    /// A jump (`code` = BPF_JMP | op | BPF_K or BPF_X) to `to`.
-    fn jump(&mut self, code: u8, dst: u8, src: u8, imm: i32, to: Label) {
-        self.jumps.push((self.code.len(), to));
-        self.code.push(insn(code, dst, src, 0, imm));
-    }
-
-    fn label(&mut self, l: Label) {
-        self.labels.push((l, self.code.len()));
-    }
-
-    /// `if (r2 + len > data_end) goto Pass` with r2 the packet pointer, r3 data_end.
-    fn need(&mut self, len: i32) {
-        self.op(insn(0xbf, 4, 2, 0, 0)); // r4 = r2
-        self.op(insn(0x07, 4, 0, 0, len)); // r4 += len
-        self.jump(0x2d, 4, 3, 0, Label::Pass); // if r4 > r3
-    }
-
-    /// `r5 = *(u8 *)(r2 + off); if r5 != want goto Pass`.
-    fn byte_is(&mut self, off: i16, want: u8) {
-        self.op(insn(0x71, 5, 2, off, 0));
-        self.jump(0x55, 5, 0, i32::from(want), Label::Pass);
-    }
-
-    /// Redirect to the socket of `ctx->rx_queue_index` (ctx in r6), else pass.
-    fn redirect_tail(&mut self, map_fd: i32) {
-        // r2 = *(u32 *)(ctx + offsetof(struct xdp_md, rx_queue_index) = 16)
-        self.op(insn(0x61, 2, 6, 16, 0));
-        // r1 = map (ld_imm64 with BPF_PSEUDO_MAP_FD = 1; two instruction slots)
-        self.op(insn(0x18, 1, 1, 0, map_fd));
-        self.op(insn(0, 0, 0, 0, 0));
-        self.op(insn(0xb7, 3, 0, 0, XDP_PASS)); // r3 = XDP_PASS
-        self.op(insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP));
-        self.op(insn(0x95, 0, 0, 0, 0)); // exit
-    }
-
-    fn finish(mut self) -> Vec<u64> {
-        for &(at, to) in &self.jumps {
-            let target = self
-                .labels
-                .iter()
-                .find(|(l, _)| *l == to)
-                .map(|&(_, pc)| pc)
-                .unwrap_or_else(|| unreachable!("label {to:?} is placed"));
-            let off = (target as i64 - at as i64 - 1) as i16;
-            let mut b = self.code[at].to_le_bytes();
-            b[2..4].copy_from_slice(&off.to_le_bytes());
-            self.code[at] = u64::from_le_bytes(b);
-        }
-        self.code
-    }
+/// Redirect to the socket of `ctx->rx_queue_index` (ctx in r6), else pass.
+fn redirect_tail(a: &mut Asm, map_fd: i32) {
+    // r2 = *(u32 *)(ctx + offsetof(struct xdp_md, rx_queue_index) = 16)
+    a.op(insn(op::LDX_W, 2, 6, 16, 0));
+    a.ld_map(1, 1, map_fd, 0); // r1 = map
+    a.op(insn(op::MOV_IMM, 3, 0, 0, XDP_PASS));
+    a.op(insn(op::CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP));
+    a.op(insn(op::EXIT, 0, 0, 0, 0));
 }
 
 /// `XDP_PASS` from `enum xdp_action`.
@@ -915,42 +840,42 @@ const XDP_PASS: i32 = 2;
 /// as little-endian u16, so 0x0800 reads 0x0008. r2 walks the packet (moved
 /// by 4 past a VLAN tag), r3 is data_end, r6 the context.
 fn probe_filter_program(map_fd: i32, magic: u8) -> Vec<u64> {
-    use Label::*;
+    const PASS: &str = "pass";
     let mut a = Asm::default();
-    a.op(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx
-    a.op(insn(0x61, 2, 6, 0, 0)); // r2 = ctx->data
-    a.op(insn(0x61, 3, 6, 4, 0)); // r3 = ctx->data_end
-    a.need(14);
-    a.op(insn(0x69, 5, 2, 12, 0)); // r5 = ethertype
-    a.jump(0x15, 5, 0, 0x0081, Vlan); // 802.1Q
-    a.jump(0x15, 5, 0, 0xa888, Vlan); // 802.1ad
-    a.jump(0x05, 0, 0, 0, L3);
-    a.label(Vlan);
-    a.op(insn(0x07, 2, 0, 0, 4)); // skip the tag: the inner ethertype is at 12 again
-    a.need(14);
-    a.op(insn(0x69, 5, 2, 12, 0));
-    a.label(L3);
-    a.jump(0x15, 5, 0, 0x0008, V4);
-    a.jump(0x15, 5, 0, 0xdd86, V6);
-    a.jump(0x05, 0, 0, 0, Pass);
-    a.label(V4);
-    a.need(14 + 20 + 8 + 1);
-    a.byte_is(14, 0x45); // version 4, no options
-    a.byte_is(14 + 9, 17); // UDP
-    a.op(insn(0x69, 5, 2, 14 + 6, 0)); // flags + fragment offset
-    a.op(insn(0x57, 5, 0, 0, 0xff1f)); // the offset bits, loaded little-endian
-    a.jump(0x55, 5, 0, 0, Pass); // not the first fragment
-    a.byte_is(14 + 20 + 8, magic);
-    a.jump(0x05, 0, 0, 0, Redirect);
-    a.label(V6);
-    a.need(14 + 40 + 8 + 1);
-    a.byte_is(14 + 6, 17); // next header UDP (no extension headers)
-    a.byte_is(14 + 40 + 8, magic);
-    a.label(Redirect);
-    a.redirect_tail(map_fd);
-    a.label(Pass);
-    a.op(insn(0xb7, 0, 0, 0, XDP_PASS));
-    a.op(insn(0x95, 0, 0, 0, 0));
+    a.op(insn(op::MOV_REG, 6, 1, 0, 0)); // r6 = ctx
+    a.op(insn(op::LDX_W, 2, 6, 0, 0)); // r2 = ctx->data
+    a.op(insn(op::LDX_W, 3, 6, 4, 0)); // r3 = ctx->data_end
+    a.need(14, PASS);
+    a.op(insn(op::LDX_H, 5, 2, 12, 0)); // r5 = ethertype
+    a.jump(op::JEQ_IMM, 5, 0, 0x0081, "vlan"); // 802.1Q
+    a.jump(op::JEQ_IMM, 5, 0, 0xa888, "vlan"); // 802.1ad
+    a.jump(op::JA, 0, 0, 0, "l3");
+    a.label("vlan");
+    a.op(insn(op::ADD_IMM, 2, 0, 0, 4)); // skip the tag: the inner ethertype is at 12 again
+    a.need(14, PASS);
+    a.op(insn(op::LDX_H, 5, 2, 12, 0));
+    a.label("l3");
+    a.jump(op::JEQ_IMM, 5, 0, 0x0008, "v4");
+    a.jump(op::JEQ_IMM, 5, 0, 0xdd86, "v6");
+    a.jump(op::JA, 0, 0, 0, PASS);
+    a.label("v4");
+    a.need(14 + 20 + 8 + 1, PASS);
+    a.byte_is(14, 0x45, PASS); // version 4, no options
+    a.byte_is(14 + 9, 17, PASS); // UDP
+    a.op(insn(op::LDX_H, 5, 2, 14 + 6, 0)); // flags + fragment offset
+    a.op(insn(op::AND_IMM, 5, 0, 0, 0xff1f)); // the offset bits, loaded little-endian
+    a.jump(op::JNE_IMM, 5, 0, 0, PASS); // not the first fragment
+    a.byte_is(14 + 20 + 8, magic, PASS);
+    a.jump(op::JA, 0, 0, 0, "redirect");
+    a.label("v6");
+    a.need(14 + 40 + 8 + 1, PASS);
+    a.byte_is(14 + 6, 17, PASS); // next header UDP (no extension headers)
+    a.byte_is(14 + 40 + 8, magic, PASS);
+    a.label("redirect");
+    redirect_tail(&mut a, map_fd);
+    a.label(PASS);
+    a.op(insn(op::MOV_IMM, 0, 0, 0, XDP_PASS));
+    a.op(insn(op::EXIT, 0, 0, 0, 0));
     a.finish()
 }
 

@@ -46,6 +46,7 @@ use std::time::Duration;
 
 mod af_packet;
 mod af_xdp;
+mod bpf_asm;
 pub mod clock;
 pub mod iface;
 mod mem;
@@ -53,6 +54,7 @@ pub mod probe_caps;
 pub mod process;
 mod sys;
 mod udp;
+pub mod xdp_live;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};

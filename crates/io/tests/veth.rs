@@ -754,3 +754,55 @@ fn af_xdp_tx_on_each_queue_of_a_multi_queue_veth() {
         );
     });
 }
+
+#[test]
+fn xdp_live_frames_carry_consecutive_seqs_and_realtime_stamps() {
+    if !root_or_skip("xdp_live_frames_carry_consecutive_seqs_and_realtime_stamps") {
+        return;
+    }
+    const N: u64 = 50_000;
+    const SEQ_AT: usize = 14 + 20 + 8 + 4; // after magic, version, flow
+    let ns = Netns::with_veth("xdplive");
+    // The peer takes ndo_xdp_xmit frames only with NAPI on: GRO (or an XDP program).
+    ns.exec(&["ethtool", "-K", "vb", "gro", "on"]);
+    ns.enter(|| {
+        let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+        let mut frame = vec![0u8; 128];
+        udp_frame(&mut frame, dst, src, 0, 0xa7, 0);
+        frame.truncate(60);
+        frame[SEQ_AT - 3] = 1; // probe version
+        let mut live = nflab_io::xdp_live::XdpLive::open("va", &frame, SEQ_AT, 0)
+            .expect("XDP live frames on veth");
+        let mut rx = AfPacket::open("vb", &rx_only()).expect("rx");
+        let t0 = realtime_ns();
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        let mut sent = 0;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while (got.len() as u64) < N && Instant::now() < deadline {
+            if sent < N {
+                live.send(1_000).expect("send");
+                sent += 1_000;
+            }
+            rx.rx_batch(4096, Duration::from_millis(1), &mut |f, _| {
+                if f.len() >= SEQ_AT + 14 && f[SEQ_AT - 4] == 0xa7 {
+                    let mut seq = [0u8; 8];
+                    seq[2..].copy_from_slice(&f[SEQ_AT..SEQ_AT + 6]);
+                    let tx = u64::from_be_bytes(f[SEQ_AT + 6..SEQ_AT + 14].try_into().unwrap());
+                    got.push((u64::from_be_bytes(seq), tx));
+                }
+            })
+            .expect("rx_batch");
+        }
+        let t1 = realtime_ns();
+        assert_eq!(live.next_seq().unwrap(), N);
+        let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
+        assert_eq!(seqs, (0..N).collect::<Vec<_>>(), "every frame, in order");
+        assert!(
+            got.windows(2).all(|w| w[0].1 <= w[1].1),
+            "tx stamps never go back"
+        );
+        // The stamps are on the realtime clock: inside the sending window.
+        let slack = 10_000_000;
+        assert!(got[0].1 + slack >= t0 && got[got.len() - 1].1 <= t1 + slack);
+    });
+}
