@@ -1094,3 +1094,61 @@ fn a_full_disk_is_one_sentence_and_keeps_completed_runs() {
             .unwrap();
     assert_eq!(s["packets"]["received"], 100);
 }
+
+#[test]
+fn run_with_xdp_live_frames_records_kernel_stamped_probes() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("live");
+    let spec = write_spec(
+        &tmp.0,
+        "live",
+        "[experiment]\nname = \"live\"\n[dut]\nkind = \"linux-router\"\n[traffic]\n\
+         backend = \"xdp_live\"\nrate_pps = 20000\nduration_s = 1\nwarmup_s = 0.2\n",
+    );
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
+    assert!(namespaces_of(pid).is_empty());
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
+    let gen: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("gen.json")).unwrap()).unwrap();
+    assert_eq!(gen["backend"], "xdp_live");
+    assert_eq!(gen["tx_timestamp"], "kernel-xdp");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let received = summary["packets"]["received"].as_u64().unwrap();
+    assert!(received > 10_000, "{summary}");
+    assert_eq!(summary["packets"]["lost"], 0, "{summary}");
+    assert!(summary["latency_ns"]["min"].as_i64().unwrap() > 0);
+
+    // More than one flow cannot come from one template: one sentence.
+    let bad = write_spec(
+        &tmp.0,
+        "live2",
+        "[experiment]\nname = \"live2\"\n[traffic]\nbackend = \"xdp_live\"\nflows = 4\n\
+         duration_s = 1\n",
+    );
+    expect_one_line_error(
+        &[
+            "run",
+            bad.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ],
+        &["xdp_live", "one flow"],
+    );
+}

@@ -45,6 +45,7 @@ use nflab_io::{clock, IoError, Layer, PacketIo};
 use nflab_wire::{BuildError, ProbeSpec, ProbeTemplate};
 use serde::Serialize;
 
+pub mod live;
 pub mod pattern;
 pub mod selfcheck;
 pub mod trace;

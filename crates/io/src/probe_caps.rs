@@ -93,6 +93,26 @@ pub fn xdp_on_with(ifname: &str, how: XdpAttach) -> Result<(), IoError> {
     }
 }
 
+/// Attach an `XDP_PASS` program to `ifname` with netlink, where it stays until
+/// [`detach_xdp`] or until the interface goes: a veth with an XDP program
+/// receives frames sent to it with `ndo_xdp_xmit` (XDP redirect, live frames)
+/// and passes them to the stack, which a veth without one drops.
+pub fn attach_xdp_pass(ifname: &str) -> Result<(), IoError> {
+    let ifindex = iface::index(ifname)?;
+    let prog = load_xdp_pass(ifname)?;
+    netlink_set_xdp(
+        ifindex,
+        prog.as_raw_fd(),
+        sys::XDP_FLAGS_UPDATE_IF_NOEXIST,
+        ifname,
+    )
+}
+
+/// Detach whatever XDP program netlink attached to `ifname`.
+pub fn detach_xdp(ifname: &str) -> Result<(), IoError> {
+    netlink_set_xdp(iface::index(ifname)?, -1, 0, ifname)
+}
+
 /// `union bpf_attr` as used by `BPF_PROG_LOAD`, up to `expected_attach_type`
 /// (<linux/bpf.h>; the kernel zero-fills the rest of the union).
 #[repr(C, align(8))]

@@ -13,7 +13,8 @@
 //! the next sequence number from a one-entry array map, reads `bpf_ktime_get_ns()`
 //! (CLOCK_MONOTONIC) plus the CLOCK_REALTIME − CLOCK_MONOTONIC offset that
 //! [`XdpLive::send`] refreshes in the same map before every call, and writes both
-//! big-endian into the probe's seq (48 bit) and tx_ns fields. So the tx timestamp is
+//! big-endian into the probe's seq (48 bit) and tx_ns fields, after rewriting the
+//! frame's head from the map (see [`stamp_program`]). So the tx timestamp is
 //! taken in the kernel a few hundred ns before the frame leaves, on the realtime
 //! clock like every other nflab tx stamp. Fixed-content frames only: one flow, and
 //! the IPv4 UDP checksum must be 0 (the program does not update it).
@@ -94,12 +95,27 @@ struct XdpMd {
     egress_ifindex: u32,
 }
 
-/// The map value: next sequence number, then the realtime − monotonic offset.
+/// Bytes of the frame's head the program rewrites into every frame.
+const HEAD_BYTES: usize = 128;
+
+/// The map value: next sequence number, the realtime − monotonic offset, and
+/// the frame's head up to the probe's seq field.
 #[repr(C)]
-#[derive(Default, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct State {
     next_seq: u64,
     realtime_offset_ns: i64,
+    head: [u8; HEAD_BYTES],
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            next_seq: 0,
+            realtime_offset_ns: 0,
+            head: [0; HEAD_BYTES],
+        }
+    }
 }
 
 /// A live-frames transmitter on one interface.
@@ -124,7 +140,7 @@ impl XdpLive {
         first_seq: u64,
     ) -> Result<XdpLive, IoError> {
         let ifindex = iface::index(ifname)?;
-        if seq_offset + 14 > frame.len() || seq_offset > i16::MAX as usize - 16 {
+        if seq_offset + 14 > frame.len() || seq_offset > HEAD_BYTES - 8 {
             return Err(IoError::Config {
                 backend: "XDP live frames",
                 field: "frame",
@@ -153,9 +169,13 @@ impl XdpLive {
             map,
             submitted: 0,
         };
+        let mut head = [0u8; HEAD_BYTES];
+        let n = frame.len().min(HEAD_BYTES);
+        head[..n].copy_from_slice(&frame[..n]);
         live.write_state(State {
             next_seq: first_seq,
             realtime_offset_ns: realtime_offset_ns(),
+            head,
         })?;
         Ok(live)
     }
@@ -261,7 +281,16 @@ fn stamp_program(map_fd: i32, seq_offset: i16) -> Vec<u64> {
     a.op(insn(op::ADD_REG, 9, 0, 0, 0)); // r9 = realtime now
     a.op(insn(op::LDX_W, 2, 6, 0, 0)); // r2 = ctx->data (after the call: r1-r5 are clobbered)
     a.op(insn(op::LDX_W, 3, 6, 4, 0)); // r3 = ctx->data_end
-    a.need(i32::from(seq_offset) + 14, DROP);
+    // The head up to the seq field, in 8-byte words, from the map: the frames
+    // come from a page pool that recycles pages the stack may have rewritten
+    // (a router puts new MACs and a lower TTL into the same bytes), and the
+    // kernel initialises a page from the template only when it is new.
+    let words = (seq_offset as i32 + 7) / 8;
+    a.need((words * 8).max(i32::from(seq_offset) + 14), DROP);
+    for w in 0..words as i16 {
+        a.op(insn(op::LDX_DW, 1, 7, 16 + 8 * w, 0));
+        a.op(insn(op::STX_DW, 2, 1, 8 * w, 0));
+    }
     a.op(insn(op::LSH_IMM, 8, 0, 0, 16)); // seq's 6 bytes first when big-endian
     a.op(insn(op::TO_BE, 8, 0, 0, 64));
     a.op(insn(op::TO_BE, 9, 0, 0, 64));
@@ -285,7 +314,7 @@ mod tests {
         // union bpf_attr's test member ends with batch_size at offset 76.
         assert_eq!(size_of::<TestRunAttr>(), 80);
         assert_eq!(size_of::<XdpMd>(), 24);
-        assert_eq!(size_of::<State>(), 16);
+        assert_eq!(size_of::<State>(), 16 + HEAD_BYTES);
     }
 
     #[test]
@@ -297,7 +326,8 @@ mod tests {
             .filter(|b| b[0] == op::STX_DW && b[1] & 0x0f == 2)
             .map(|b| i16::from_le_bytes([b[2], b[3]]))
             .collect();
-        assert_eq!(stores, vec![44, 50]);
+        // The head's six words (0..48), then seq and tx_ns.
+        assert_eq!(stores, vec![0, 8, 16, 24, 32, 40, 44, 50]);
         // BPF_PSEUDO_MAP_VALUE: src register 2 in the ld_imm64.
         assert_eq!(p[1].to_le_bytes()[..2], [op::LD_IMM64, 0x27]);
     }

@@ -555,7 +555,9 @@ pub fn open_tx(
                 }
             }
         }
-        Backend::AfPacket => {
+        // Live frames are sent by `nflab_gen::live`; the socket here only
+        // carries the readiness probes.
+        Backend::AfPacket | Backend::XdpLive => {
             for _ in 0..n {
                 v.push(af_packet()?);
             }
@@ -607,6 +609,18 @@ pub fn run_traffic(
         let txs = open_tx(traffic.backend, &topo.gen_iface, traffic.tx_threads)?;
         (txs, rx)
     };
+    let live = traffic.backend == Backend::XdpLive;
+    if live {
+        if traffic.tx_threads != 1 {
+            return Err(LabError::Unsupported(
+                "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1".into(),
+            ));
+        }
+        if let Some(why) = nflab_gen::live::unsupported(plan) {
+            return Err(LabError::Unsupported(why));
+        }
+        topo.accept_xdp_frames_at_gen_peer()?;
+    }
     wait_until_forwarding(txs[0].as_mut(), &mut rx, topo, stop)?;
 
     let clock = ClockInfo {
@@ -632,7 +646,7 @@ pub fn run_traffic(
     let meta = Metadata {
         run_id: run_id.to_string(),
         clock,
-        tx_timestamp: "application".into(),
+        tx_timestamp: if live { "kernel-xdp" } else { "application" }.into(),
         rx_timestamp: "kernel-software".into(),
         flows: probe_flows.clone(),
         offered: serde_json::json!({
@@ -641,7 +655,7 @@ pub fn run_traffic(
             "frame_bytes": traffic.frame_bytes,
             "duration_s": traffic.duration_s,
             "warmup_s": traffic.warmup_s,
-            "backend": txs[0].name(),
+            "backend": if live { "xdp_live" } else { txs[0].name() },
             "tx_threads": txs.len(),
             "streams": streams,
         }),
@@ -670,7 +684,16 @@ pub fn run_traffic(
                 }
             }
         };
-        let gen_result = nflab_gen::run_threads(ios, plan, stop, &pin);
+        let gen_result = if live {
+            // Live frames leave from the calling thread's namespace.
+            pin(0);
+            match topo.enter_lg() {
+                Ok(_in_lg) => nflab_gen::live::run_live(&topo.gen_iface, plan, stop),
+                Err(e) => Err(nflab_gen::GenError::Config(e.to_string())),
+            }
+        } else {
+            nflab_gen::run_threads(ios, plan, stop, &pin)
+        };
         // Let in-flight packets arrive; a second signal cuts this short.
         let deadline = std::time::Instant::now() + drain;
         while std::time::Instant::now() < deadline {

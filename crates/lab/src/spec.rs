@@ -647,6 +647,9 @@ fn default_vary() -> Vec<String> {
 pub enum Backend {
     /// AF_XDP sockets.
     AfXdp,
+    /// XDP live frames: the kernel stamps and sends every frame
+    /// (`nflab_gen::live`); one flow of one size, IPv4.
+    XdpLive,
     /// AF_PACKET with TPACKET_V3 rings.
     #[default]
     AfPacket,
@@ -659,6 +662,7 @@ impl Backend {
     pub fn as_str(&self) -> &'static str {
         match self {
             Backend::AfXdp => "af_xdp",
+            Backend::XdpLive => "xdp_live",
             Backend::AfPacket => "af_packet",
             Backend::Udp => "udp",
         }

@@ -201,6 +201,29 @@ impl Topology {
         }
     }
 
+    /// Let the generator interface's veth peer take XDP frames, for the
+    /// `xdp_live` backend: a veth receives `ndo_xdp_xmit` frames only while it
+    /// has an XDP program, so an `XDP_PASS` one goes on; it goes with the
+    /// namespace. (GRO alone also enables the receive ring, but then the ring
+    /// is drained only when other traffic wakes it.) Real hosts' NICs take
+    /// them natively.
+    pub fn accept_xdp_frames_at_gen_peer(&self) -> Result<(), LabError> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
+        let (ns, peer) = match &self.dut_ns {
+            Some(dut) => (dut.as_str(), "dut0"),
+            None => (self.lg_ns.as_str(), "lg1"),
+        };
+        crate::netns::NetnsGuard::run(ns, || nflab_io::probe_caps::attach_xdp_pass(peer))?
+            .map_err(|e| {
+                LabError::Topology(format!(
+                    "traffic.backend = \"xdp_live\" needs an XDP program on {peer} to receive \
+                     XDP frames: {e}"
+                ))
+            })
+    }
+
     /// Namespaces of this topology.
     pub fn namespaces(&self) -> Vec<String> {
         if self.remote.is_some() {

@@ -20,6 +20,10 @@ pub enum BackendArg {
     /// AF_XDP socket (copy mode on veth, zero-copy where the driver offers it); falls
     /// back to AF_PACKET with a notice when unavailable.
     AfXdp,
+    /// XDP live frames (Linux 5.18+): the kernel stamps and sends each frame, no socket;
+    /// one flow of one frame size. The peer must accept XDP frames (an XDP program or GRO
+    /// on a veth peer).
+    XdpLive,
     /// AF_PACKET with a TX ring and qdisc bypass.
     AfPacket,
     /// A plain UDP socket (payload only; the kernel builds the headers).
@@ -227,6 +231,7 @@ fn traffic_section(args: &Args) -> anyhow::Result<TrafficSection> {
     Ok(TrafficSection {
         backend: match args.backend {
             BackendArg::AfXdp => spec::Backend::AfXdp,
+            BackendArg::XdpLive => spec::Backend::XdpLive,
             BackendArg::AfPacket => spec::Backend::AfPacket,
             BackendArg::Udp => spec::Backend::Udp,
         },
@@ -324,6 +329,16 @@ fn send(
     if let Some(c) = args.count {
         plan.count = Some(c);
         plan.duration_ns = None;
+    }
+    if args.backend == BackendArg::XdpLive {
+        if args.tx_threads != 1 {
+            bail!("--tx-threads above 1 needs the af-packet or af-xdp backend");
+        }
+        // Live frames leave from the calling thread's namespace: stay in it.
+        let report = nflab_gen::live::run_live(iface, &plan, stop)
+            .with_context(|| format!("sending on {iface}"))?;
+        drop(guard);
+        return Ok(report);
     }
     let mut ios: Vec<Box<dyn PacketIo>> = match args.backend {
         BackendArg::Udp => {

@@ -47,6 +47,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let stop = super::stop_flag()?;
     let guard = args.netns.as_deref().map(NetnsGuard::enter).transpose()?;
     let (mut io, rx_ts): (Box<dyn PacketIo>, &str) = match args.backend {
+        super::gen::BackendArg::XdpLive => {
+            bail!("xdp-live only transmits: receive with --backend af-packet or af-xdp")
+        }
         super::gen::BackendArg::AfPacket => {
             let Some(iface) = &args.iface else {
                 bail!("--iface is required with the af-packet backend");

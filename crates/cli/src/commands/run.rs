@@ -69,7 +69,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!();
             print!("{}", nflab_lab::rfc2544::format_verdicts(&result.rfc2544));
         }
-        println!("\nlatency: one-way, rx (kernel software timestamp) − tx (application timestamp), CLOCK_REALTIME");
+        println!(
+            "\nlatency: one-way, rx (kernel software timestamp) − tx ({}), CLOCK_REALTIME",
+            tx_stamp_label(&result)
+        );
         if result.resumed_runs > 0 {
             println!(
                 "resumed: {} runs were complete already and kept",
@@ -86,4 +89,31 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the tx stamps of the runs came from (their gen.json), in words.
+fn tx_stamp_label(result: &nflab_lab::experiment::ExperimentResult) -> String {
+    let mut sources: Vec<String> = result
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let p = result.dir.join("runs").join(&r.run).join("gen.json");
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+            Some(v["tx_timestamp"].as_str()?.to_string())
+        })
+        .collect();
+    sources.sort();
+    sources.dedup();
+    if sources.is_empty() {
+        sources.push("application".into());
+    }
+    sources
+        .iter()
+        .map(|s| match s.as_str() {
+            "application" => "application timestamp".to_string(),
+            "kernel-xdp" => "kernel timestamp of the XDP program that sent it".to_string(),
+            other => format!("{other} timestamp"),
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
