@@ -4,11 +4,13 @@
 #
 #   sudo bench/gen/run.sh [path/to/nflab]      # default: $CARGO_TARGET_DIR/release/nflab
 #
-# 1. Peak rate, 64 B frames, one TX core, 5 s: nflab AF_XDP, nflab AF_PACKET, trafgen.
-#    Counted as the rx_packets delta of the receiving veth end.
+# 1. Peak rate, 64 B frames, one TX core, 5 s: nflab xdp_live, nflab AF_XDP, nflab
+#    AF_PACKET, trafgen; counted as the rx_packets delta of the receiving veth end, once
+#    with an XDP_DROP sink there (the generators' own speed) and once through the
+#    kernel stack (XDP_PASS; live frames need an XDP program on a veth peer).
 # 2. Precision at 100 kpps CBR, 64 B, 10 s: the same receiver (`nflab recv --ipg-ns`,
 #    kernel RX timestamps) checks both nflab and trafgen (--gap 10us) against a 10 µs gap.
-# Prints the machine, the figures and the ratios. Needs root, trafgen and a release build.
+# Prints the machine, the figures and the ratios. Needs root, trafgen, gcc and a release build.
 set -euo pipefail
 
 NFLAB=${1:-${CARGO_TARGET_DIR:-target}/release/nflab}
@@ -66,15 +68,42 @@ peak() { # name, command...
   echo "$name $(( (b - a) / PEAK_S ))"
 }
 
-echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, counted at vb rx"
-P_XDP=$(peak nflab-af_xdp ip netns exec "$NS" taskset -c $TX_CPU "$NFLAB" gen --iface va --backend af-xdp \
-  --dst-mac 02:4e:46:00:00:02 --rate max --duration "$PEAK_S" --batch 64 | cut -d' ' -f2)
-P_PKT=$(peak nflab-af_packet ip netns exec "$NS" taskset -c $TX_CPU "$NFLAB" gen --iface va --backend af-packet \
-  --dst-mac 02:4e:46:00:00:02 --rate max --duration "$PEAK_S" --batch 64 | cut -d' ' -f2)
-P_TG=$(peak trafgen ip netns exec "$NS" timeout -s INT "$PEAK_S" taskset -c $TX_CPU trafgen --dev va \
-  --conf "$WORK/probe.cfg" --cpus 1 | cut -d' ' -f2)
-printf "%-18s %12s pps\n" "nflab AF_XDP" "$P_XDP" "nflab AF_PACKET" "$P_PKT" "trafgen" "$P_TG"
-python3 -c "x,p,t=$P_XDP,$P_PKT,$P_TG; print('ratio nflab AF_XDP / trafgen   = %.2f (goal >= 2)' % (x/t)); print('ratio nflab AF_PACKET / trafgen = %.2f' % (p/t))"
+gcc -O2 -o "$WORK/xdp_sink" "$(dirname "$0")/xdp_sink.c"
+SINK=""
+sink_on() { ip netns exec "$NS" "$WORK/xdp_sink" vb "$1" & SINK=$!; sleep 0.5; }
+sink_off() { [ -n "$SINK" ] && kill "$SINK" && wait "$SINK" 2>/dev/null; SINK=""; }
+trap 'sink_off; cleanup' EXIT
+
+gen_max() { # backend: nflab at max rate for PEAK_S on one core
+  ip netns exec "$NS" taskset -c $TX_CPU "$NFLAB" gen --iface va --backend "$1" \
+    --dst-mac 02:4e:46:00:00:02 --rate max --duration "$PEAK_S" --batch 64
+}
+peak_all() { # receiver label: prints one line per generator, sets P_*
+  P_LIVE=$(peak nflab-xdp_live gen_max xdp-live | cut -d' ' -f2)
+  P_XDP=$(peak nflab-af_xdp gen_max af-xdp | cut -d' ' -f2)
+  P_PKT=$(peak nflab-af_packet gen_max af-packet | cut -d' ' -f2)
+  P_TG=$(peak trafgen ip netns exec "$NS" timeout -s INT "$PEAK_S" taskset -c $TX_CPU trafgen --dev va \
+    --conf "$WORK/probe.cfg" --cpus 1 | cut -d' ' -f2)
+  printf "%-18s %12s pps\n" "nflab xdp_live" "$P_LIVE" "nflab AF_XDP" "$P_XDP" "nflab AF_PACKET" "$P_PKT" "trafgen" "$P_TG"
+  python3 -c "l,x,p,t=$P_LIVE,$P_XDP,$P_PKT,$P_TG
+print('ratio nflab xdp_live / trafgen  = %.2f (goal >= 2)' % (l/t))
+print('ratio nflab AF_XDP / trafgen    = %.2f' % (x/t))
+print('ratio nflab AF_PACKET / trafgen = %.2f' % (p/t))"
+}
+
+# Receiver 1: an XDP_DROP program on vb — the cheapest possible sink, so the figure is
+# the generator's. Every generator's frames arrive through vb's XDP receive path.
+echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, counted at vb (XDP_DROP sink)"
+sink_on drop
+peak_all
+sink_off
+# Receiver 2: the kernel stack (netif_receive, IP input, drop for lack of a socket). veth
+# takes live frames only with an XDP program on the peer, so vb carries XDP_PASS here
+# (for every generator alike).
+echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, counted at vb (XDP_PASS, kernel stack)"
+sink_on pass
+peak_all
+sink_off
 
 echo "== precision${RT:+ (both under $RT)}, CBR ${RATE} pps, 64 B, ${PREC_S} s, same receiver (kernel RX timestamps)"
 recv_ipg() { # out-file; records for PREC_S + 2 s

@@ -281,10 +281,10 @@ fn stamp_program(map_fd: i32, seq_offset: i16) -> Vec<u64> {
     a.op(insn(op::ADD_REG, 9, 0, 0, 0)); // r9 = realtime now
     a.op(insn(op::LDX_W, 2, 6, 0, 0)); // r2 = ctx->data (after the call: r1-r5 are clobbered)
     a.op(insn(op::LDX_W, 3, 6, 4, 0)); // r3 = ctx->data_end
-    // The head up to the seq field, in 8-byte words, from the map: the frames
-    // come from a page pool that recycles pages the stack may have rewritten
-    // (a router puts new MACs and a lower TTL into the same bytes), and the
-    // kernel initialises a page from the template only when it is new.
+                                       // The head up to the seq field, in 8-byte words, from the map: the frames
+                                       // come from a page pool that recycles pages the stack may have rewritten
+                                       // (a router puts new MACs and a lower TTL into the same bytes), and the
+                                       // kernel initialises a page from the template only when it is new.
     let words = (seq_offset as i32 + 7) / 8;
     a.need((words * 8).max(i32::from(seq_offset) + 14), DROP);
     for w in 0..words as i16 {

@@ -215,13 +215,14 @@ impl Topology {
             Some(dut) => (dut.as_str(), "dut0"),
             None => (self.lg_ns.as_str(), "lg1"),
         };
-        crate::netns::NetnsGuard::run(ns, || nflab_io::probe_caps::attach_xdp_pass(peer))?
-            .map_err(|e| {
+        crate::netns::NetnsGuard::run(ns, || nflab_io::probe_caps::attach_xdp_pass(peer))?.map_err(
+            |e| {
                 LabError::Topology(format!(
                     "traffic.backend = \"xdp_live\" needs an XDP program on {peer} to receive \
                      XDP frames: {e}"
                 ))
-            })
+            },
+        )
     }
 
     /// Namespaces of this topology.
