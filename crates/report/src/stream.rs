@@ -26,7 +26,7 @@ use crate::stats::{Anomaly, Window};
 /// Time slices of the latency-over-time grid of a run.
 pub const TIME_SLICES: usize = 16_384;
 /// Time slices of the per-window percentile grid.
-pub const WINDOW_SLICES: usize = 4_096;
+pub const WINDOW_SLICES: usize = 1_024;
 /// Significant digits of the per-window histograms (values within 1 %).
 pub const WINDOW_DIGITS: u8 = 2;
 /// Sequence numbers per flow held for duplicate detection and sequence
@@ -282,8 +282,9 @@ impl Slot for WinSlot {
 pub struct Gaps {
     /// Configured gap 1/rate, ns.
     pub target_ns: f64,
-    /// Bin `k` (`[10^(k/10), 10^((k+1)/10))` ns) → gaps in it.
-    pub bins: BTreeMap<i64, u64>,
+    /// Gaps in bin `k`, i.e. in `[10^(k/10), 10^((k+1)/10))` ns (gaps
+    /// below 1 ns in bin 0).
+    pub bins: Vec<u64>,
     /// Number of gaps.
     pub total: u64,
     /// Σ (gap − target)², ns².
@@ -291,6 +292,8 @@ pub struct Gaps {
     /// `edges[k]`: the smallest gap with bin ≥ k (integer edges of the float
     /// bin rule, so binning costs a binary search, not a logarithm).
     edges: Vec<u64>,
+    /// The last bin hit: consecutive gaps of a CBR stream mostly share it.
+    last: usize,
 }
 
 /// The bin rule of the `ipg` figure: `floor(10 · log10(max(x, 1)))`.
@@ -315,21 +318,35 @@ impl Gaps {
         }
         Gaps {
             target_ns,
-            bins: BTreeMap::new(),
+            bins: vec![0; edges.len()],
             total: 0,
             sq_err: 0.0,
             edges,
+            last: 0,
         }
     }
 
     #[inline]
+    fn in_bin(&self, k: usize, x: u64) -> bool {
+        self.edges[k] <= x && (k + 1 == self.edges.len() || x < self.edges[k + 1])
+    }
+
+    #[inline]
     fn add(&mut self, g: i64) {
-        let k = if g <= 1 {
-            0
+        let x = g.max(1) as u64;
+        // Jittered gaps around one value mostly hit the last bin or a neighbour.
+        let l = self.last;
+        let k = if self.in_bin(l, x) {
+            l
+        } else if l + 1 < self.edges.len() && self.in_bin(l + 1, x) {
+            l + 1
+        } else if l > 0 && self.in_bin(l - 1, x) {
+            l - 1
         } else {
-            self.edges.partition_point(|&e| e <= g as u64) as i64 - 1
+            self.edges.partition_point(|&e| e <= x).saturating_sub(1)
         };
-        *self.bins.entry(k).or_default() += 1;
+        self.last = k;
+        self.bins[k] += 1;
         self.total += 1;
         let d = g as f64 - self.target_ns;
         self.sq_err += d * d;

@@ -136,11 +136,12 @@ pub fn selfcheck(ctx: &Ctx) -> Option<Figure> {
                     let bins = g
                         .bins
                         .iter()
+                        .enumerate()
                         .filter(|(_, c)| **c > 0)
                         .map(|(k, c)| {
                             (
-                                10f64.powf(*k as f64 / 10.0),
-                                10f64.powf((*k + 1) as f64 / 10.0),
+                                10f64.powf(k as f64 / 10.0),
+                                10f64.powf((k + 1) as f64 / 10.0),
                                 *c,
                             )
                         })
