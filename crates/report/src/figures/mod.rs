@@ -215,10 +215,11 @@ pub fn streamed_note(runs: &[String], how: &str, cost: &str) -> String {
         return String::new();
     }
     format!(
-        " Run{} {} had too many packets to hold one by one and {} read in one pass: their {how}, {cost}.",
+        " Run{} {} had too many packets to hold one by one and {} read in one pass: {} {how}, {cost}.",
         if runs.len() > 1 { "s" } else { "" },
         runs.join(", "),
-        if runs.len() > 1 { "were" } else { "was" }
+        if runs.len() > 1 { "were" } else { "was" },
+        if runs.len() > 1 { "their" } else { "its" }
     )
 }
 

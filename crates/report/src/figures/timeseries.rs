@@ -279,10 +279,10 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
             super::streamed_note(
                 &streamed,
                 &format!(
-                    "windows are assembled from time slices of the width given, each with an HDR histogram of {} significant digits",
+                    "windows are unions of time slices of the width given (a divisor of the window), each with an HDR histogram of {} significant digits",
                     crate::stream::WINDOW_DIGITS
                 ),
-                "so a window's edges are placed to within half a slice, and p50 and p99 are at most 1 % above the exact values (the maximum is exact)"
+                "so p50 and p99 are at most 1 % above the exact values (packet counts and maximum are exact)"
             ),
             ctx.method
         ),
