@@ -256,10 +256,18 @@ fn skipped(e: &load::Experiment, figs: &[Figure]) -> html::Skipped {
         ));
     }
     if !have("model") {
+        // `nflab run` writes the reason there when the spec's [model] fit failed.
+        let failed = std::fs::read_to_string(e.dir.join("model.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v.get("error")?.as_str().map(str::to_string));
         out.push((
             "model",
             "Model against measurement",
-            "the experiment has no model predictions (model.json)".into(),
+            match failed {
+                Some(why) => format!("the model fit of the spec's [model] section failed: {why}"),
+                None => "the experiment has no model predictions (model.json; add a [model] section to the spec or run nflab model fit DIR)".into(),
+            },
         ));
     }
     if !have("ipg") {
