@@ -599,3 +599,41 @@ fn streamed_runs_drop_warmup_and_duplicates() {
         "warm-up or the duplicate was counted"
     );
 }
+
+#[test]
+fn streamed_bad_input_still_renders() {
+    let base = common::tmpdir("streambad");
+    let exp = common::experiment(&base);
+    let lost = RunSpec {
+        dut: "linux-router",
+        rate_pps: 30_000,
+        repetition: 0,
+        packets: 3000,
+        warmup: 0,
+        latency: all_lost,
+        summary: true,
+        finished: true,
+    };
+    common::write_run(&exp, "008", &lost, 1);
+    let cut = RunSpec {
+        dut: "linux-router",
+        rate_pps: 40_000,
+        repetition: 0,
+        packets: 9000,
+        warmup: 500,
+        latency: typical,
+        summary: false,
+        finished: false,
+    };
+    common::write_run(&exp, "011", &cut, 3);
+    let f = exp.join("runs/011/records.nfr");
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() - 1000]).unwrap();
+    write_streamed(&exp);
+    let html = std::fs::read_to_string(exp.join("report.html")).unwrap();
+    assert!(html.contains("run 008: no packet was received"));
+    assert!(html.contains("run 011: records.nfr is cut off"));
+    let rows = csv(&exp, "timeseries");
+    assert!(rows[1..].iter().any(|r| r[0] == "011"));
+    assert!(!rows[1..].iter().any(|r| r[0] == "008"));
+}
