@@ -213,6 +213,50 @@ fn run_writes_the_artifact_tree_and_measures_linux_router() {
 }
 
 #[test]
+fn a_model_section_puts_predictions_in_the_report() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("model-section");
+    // Baseline 0: t_CPU is the router run's median, so the fit cannot fail
+    // on a noisy host where loopback happens to be slower than the router.
+    let body = format!("{TWO_DUTS}\n[model]\nbaseline_median_ns = 0\nsim_packets = 20000\n");
+    let spec = write_spec(&tmp.0, "model", &body);
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(namespaces_of(pid).is_empty(), "namespaces left");
+    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("artifacts:"))
+        .unwrap_or_else(|| panic!("no artifacts line: {stdout}"));
+    let dir = PathBuf::from(line.trim_start_matches("artifacts:").trim());
+    assert!(stdout.contains("model:"), "{stdout}\n{}", stderr(&out));
+    // Written by `nflab run` itself, before the report that draws it.
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("model.json")).unwrap()).unwrap();
+    assert_eq!(m["predictions"][0]["run"], "001", "{m}");
+    assert!(m["predictions"][0]["p50_ns"].as_f64().unwrap() > 0.0);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("id=\"fig-model\""),
+        "no model figure in the report"
+    );
+    assert!(dir.join("figures/model.csv").is_file());
+}
+
+#[test]
 fn table_is_printed_on_the_terminal_path() {
     require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -17,6 +17,7 @@ pub mod experiment;
 pub mod hosts;
 pub mod iface_knobs;
 pub mod knobs;
+pub mod model;
 pub mod netns;
 pub mod recorder;
 pub mod results;

@@ -44,6 +44,9 @@ pub struct Spec {
     /// An RFC 2544 procedure instead of fixed-rate runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rfc2544: Option<crate::rfc2544::Rfc2544Section>,
+    /// Model predictions written as `model.json` before the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::model::ModelSection>,
 }
 
 /// `[experiment]`.
@@ -951,6 +954,9 @@ impl Spec {
         if let Some(r) = &self.rfc2544 {
             r.validate().map_err(|m| err("rfc2544", "procedure", m))?;
         }
+        if let Some(m) = &self.model {
+            m.validate().map_err(|(key, m)| err("model", key, m))?;
+        }
         if let Some(cpu) = self.topology.gen_cpu.or(self.topology.rec_cpu) {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get());
             if cpu >= n {
@@ -1433,6 +1439,41 @@ duration_s = 1
             .to_string();
         assert!(e.contains("cycle"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn model_section_parses_and_bad_keys_are_one_sentence() {
+        let ok =
+            "[experiment]\nname = \"x\"\n[model]\ncpu_hz = 3.3e9\ninterrupts = [\"250:10900\"]\n";
+        let s = Spec::parse(ok, "s").unwrap();
+        let m = s.model.clone().unwrap();
+        assert!(m.fit && m.cores == 1.0 && m.sim_packets == 200_000);
+        assert_eq!(m.cpu_hz, Some(3.3e9));
+        // Round trip: spec.toml as stored parses to the same spec.
+        assert_eq!(Spec::parse(&toml::to_string(&s).unwrap(), "s").unwrap(), s);
+        assert!(Spec::parse("[experiment]\nname = \"x\"\n", "s")
+            .unwrap()
+            .model
+            .is_none());
+        for (body, needles) in [
+            ("cpu_hx = 1e9", &["cpu_hx", "line 4", "cpu_hz"][..]),
+            ("cores = 0", &["model.cores = 0", "line 4"]),
+            ("cpu_hz = -1", &["model.cpu_hz", "line 4"]),
+            ("batch = 0", &["model.batch = 0", "1 or more"]),
+            (
+                "interrupts = [\"250\"]",
+                &["model.interrupts", "RATE_HZ:DURATION_NS", "line 4"],
+            ),
+            ("sim_packets = 0", &["model.sim_packets", "1 to"]),
+            ("fit = \"yes\"", &["fit", "line 4"]),
+        ] {
+            let text = format!("[experiment]\nname = \"x\"\n[model]\n{body}\n");
+            let e = Spec::parse(&text, "s").unwrap_err().to_string();
+            assert_eq!(e.lines().count(), 1, "{e}");
+            for n in needles {
+                assert!(e.contains(n), "{body}: {n:?} not in {e}");
+            }
+        }
     }
 
     #[test]

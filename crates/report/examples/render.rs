@@ -9,6 +9,7 @@ fn main() {
     let opts = nflab_report::Options {
         only_figure: args.next(),
         no_png: false,
+        ..Default::default()
     };
     match nflab_report::write_report_with(std::path::Path::new(&dir), &opts) {
         Ok(w) => {

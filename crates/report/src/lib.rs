@@ -36,8 +36,11 @@
 //!
 //! # Limitations and caveats
 //!
-//! * Records are held in memory (about 40 bytes per packet); the time series
-//!   decimation itself is one streaming pass.
+//! * Records are held in memory (about 40 bytes per packet) up to
+//!   [`load::EXACT_PACKETS`] over all runs; longer runs are read in one
+//!   streaming pass into bounded reductions ([`stream`]): an HDR histogram
+//!   (3 significant digits) for the distributions, time slices for the
+//!   series. The captions say where this applies and its error bound.
 //! * Percentiles here are computed from the records (nearest rank), the same
 //!   definition as `summary.json`.
 #![forbid(unsafe_code)]
@@ -47,10 +50,12 @@ use std::path::{Path, PathBuf};
 
 pub mod figures;
 mod html;
+pub mod lat;
 pub mod load;
 #[cfg(feature = "png")]
 mod png;
 pub mod stats;
+pub mod stream;
 pub mod svg;
 
 pub use figures::Figure;
@@ -86,6 +91,9 @@ pub struct Options {
     pub only_figure: Option<String>,
     /// Skip PNG rendering even when the `png` feature is built.
     pub no_png: bool,
+    /// Packets held one by one over all runs (default
+    /// [`load::EXACT_PACKETS`]); runs beyond are read in one bounded pass.
+    pub exact_packets: Option<u64>,
 }
 
 /// What was written.
@@ -120,7 +128,7 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
     if !dir.is_dir() || !load::is_experiment(dir) {
         return Err(ReportError::NotAnExperiment(dir.display().to_string()));
     }
-    let e = load::load(dir);
+    let e = load::load_with(dir, opts.exact_packets.unwrap_or(load::EXACT_PACKETS));
     let figs = figures::all(&e);
     let mut problems = e.problems.clone();
     for r in &e.runs {
@@ -207,7 +215,7 @@ fn skipped(e: &load::Experiment, figs: &[Figure]) -> html::Skipped {
     let any_data = e
         .runs
         .iter()
-        .any(|r| r.data.as_ref().is_some_and(|d| !d.pkts.is_empty()));
+        .any(|r| r.data.as_ref().is_some_and(|d| d.n > 0));
     let mut out: html::Skipped = Vec::new();
     let nodata = "no run has received packets with readable records".to_string();
     for (id, title) in [
@@ -248,10 +256,18 @@ fn skipped(e: &load::Experiment, figs: &[Figure]) -> html::Skipped {
         ));
     }
     if !have("model") {
+        // `nflab run` writes the reason there when the spec's [model] fit failed.
+        let failed = std::fs::read_to_string(e.dir.join("model.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v.get("error")?.as_str().map(str::to_string));
         out.push((
             "model",
             "Model against measurement",
-            "the experiment has no model predictions (model.json)".into(),
+            match failed {
+                Some(why) => format!("the model fit of the spec's [model] section failed: {why}"),
+                None => "the experiment has no model predictions (model.json; add a [model] section to the spec or run nflab model fit DIR)".into(),
+            },
         ));
     }
     if !have("ipg") {

@@ -10,6 +10,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::lat::Lat;
+use crate::stats::Anomaly;
+use crate::stream::{Acc, Plan, Streamed};
+
+/// Packets held per packet (about 40 bytes each) across all runs of an
+/// experiment; runs beyond it are streamed into bounded reductions.
+pub const EXACT_PACKETS: u64 = 1 << 21;
+
+/// Packets marked as the worst of each run.
+pub const WORST_N: usize = 500;
+
 /// One packet as the figures see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Pkt {
@@ -24,12 +35,16 @@ pub struct Pkt {
 }
 
 /// Records of one run, warm-up excluded, first copies only.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RunData {
-    /// Packets in transmit-time order.
-    pub pkts: Vec<Pkt>,
-    /// Latencies sorted ascending.
-    pub sorted: Vec<i64>,
+    /// Measured packets: received after warm-up, first copies.
+    pub n: u64,
+    /// Transmit time of the last measured packet, ns after the first.
+    pub span_ns: u64,
+    /// Latencies: every value, or an HDR histogram for a streamed run.
+    pub lat: Lat,
+    /// Every packet, or the bounded reductions of a run too long to hold.
+    pub detail: Detail,
     /// Clock source of the timestamps.
     pub clock: String,
     /// Clock resolution, ns.
@@ -40,6 +55,81 @@ pub struct RunData {
     pub rx_ts: String,
     /// Packets sent per flow after warm-up, when the trailer has them.
     pub sent: Option<u64>,
+}
+
+/// Per-packet data of a run, or what a single bounded pass kept of it.
+#[derive(Debug)]
+pub enum Detail {
+    /// Packets in transmit-time order (runs within the exact budget).
+    Exact(Vec<Pkt>),
+    /// Reductions of a run over the budget (see [`crate::stream`]).
+    Streamed(Box<Streamed>),
+}
+
+impl RunData {
+    /// The packets, when every one is held.
+    pub fn pkts(&self) -> Option<&[Pkt]> {
+        match &self.detail {
+            Detail::Exact(p) => Some(p),
+            Detail::Streamed(_) => None,
+        }
+    }
+
+    /// The reductions, when the run was streamed.
+    pub fn streamed(&self) -> Option<&Streamed> {
+        match &self.detail {
+            Detail::Exact(_) => None,
+            Detail::Streamed(s) => Some(s),
+        }
+    }
+
+    /// Min/max latency per column of `span_ns / cols` transmit time:
+    /// `(t0_ns, t1_ns, min, max)` per non-empty column.
+    pub fn columns(&self, span_ns: u64, cols: usize) -> Vec<(f64, f64, f64, f64)> {
+        match &self.detail {
+            Detail::Exact(p) => {
+                crate::stats::decimate(p.iter().map(|q| (q.t_ns, q.lat_ns)), span_ns, cols)
+            }
+            Detail::Streamed(s) => s.columns(span_ns, cols),
+        }
+    }
+
+    /// The `n` (at most [`WORST_N`]) packets of highest latency, in time order.
+    pub fn worst(&self, n: usize) -> Vec<Pkt> {
+        match &self.detail {
+            Detail::Exact(p) => crate::stats::worst(p, n),
+            Detail::Streamed(s) => {
+                let mut v = s.worst.clone();
+                if v.len() > n {
+                    v.sort_by_key(|p| std::cmp::Reverse(p.lat_ns));
+                    v.truncate(n);
+                    v.sort_by_key(|p| (p.t_ns, p.flow, p.seq));
+                }
+                v
+            }
+        }
+    }
+
+    /// Per-window `(t0_ns, p50, p99, max, count)`; `None` for a streamed
+    /// run that kept no window histograms (not its configuration's first).
+    pub fn windows(&self, win_ns: u64) -> Option<Vec<crate::stats::Window>> {
+        match &self.detail {
+            Detail::Exact(p) => Some(crate::stats::windows(p, win_ns)),
+            Detail::Streamed(s) => s.windows(win_ns),
+        }
+    }
+
+    /// Anomalies of definition `(n, t_ns)` in start order, and how many more
+    /// a streamed run found than it kept.
+    pub fn anomalies(&self, n: u32, t_ns: u64) -> (Vec<Anomaly>, u64) {
+        match &self.detail {
+            Detail::Exact(p) => (crate::stats::anomalies(p, n, t_ns), 0),
+            Detail::Streamed(s) => s
+                .anomalies(n, t_ns)
+                .map(|(v, d)| (v.to_vec(), d))
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// One run directory.
@@ -170,6 +260,12 @@ pub fn is_experiment(dir: &Path) -> bool {
 
 /// Read the tree. Never fails: problems are collected.
 pub fn load(dir: &Path) -> Experiment {
+    load_with(dir, EXACT_PACKETS)
+}
+
+/// [`load`], holding at most `exact_packets` packets (over all runs) one by
+/// one; the runs beyond are streamed ([`Detail::Streamed`]).
+pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
     let mut problems = Vec::new();
     let name = dir
         .canonicalize()
@@ -212,12 +308,12 @@ pub fn load(dir: &Path) -> Experiment {
     if run_dirs.is_empty() {
         problems.push("runs/ is missing or empty: the experiment produced no run".into());
     }
-    let mut runs: Vec<Run> = run_dirs.iter().map(|d| load_run(d)).collect();
+    let mut runs: Vec<(Run, bool)> = run_dirs.iter().map(|d| load_run(d)).collect();
 
     // Group runs into configurations by their swept values (or, without a
     // sweep, by everything except repetition, run name and seed).
     let mut configs: Vec<Config> = Vec::new();
-    for (i, r) in runs.iter_mut().enumerate() {
+    for (i, (r, _)) in runs.iter_mut().enumerate() {
         let sweep: BTreeMap<String, Value> = match r.params.get("sweep").and_then(Value::as_object)
         {
             Some(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -237,13 +333,41 @@ pub fn load(dir: &Path) -> Experiment {
         configs[idx].runs.push(i);
         r.config = idx;
     }
+    // Records last: the streaming pass needs the experiment's anomaly
+    // definitions and which run is the first of its configuration.
+    let specs: Vec<(u32, u64)> = runs
+        .iter()
+        .find_map(|(r, _)| r.params.pointer("/analysis/anomalies")?.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| crate::stats::parse_anomaly(v.as_str()?))
+        .collect();
+    let mut budget = exact_packets;
+    let mut has_windows = vec![false; configs.len()];
+    for ((r, has_files), d) in runs.iter_mut().zip(&run_dirs) {
+        if !*has_files {
+            continue;
+        }
+        let cbr = r.params.pointer("/traffic/pattern").and_then(Value::as_str) == Some("cbr");
+        let plan = Plan {
+            specs: specs.clone(),
+            target_gap_ns: r.offered_pps().filter(|&p| cbr && p > 0.0).map(|p| 1e9 / p),
+            windows: !has_windows[r.config],
+            worst_n: WORST_N,
+            ..Plan::default()
+        };
+        r.data = load_records(&d.join("records.nfr"), &mut r.problems, &mut budget, plan);
+        if r.data.as_ref().is_some_and(|d| d.n > 1) {
+            has_windows[r.config] = true;
+        }
+    }
     let mut e = Experiment {
         dir: dir.to_path_buf(),
         name,
         spec_text,
         spec,
         env,
-        runs,
+        runs: runs.into_iter().map(|(r, _)| r).collect(),
         configs,
         problems,
     };
@@ -293,7 +417,8 @@ pub fn fmt_param(key: &str, v: &Value) -> String {
     }
 }
 
-fn load_run(dir: &Path) -> Run {
+/// A run directory without its records; `false` when it is empty.
+fn load_run(dir: &Path) -> (Run, bool) {
     let name = file_name(dir);
     let mut problems = Vec::new();
     let params = match read_json(&dir.join("params.json")) {
@@ -327,7 +452,7 @@ fn load_run(dir: &Path) -> Run {
         .map(|mut d| d.next().is_none())
         .unwrap_or(false);
     if empty {
-        return Run {
+        let r = Run {
             name,
             params,
             summary: None,
@@ -336,26 +461,103 @@ fn load_run(dir: &Path) -> Run {
             problems: vec!["the run directory is empty: the run never started".into()],
             config: 0,
         };
+        return (r, false);
     }
-    let data = load_records(&dir.join("records.nfr"), &mut problems);
-    Run {
+    let r = Run {
         name,
         params,
         summary,
         gen,
-        data,
+        data: None,
         problems,
         config: 0,
-    }
+    };
+    (r, true)
 }
 
-fn load_records(path: &Path, problems: &mut Vec<String>) -> Option<RunData> {
+/// What the block headers of a record file say, read without its records:
+/// how many records there are, the trailer, and the transmit times of the
+/// first and the last record.
+#[derive(Debug, Default)]
+struct Prescan {
+    records: u64,
+    trailer: Option<nflab_record::Trailer>,
+    span: Option<(u64, u64)>,
+}
+
+/// Walk the block headers (one seek and 16 bytes per block of 4096 records);
+/// stops where a header is not one, as the reader will.
+fn prescan(path: &Path) -> Option<Prescan> {
+    use nflab_record::{BLOCK_KIND_RECORDS, BLOCK_KIND_TRAILER, BLOCK_MAGIC, RECORD_BYTES};
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut hdr = [0u8; 16];
+    f.read_exact(&mut hdr).ok()?;
+    if hdr[0..8] != nflab_record::FILE_MAGIC {
+        return None;
+    }
+    let meta_len = u64::from(u32::from_le_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]));
+    let mut pos = 16 + meta_len + 4;
+    let mut out = Prescan::default();
+    let (mut first, mut last_at) = (None, None);
+    let tx_at = |f: &mut std::fs::File, at: u64| -> Option<u64> {
+        let mut r = [0u8; 8];
+        f.seek(SeekFrom::Start(at + 8)).ok()?;
+        f.read_exact(&mut r).ok()?;
+        Some(u64::from_le_bytes(r))
+    };
+    while pos + 16 <= len {
+        f.seek(SeekFrom::Start(pos)).ok()?;
+        let mut b = [0u8; 16];
+        f.read_exact(&mut b).ok()?;
+        if b[0..4] != BLOCK_MAGIC {
+            break;
+        }
+        let count = u64::from(u32::from_le_bytes([b[8], b[9], b[10], b[11]]));
+        match b[4] {
+            BLOCK_KIND_RECORDS => {
+                let plen = count * RECORD_BYTES as u64;
+                if pos + 16 + plen > len {
+                    break;
+                }
+                if count > 0 {
+                    if first.is_none() {
+                        first = tx_at(&mut f, pos + 16);
+                    }
+                    last_at = Some(pos + 16 + plen - RECORD_BYTES as u64);
+                }
+                out.records += count;
+                pos += 16 + plen;
+            }
+            BLOCK_KIND_TRAILER => {
+                if count > u64::from(nflab_record::MAX_JSON_BYTES) || pos + 16 + count > len {
+                    break;
+                }
+                let mut j = vec![0u8; count as usize];
+                f.read_exact(&mut j).ok()?;
+                out.trailer = serde_json::from_slice(&j).ok();
+                break;
+            }
+            _ => break,
+        }
+    }
+    if let (Some(a), Some(at)) = (first, last_at) {
+        out.span = tx_at(&mut f, at).map(|b| (a, b));
+    }
+    Some(out)
+}
+
+fn load_records(
+    path: &Path,
+    problems: &mut Vec<String>,
+    budget: &mut u64,
+    mut plan: Plan,
+) -> Option<RunData> {
     if !path.exists() {
         problems.push("records.nfr is missing: no per-packet figure for this run".into());
         return None;
     }
-    // Streamed block by block into the compact form the figures use (32 bytes
-    // per packet), never holding the file's records as well.
     let mut rd = match nflab_record::RecordReader::open(path) {
         Ok(r) => r,
         Err(e) => {
@@ -363,21 +565,43 @@ fn load_records(path: &Path, problems: &mut Vec<String>) -> Option<RunData> {
             return None;
         }
     };
-    let mut buf = Vec::new();
+    let pre = prescan(path).unwrap_or_default();
+    let exact = pre.records <= *budget;
+    // Streamed block by block: into the compact form the figures use (32
+    // bytes per packet) while the budget allows, else into `Acc`'s bounded
+    // reductions. Warm-up is known up front only from a trailer.
     let mut pkts: Vec<Pkt> = Vec::new();
+    let mut acc = None;
+    if exact {
+        *budget -= pre.records;
+        pkts.reserve_exact(pre.records as usize);
+    } else {
+        if let Some(t) = &pre.trailer {
+            plan.first_seq = t.sent.iter().map(|s| (s.flow, s.warmup)).collect();
+        }
+        plan.span_hint = pre.span;
+        acc = Some(Acc::new(plan));
+    }
+    let mut buf = Vec::new();
+    let mut read = 0u64;
     loop {
         match rd.next_block(&mut buf) {
-            Ok(true) => pkts.extend(buf.iter().map(|r| Pkt {
-                t_ns: r.tx_ns,
-                lat_ns: r.rx_ns as i64 - r.tx_ns as i64,
-                seq: r.seq,
-                flow: r.flow,
-            })),
+            Ok(true) => {
+                read += buf.len() as u64;
+                match &mut acc {
+                    Some(a) => buf.iter().for_each(|r| a.push(r)),
+                    None => pkts.extend(buf.iter().map(|r| Pkt {
+                        t_ns: r.tx_ns,
+                        lat_ns: r.rx_ns as i64 - r.tx_ns as i64,
+                        seq: r.seq,
+                        flow: r.flow,
+                    })),
+                }
+            }
             Ok(false) => break,
             Err(e) => {
                 problems.push(format!(
-                    "records.nfr could not be read to the end ({e}); the {} records before are shown",
-                    pkts.len()
+                    "records.nfr could not be read to the end ({e}); the {read} records before are shown"
                 ));
                 break;
             }
@@ -387,46 +611,73 @@ fn load_records(path: &Path, problems: &mut Vec<String>) -> Option<RunData> {
         match rd.tail() {
             nflab_record::TailState::Complete => {}
             nflab_record::TailState::NoTrailer => problems.push(format!(
-                "records.nfr has no trailer: the recorder stopped between blocks, so sent counts and warm-up are unknown; the {} records written are shown",
-                pkts.len()
+                "records.nfr has no trailer: the recorder stopped between blocks, so sent counts and warm-up are unknown; the {read} records written are shown"
             )),
             nflab_record::TailState::Truncated {
                 discarded_bytes,
                 reason,
             } => problems.push(format!(
-                "records.nfr is cut off ({reason}; {discarded_bytes} bytes ignored): the {} records before the cut are shown",
-                pkts.len()
+                "records.nfr is cut off ({reason}; {discarded_bytes} bytes ignored): the {read} records before the cut are shown"
             )),
         }
     }
-    let warm: BTreeMap<u16, u64> = rd
-        .trailer()
-        .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
-        .unwrap_or_default();
-    let sent = rd.trailer().map(|t| {
+    let trailer = rd.trailer().or(pre.trailer.as_ref());
+    let sent = trailer.map(|t| {
         t.sent
             .iter()
             .map(|s| s.sent.saturating_sub(s.warmup))
             .sum::<u64>()
     });
-    pkts.retain(|p| p.seq >= warm.get(&p.flow).copied().unwrap_or(0));
-    // Only the first copy of a (flow, seq) counts: a stable sort keeps
-    // arrival order among copies, and dedup keeps the first.
-    pkts.sort_by_key(|p| (p.flow, p.seq));
-    pkts.dedup_by_key(|p| (p.flow, p.seq));
-    pkts.sort_unstable_by_key(|p| (p.t_ns, p.flow, p.seq));
-    let t0 = pkts.first().map(|p| p.t_ns).unwrap_or(0);
-    for p in &mut pkts {
-        p.t_ns -= t0;
-    }
-    let mut sorted: Vec<i64> = pkts.iter().map(|p| p.lat_ns).collect();
-    sorted.sort_unstable();
-    if pkts.is_empty() {
+    let (n, span_ns, lat, detail) = match acc {
+        Some(a) => {
+            let (s, h) = a.finish();
+            if s.late > 0 {
+                problems.push(format!(
+                    "{} packets arrived more than {} sequence numbers late: they are drawn, but could not be checked for duplicates and count as missing for anomalies and gaps",
+                    s.late,
+                    crate::stream::REORDER_WINDOW
+                ));
+            }
+            (
+                h.len(),
+                s.span_ns,
+                Lat::Hdr(Box::new(h)),
+                Detail::Streamed(Box::new(s)),
+            )
+        }
+        None => {
+            let warm: BTreeMap<u16, u64> = trailer
+                .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
+                .unwrap_or_default();
+            pkts.retain(|p| p.seq >= warm.get(&p.flow).copied().unwrap_or(0));
+            // Only the first copy of a (flow, seq) counts: a stable sort keeps
+            // arrival order among copies, and dedup keeps the first.
+            pkts.sort_by_key(|p| (p.flow, p.seq));
+            pkts.dedup_by_key(|p| (p.flow, p.seq));
+            pkts.sort_unstable_by_key(|p| (p.t_ns, p.flow, p.seq));
+            let t0 = pkts.first().map(|p| p.t_ns).unwrap_or(0);
+            for p in &mut pkts {
+                p.t_ns -= t0;
+            }
+            let mut sorted: Vec<i64> = pkts.iter().map(|p| p.lat_ns).collect();
+            sorted.sort_unstable();
+            let span = pkts.last().map_or(0, |p| p.t_ns);
+            (
+                pkts.len() as u64,
+                span,
+                Lat::Exact(sorted),
+                Detail::Exact(pkts),
+            )
+        }
+    };
+    if n == 0 {
         problems.push("no packet was received (100 % loss or an empty record file): nothing to draw for this run".into());
     }
     Some(RunData {
-        pkts,
-        sorted,
+        n,
+        span_ns,
+        lat,
+        detail,
         clock: rd.metadata().clock.source.clone(),
         resolution_ns: rd.metadata().clock.resolution_ns,
         tx_ts: rd.metadata().tx_timestamp.clone(),
@@ -464,13 +715,12 @@ impl Run {
     /// Received packets, from records when there is no summary.
     pub fn received(&self) -> Option<f64> {
         self.num("/packets/received")
-            .or_else(|| self.data.as_ref().map(|d| d.pkts.len() as f64))
+            .or_else(|| self.data.as_ref().map(|d| d.n as f64))
     }
 
-    /// Latency percentile `q` in [0,1], nearest rank, from the records.
+    /// Latency percentile `q` in [0,1], nearest rank, from the records (HDR
+    /// for a streamed run).
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        self.data
-            .as_ref()
-            .and_then(|d| crate::stats::quantile(&d.sorted, q))
+        self.data.as_ref().and_then(|d| d.lat.quantile(q))
     }
 }

@@ -5,6 +5,7 @@
 //! sort, and the decimation of a time series is streaming, so drawing 10⁹
 //! packets costs one pass over them.
 
+use crate::lat::Sample;
 use crate::load::Pkt;
 
 /// Nearest-rank quantile `q ∈ [0, 1]` of ascending `sorted`.
@@ -20,13 +21,14 @@ pub fn quantile(sorted: &[i64], q: f64) -> Option<f64> {
 /// Points `(1/(1−p), latency)` of an HDR percentile plot: percentiles from 0
 /// up to the highest the sample resolves (at least one value beyond it),
 /// then the maximum, plotted at `1/(1−p) = n`.
-pub fn hdr_points(sorted: &[i64]) -> Vec<(f64, f64)> {
-    let n = sorted.len();
+pub fn hdr_points<S: Sample + ?Sized>(sorted: &S) -> Vec<(f64, f64)> {
+    let n = sorted.count();
     if n == 0 {
         return Vec::new();
     }
-    let mut out = Vec::new();
-    // 40 points per decade of 1/(1-p).
+    // 40 points per decade of 1/(1-p); nearest rank as in `quantile`.
+    let mut invs = Vec::new();
+    let mut idx = Vec::new();
     let mut i = 0;
     loop {
         let inv = 10f64.powf(i as f64 / 40.0);
@@ -34,20 +36,23 @@ pub fn hdr_points(sorted: &[i64]) -> Vec<(f64, f64)> {
             break;
         }
         let q = 1.0 - 1.0 / inv;
-        if let Some(v) = quantile(sorted, q) {
-            out.push((inv, v));
-        }
+        invs.push(inv);
+        idx.push(((q * n as f64).ceil() as usize).clamp(1, n) - 1);
         i += 1;
     }
-    out.push((n as f64, sorted[n - 1] as f64));
-    out
+    invs.push(n as f64);
+    idx.push(n - 1);
+    invs.into_iter()
+        .zip(sorted.at(&idx))
+        .map(|(inv, v)| (inv, v as f64))
+        .collect()
 }
 
 /// Empirical CDF points `(latency, P(L ≤ latency))`, reduced to at most
 /// about `max_pts` points spread evenly in rank and in log-latency, so both
 /// the body and the tail keep their shape. The last point is always the max.
-pub fn cdf_points(sorted: &[i64], max_pts: usize) -> Vec<(f64, f64)> {
-    let n = sorted.len();
+pub fn cdf_points<S: Sample + ?Sized>(sorted: &S, max_pts: usize) -> Vec<(f64, f64)> {
+    let n = sorted.count();
     if n == 0 {
         return Vec::new();
     }
@@ -67,9 +72,11 @@ pub fn cdf_points(sorted: &[i64], max_pts: usize) -> Vec<(f64, f64)> {
     ranks.push(n - 1);
     ranks.sort_unstable();
     ranks.dedup();
+    let vals = sorted.at(&ranks);
     ranks
         .into_iter()
-        .map(|r| (sorted[r] as f64, (r + 1) as f64 / n as f64))
+        .zip(vals)
+        .map(|(r, v)| (v as f64, (r + 1) as f64 / n as f64))
         .collect()
 }
 
@@ -92,16 +99,16 @@ pub fn log_edges(lo: f64, hi: f64, per_decade: usize) -> Vec<f64> {
 }
 
 /// Counts of `sorted` values in `[edges[i], edges[i+1])`.
-pub fn histogram(sorted: &[i64], edges: &[f64]) -> Vec<u64> {
+pub fn histogram<S: Sample + ?Sized>(sorted: &S, edges: &[f64]) -> Vec<u64> {
     let mut c = vec![0u64; edges.len().saturating_sub(1)];
     let mut b = 0;
-    for &v in sorted {
+    for (v, k) in sorted.counts() {
         let v = v as f64;
         while b + 1 < edges.len() - 1 && v >= edges[b + 1] {
             b += 1;
         }
         if !c.is_empty() {
-            c[b] += 1;
+            c[b] += k;
         }
     }
     c
@@ -146,9 +153,11 @@ pub fn worst(pkts: &[Pkt], n: usize) -> Vec<Pkt> {
     v
 }
 
-/// Per-window statistics `(t0_ns, p50, p99, max, count)` over windows of
-/// `win_ns` of transmit time.
-pub fn windows(pkts: &[Pkt], win_ns: u64) -> Vec<(u64, f64, f64, f64, usize)> {
+/// Statistics of one time window: `(t0_ns, p50, p99, max, count)`.
+pub type Window = (u64, f64, f64, f64, usize);
+
+/// Per-window statistics over windows of `win_ns` of transmit time.
+pub fn windows(pkts: &[Pkt], win_ns: u64) -> Vec<Window> {
     let win_ns = win_ns.max(1);
     let mut out = Vec::new();
     let mut i = 0;

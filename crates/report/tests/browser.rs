@@ -66,6 +66,7 @@ fn report_renders_in_chromium_without_errors() {
         &nflab_report::Options {
             only_figure: None,
             no_png: true,
+            ..Default::default()
         },
     )
     .unwrap()

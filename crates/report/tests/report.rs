@@ -13,6 +13,7 @@ fn write_report(dir: &std::path::Path) -> Result<std::path::PathBuf, ReportError
         &Options {
             only_figure: None,
             no_png: true,
+            ..Default::default()
         },
     )?;
     Ok(w.report.unwrap())
@@ -294,6 +295,7 @@ fn one_figure_can_be_redrawn_alone() {
         &Options {
             only_figure: Some("cdf".into()),
             no_png: true,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -306,6 +308,7 @@ fn one_figure_can_be_redrawn_alone() {
         &Options {
             only_figure: Some("nope".into()),
             no_png: true,
+            ..Default::default()
         },
     )
     .unwrap_err()
@@ -438,4 +441,199 @@ fn generator_selfcheck_and_model_overlay_are_read_from_the_tree() {
         serde_json::from_str(&std::fs::read_to_string(exp.join("runs/004/summary.json")).unwrap())
             .unwrap();
     assert_eq!(p99[meas], summary["latency_ns"]["p99"].to_string());
+}
+
+fn write_streamed(dir: &std::path::Path) {
+    // No packet held one by one: every run takes the bounded streaming path.
+    write_report_with(
+        dir,
+        &Options {
+            no_png: true,
+            exact_packets: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+fn num(s: &str) -> f64 {
+    s.parse().unwrap_or_else(|_| panic!("not a number: {s}"))
+}
+
+#[test]
+fn streamed_runs_draw_what_exact_runs_draw_within_the_stated_bounds() {
+    let base = common::tmpdir("stream");
+    let exact = common::experiment(&base.join("exact"));
+    let streamed = common::experiment(&base.join("streamed"));
+    write_report(&exact).unwrap();
+    write_streamed(&streamed);
+
+    // Distributions: same points, values within the HDR bound (0.1 %), the
+    // maximum exact.
+    for id in ["hdr", "cdf", "ccdf"] {
+        let (a, b) = (csv(&exact, id), csv(&streamed, id));
+        assert_eq!(a.len(), b.len(), "{id}");
+        let lat = col(&a, "latency_ns");
+        for (x, y) in a[1..].iter().zip(&b[1..]) {
+            let (x, y) = (num(&x[lat]), num(&y[lat]));
+            assert!((y - x).abs() <= x * 1e-3 + 1.0, "{id}: {y} vs {x}");
+        }
+    }
+    let (a, b) = (csv(&exact, "hdr"), csv(&streamed, "hdr"));
+    assert_eq!(a.last(), b.last(), "the maximum is exact");
+    let (ha, hb) = (csv(&exact, "histogram"), csv(&streamed, "histogram"));
+    let count = col(&ha, "count");
+    let total = |t: &[Vec<String>]| t[1..].iter().map(|r| num(&r[count])).sum::<f64>();
+    assert_eq!(total(&ha), total(&hb));
+
+    // Anomalies and the generator gaps come from the sequence-ordered stream: identical.
+    assert_eq!(csv(&exact, "anomalies"), csv(&streamed, "anomalies"));
+    let (ia, ib) = (csv(&exact, "ipg"), csv(&streamed, "ipg"));
+    let mse = col(&ia, "mse_ns2");
+    for (x, y) in ia.iter().zip(&ib) {
+        for c in 0..x.len() {
+            if c == mse && x[c] != "mse_ns2" && !x[c].is_empty() {
+                assert!((num(&x[c]) - num(&y[c])).abs() <= num(&x[c]) * 1e-9);
+            } else {
+                assert_eq!(x[c], y[c]);
+            }
+        }
+    }
+
+    // Windows: exact packet counts and maxima (slices divide the window),
+    // p50/p99 within the 1 % of the window histograms.
+    let (wa, wb) = (csv(&exact, "windows"), csv(&streamed, "windows"));
+    assert_eq!(wa.len(), wb.len());
+    let (pk, mx, p99) = (col(&wa, "packets"), col(&wa, "max_ns"), col(&wa, "p99_ns"));
+    for (x, y) in wa[1..].iter().zip(&wb[1..]) {
+        assert_eq!((&x[..4], &x[pk], &x[mx]), (&y[..4], &y[pk], &y[mx]));
+        let (x, y) = (num(&x[p99]), num(&y[p99]));
+        assert!(y >= x && y <= x * 1.01 + 1.0, "p99 {y} vs {x}");
+    }
+
+    // Latency over time: the worst packets are the same latencies, the
+    // spike survives, the columns stay decimated.
+    let (ta, tb) = (csv(&exact, "timeseries"), csv(&streamed, "timeseries"));
+    let (run, kind, max) = (col(&ta, "run"), col(&ta, "kind"), col(&ta, "max_ns"));
+    for r in ["000", "004"] {
+        let worst = |t: &[Vec<String>]| {
+            let mut v: Vec<f64> = t[1..]
+                .iter()
+                .filter(|x| x[run] == r && x[kind] == "worst")
+                .map(|x| num(&x[max]))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        assert_eq!(worst(&ta), worst(&tb), "run {r}");
+        let cols = |t: &[Vec<String>]| {
+            t[1..]
+                .iter()
+                .filter(|x| x[run] == r && x[kind] == "column")
+                .map(|x| num(&x[max]))
+                .collect::<Vec<f64>>()
+        };
+        let (ca, cb) = (cols(&ta), cols(&tb));
+        assert!(
+            cb.len() <= 1300 && cb.len() + 20 >= ca.len(),
+            "{} vs {}",
+            cb.len(),
+            ca.len()
+        );
+        assert_eq!(cb.iter().copied().fold(0.0, f64::max), 900_000.0);
+    }
+
+    // The captions say which method was used and its bound.
+    let html = std::fs::read_to_string(streamed.join("report.html")).unwrap();
+    assert!(html.contains("HDR histogram with 3 significant digits"));
+    assert!(html.contains("read in one pass"));
+    let html = std::fs::read_to_string(exact.join("report.html")).unwrap();
+    assert!(!html.contains("HDR histogram with"));
+}
+
+#[test]
+fn streamed_runs_drop_warmup_and_duplicates() {
+    use nflab_record::{FlowSent, Metadata, Record, RecordWriter, Trailer};
+    let base = common::tmpdir("streamdup");
+    let exp = base.join("x");
+    std::fs::create_dir_all(exp.join("runs/000")).unwrap();
+    std::fs::write(exp.join("spec.toml"), "[experiment]\nname = \"x\"\n").unwrap();
+    let mut w =
+        RecordWriter::create(&exp.join("runs/000/records.nfr"), &Metadata::default()).unwrap();
+    for seq in 0..100u64 {
+        let tx = 1_000_000 + seq * 10_000;
+        let r = Record {
+            seq,
+            tx_ns: tx,
+            rx_ns: tx + 1_000 + seq,
+            ..Default::default()
+        };
+        w.push(&r).unwrap();
+        if seq == 50 {
+            // A late copy with a huge latency.
+            w.push(&Record {
+                rx_ns: tx + 5_000_000,
+                ..r
+            })
+            .unwrap();
+        }
+    }
+    w.finish(&Trailer {
+        sent: vec![FlowSent {
+            flow: 0,
+            sent: 100,
+            warmup: 10,
+        }],
+        ..Default::default()
+    })
+    .unwrap();
+    write_streamed(&exp);
+    let rows = csv(&exp, "hdr");
+    let lat = col(&rows, "latency_ns");
+    let v: Vec<f64> = rows[1..].iter().map(|r| num(&r[lat])).collect();
+    assert_eq!(v.iter().copied().fold(0.0, f64::max), 1_099.0);
+    assert_eq!(v.iter().copied().fold(f64::MAX, f64::min), 1_010.0);
+    let html = std::fs::read_to_string(exp.join("report.html")).unwrap();
+    assert!(
+        html.contains("90 packets"),
+        "warm-up or the duplicate was counted"
+    );
+}
+
+#[test]
+fn streamed_bad_input_still_renders() {
+    let base = common::tmpdir("streambad");
+    let exp = common::experiment(&base);
+    let lost = RunSpec {
+        dut: "linux-router",
+        rate_pps: 30_000,
+        repetition: 0,
+        packets: 3000,
+        warmup: 0,
+        latency: all_lost,
+        summary: true,
+        finished: true,
+    };
+    common::write_run(&exp, "008", &lost, 1);
+    let cut = RunSpec {
+        dut: "linux-router",
+        rate_pps: 40_000,
+        repetition: 0,
+        packets: 9000,
+        warmup: 500,
+        latency: typical,
+        summary: false,
+        finished: false,
+    };
+    common::write_run(&exp, "011", &cut, 3);
+    let f = exp.join("runs/011/records.nfr");
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() - 1000]).unwrap();
+    write_streamed(&exp);
+    let html = std::fs::read_to_string(exp.join("report.html")).unwrap();
+    assert!(html.contains("run 008: no packet was received"));
+    assert!(html.contains("run 011: records.nfr is cut off"));
+    let rows = csv(&exp, "timeseries");
+    assert!(rows[1..].iter().any(|r| r[0] == "011"));
+    assert!(!rows[1..].iter().any(|r| r[0] == "008"));
 }

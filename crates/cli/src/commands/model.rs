@@ -762,8 +762,128 @@ fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 
+/// Settings of a fit: the flags of `nflab model fit`, or `[model]` of a spec.
+#[derive(Debug, Clone)]
+pub struct FitSettings {
+    /// Core clock of the DuT, Hz.
+    pub cpu_hz: Option<f64>,
+    /// Cores of the DuT.
+    pub cores: f64,
+    /// Framework I/O cycles per packet.
+    pub c_io: f64,
+    /// Baseline median latency, ns (default: the loopback runs').
+    pub baseline_median_ns: Option<f64>,
+    /// Poller batch size (default: dut.batch, else 32).
+    pub batch: Option<usize>,
+    /// Queue capacity (default: dut.queue, else 4096).
+    pub queue: Option<usize>,
+    /// Interrupt sources of the DuT core.
+    pub interrupts: Vec<InterruptLoad>,
+    /// Packets simulated per run, at most.
+    pub sim_packets: u64,
+}
+
+impl FitSettings {
+    /// The settings of a spec's `[model]` section.
+    pub fn from_spec(m: &nflab_lab::model::ModelSection) -> FitSettings {
+        FitSettings {
+            cpu_hz: m.cpu_hz,
+            cores: m.cores,
+            c_io: m.c_io,
+            baseline_median_ns: m.baseline_median_ns,
+            batch: m.batch.map(|b| b as usize),
+            queue: m.queue.map(|q| q as usize),
+            // Validated when the spec was parsed.
+            interrupts: m
+                .interrupts
+                .iter()
+                .filter_map(|s| nflab_lab::model::parse_interrupt(s).ok())
+                .map(|(rate_hz, duration_ns)| InterruptLoad {
+                    rate_hz,
+                    duration_ns,
+                })
+                .collect(),
+            sim_packets: m.sim_packets,
+        }
+    }
+}
+
 fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
-    let runs_dir = a.dir.join("runs");
+    let interrupts = a
+        .interrupt
+        .iter()
+        .map(|s| parse_interrupt(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let settings = FitSettings {
+        cpu_hz: a.cpu_hz,
+        cores: a.cores,
+        c_io: a.c_io,
+        baseline_median_ns: a.baseline_median_ns,
+        batch: a.batch,
+        queue: a.queue,
+        interrupts,
+        sim_packets: a.sim_packets,
+    };
+    let (r, model_json) = fit_and_write(&a.dir, &settings, "nflab model fit")?;
+    if a.json {
+        return print_json(&r);
+    }
+    println!(
+        "predictions written to {} (report: nflab report DIR)",
+        model_json.display()
+    );
+    println!("method                 {}", r.method);
+    println!(
+        "t_CPU                  {:.1} ns per packet (baseline {:.1} ns)",
+        r.t_cpu_ns, r.baseline_ns
+    );
+    print!(
+        "saturation             predicted {} pps",
+        f(r.predicted_saturation_pps)
+    );
+    match (r.measured_saturation_pps, r.saturation_relative_error) {
+        (Some(m), Some(e)) => println!(", measured {} pps, RE {:.1} %", f(m), e * 100.0),
+        _ => println!(", not reached (max carried {} pps)", f(r.max_carried_pps)),
+    }
+    if let Some(c) = r.fitted_cycles_per_packet {
+        println!("fitted c               {c:.1} cycles per packet");
+    }
+    println!();
+    println!(
+        "{:<6} {:>12} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7} {:>7}",
+        "run", "offered pps", "loss", "pred", "mean ns", "pred", "p50 ns", "pred", "RE %", "JSD"
+    );
+    let o = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
+    for x in &r.runs {
+        println!(
+            "{:<6} {:>12.0} {:>9.4} {:>9.4} {:>11} {:>11.0} {:>11} {:>11.0} {:>7} {:>7}",
+            x.name,
+            x.offered_pps,
+            x.measured_loss,
+            x.predicted_loss,
+            o(x.measured_mean_ns, 0),
+            x.predicted_mean_ns,
+            o(x.measured_p50_ns, 0),
+            x.predicted_p50_ns,
+            o(x.latency_relative_error.map(|e| e * 100.0), 1),
+            o(x.latency_jsd, 3)
+        );
+    }
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    Ok(())
+}
+
+/// Fit the models to the experiment in `dir` and write `dir/model.json`, the
+/// predictions the report lays over the measurements (docs/report.md);
+/// `source` names who asked, for the file.
+pub fn fit_and_write(
+    dir: &Path,
+    s: &FitSettings,
+    source: &str,
+) -> anyhow::Result<(fit::FitReport, PathBuf)> {
+    let runs_dir = dir.join("runs");
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
         .with_context(|| {
             format!(
@@ -840,31 +960,26 @@ fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
             sent: summary["packets"]["sent"].as_u64(),
         });
     }
-    let baseline = a.baseline_median_ns.or_else(|| {
+    let baseline = s.baseline_median_ns.or_else(|| {
         (!baselines.is_empty()).then(|| baselines.iter().sum::<f64>() / baselines.len() as f64)
     });
-    let interrupts = a
-        .interrupt
-        .iter()
-        .map(|s| parse_interrupt(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let r = fit::fit(
         &runs,
         &FitConfig {
-            cpu_hz: a.cpu_hz,
-            cores: a.cores,
-            c_io: a.c_io,
+            cpu_hz: s.cpu_hz,
+            cores: s.cores,
+            c_io: s.c_io,
             baseline_ns: baseline,
-            batch: a.batch.or(batch_from_spec).unwrap_or(32),
-            queue_capacity: a.queue.or(queue_from_spec).unwrap_or(4096),
-            interrupts,
-            sim_packets: a.sim_packets,
+            batch: s.batch.or(batch_from_spec).unwrap_or(32),
+            queue_capacity: s.queue.or(queue_from_spec).unwrap_or(4096),
+            interrupts: s.interrupts.clone(),
+            sim_packets: s.sim_packets,
             seed: 1,
         },
     )?;
     // The report lays these predictions over the measurements (docs/report.md).
     let overlay = serde_json::json!({
-        "source": "nflab model fit",
+        "source": source,
         "method": r.method,
         "predictions": r.runs.iter().map(|x| serde_json::json!({
             "run": x.name,
@@ -872,55 +987,8 @@ fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
             "mean_ns": x.predicted_mean_ns,
         })).collect::<Vec<_>>(),
     });
-    let model_json = a.dir.join("model.json");
+    let model_json = dir.join("model.json");
     std::fs::write(&model_json, serde_json::to_string_pretty(&overlay)? + "\n")
         .with_context(|| format!("cannot write {}", model_json.display()))?;
-    if a.json {
-        return print_json(&r);
-    }
-    println!(
-        "predictions written to {} (report: nflab report DIR)",
-        model_json.display()
-    );
-    println!("method                 {}", r.method);
-    println!(
-        "t_CPU                  {:.1} ns per packet (baseline {:.1} ns)",
-        r.t_cpu_ns, r.baseline_ns
-    );
-    print!(
-        "saturation             predicted {} pps",
-        f(r.predicted_saturation_pps)
-    );
-    match (r.measured_saturation_pps, r.saturation_relative_error) {
-        (Some(m), Some(e)) => println!(", measured {} pps, RE {:.1} %", f(m), e * 100.0),
-        _ => println!(", not reached (max carried {} pps)", f(r.max_carried_pps)),
-    }
-    if let Some(c) = r.fitted_cycles_per_packet {
-        println!("fitted c               {c:.1} cycles per packet");
-    }
-    println!();
-    println!(
-        "{:<6} {:>12} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>7} {:>7}",
-        "run", "offered pps", "loss", "pred", "mean ns", "pred", "p50 ns", "pred", "RE %", "JSD"
-    );
-    let o = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
-    for x in &r.runs {
-        println!(
-            "{:<6} {:>12.0} {:>9.4} {:>9.4} {:>11} {:>11.0} {:>11} {:>11.0} {:>7} {:>7}",
-            x.name,
-            x.offered_pps,
-            x.measured_loss,
-            x.predicted_loss,
-            o(x.measured_mean_ns, 0),
-            x.predicted_mean_ns,
-            o(x.measured_p50_ns, 0),
-            x.predicted_p50_ns,
-            o(x.latency_relative_error.map(|e| e * 100.0), 1),
-            o(x.latency_jsd, 3)
-        );
-    }
-    for n in &r.notes {
-        println!("note: {n}");
-    }
-    Ok(())
+    Ok((r, model_json))
 }

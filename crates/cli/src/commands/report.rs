@@ -20,6 +20,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let opts = nflab_report::Options {
         only_figure: args.figure,
         no_png: args.no_png,
+        ..Default::default()
     };
     let w = nflab_report::write_report_with(&args.dir, &opts)?;
     for p in &w.problems {

@@ -21,14 +21,14 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         .filter_map(|v| stats::parse_anomaly(v.as_str()?))
         .collect();
     let with_data: Vec<usize> = (0..e.runs.len())
-        .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| !d.pkts.is_empty()))
+        .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| d.n > 0))
         .collect();
     if specs.is_empty() || with_data.is_empty() {
         return None;
     }
     let span = with_data
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.pkts.last().map(|p| p.t_ns))
+        .filter_map(|&i| Some(e.runs[i].data.as_ref()?.span_ns))
         .max()
         .unwrap_or(1)
         .max(1);
@@ -53,8 +53,14 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
             let Some(d) = e.runs[ri].data.as_ref() else {
                 continue;
             };
-            for a in stats::anomalies(&d.pkts, *n, *thr) {
-                found.push((ri, a));
+            let (v, dropped) = d.anomalies(*n, *thr);
+            found.extend(v.into_iter().map(|a| (ri, a)));
+            if dropped > 0 {
+                notes.push(format!(
+                    "{spec}, run {}: {dropped} further anomalies beyond the first {} were counted but are neither drawn nor in the CSV.",
+                    e.runs[ri].name,
+                    crate::stream::MAX_ANOMALIES
+                ));
             }
         }
         let dmin = found

@@ -30,7 +30,7 @@ struct Hist {
 fn rebin(raw: &[(f64, u64)]) -> Vec<(f64, f64, u64)> {
     let mut bins: std::collections::BTreeMap<i64, u64> = Default::default();
     for (x, c) in raw {
-        let k = (x.max(1.0).log10() * 10.0).floor() as i64;
+        let k = crate::stream::gap_bin(*x);
         *bins.entry(k).or_default() += c;
     }
     bins.into_iter()
@@ -110,23 +110,51 @@ pub fn selfcheck(ctx: &Ctx) -> Option<Figure> {
             let (Some(d), Some(rate)) = (r.data.as_ref(), r.offered_pps()) else {
                 continue;
             };
-            let gaps = stats::tx_gaps(&d.pkts);
-            if gaps.len() < 2 || !cbr || rate <= 0.0 {
+            if !cbr || rate <= 0.0 {
                 continue;
             }
             let target = 1e9 / rate;
-            let mse = gaps
-                .iter()
-                .map(|g| (*g as f64 - target).powi(2))
-                .sum::<f64>()
-                / gaps.len() as f64;
-            let raw: Vec<(f64, u64)> = gaps.iter().map(|g| (*g as f64, 1)).collect();
-            let bins = rebin(&raw);
+            let (bins, total, mse) = match (d.pkts(), d.streamed()) {
+                (Some(pkts), _) => {
+                    let gaps = stats::tx_gaps(pkts);
+                    if gaps.len() < 2 {
+                        continue;
+                    }
+                    let mse = gaps
+                        .iter()
+                        .map(|g| (*g as f64 - target).powi(2))
+                        .sum::<f64>()
+                        / gaps.len() as f64;
+                    let raw: Vec<(f64, u64)> = gaps.iter().map(|g| (*g as f64, 1)).collect();
+                    (rebin(&raw), gaps.len() as u64, mse)
+                }
+                (None, Some(st)) => {
+                    // Binned in the streaming pass with the same rule as `rebin`.
+                    let Some(g) = st.gaps.as_ref().filter(|g| g.total >= 2) else {
+                        continue;
+                    };
+                    let bins = g
+                        .bins
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| **c > 0)
+                        .map(|(k, c)| {
+                            (
+                                10f64.powf(k as f64 / 10.0),
+                                10f64.powf((k + 1) as f64 / 10.0),
+                                *c,
+                            )
+                        })
+                        .collect();
+                    (bins, g.total, g.sq_err / g.total as f64)
+                }
+                _ => continue,
+            };
             hs.push(Hist {
                 ci,
                 label: c.label.clone(),
                 bins,
-                total: gaps.len() as u64,
+                total,
                 target_ns: Some(target),
                 mse_ns2: Some(mse),
                 source: "transmit timestamps in the records",

@@ -11,21 +11,21 @@ fn lat_range(ctx: &Ctx) -> (f64, f64) {
     let lo = ctx
         .lat
         .iter()
-        .filter_map(|l| l.2.first())
-        .map(|v| *v as f64)
+        .filter_map(|l| l.2.min())
+        .map(|v| v as f64)
         .fold(f64::MAX, f64::min);
     let hi = ctx
         .lat
         .iter()
-        .filter_map(|l| l.2.last())
-        .map(|v| *v as f64)
+        .filter_map(|l| l.2.max())
+        .map(|v| v as f64)
         .fold(0.0, f64::max);
     (lo.max(1.0), hi.max(1.0))
 }
 
 fn notes(ctx: &Ctx) -> Vec<String> {
     let mut n: Vec<String> = ctx.missing_note().into_iter().collect();
-    if ctx.lat.iter().any(|l| l.2.first().is_some_and(|v| *v <= 0)) {
+    if ctx.lat.iter().any(|l| l.2.min().is_some_and(|v| v <= 0)) {
         n.push("Some latencies are zero or negative (clock problem); a log axis draws them at its lower edge.".into());
     }
     n
@@ -64,8 +64,9 @@ pub fn hdr(ctx: &Ctx) -> Option<Figure> {
         id: "hdr".into(),
         title: "Latency percentiles (HDR plot)".into(),
         caption: format!(
-            "One-way latency at each percentile p, with p on a log scale of 1/(1−p) so the tail from 90 % to the last nine the sample resolves gets equal room; one line per run configuration, the maximum at the line's right end (plotted at 1/(1−p) = N). Percentiles are nearest-rank over every recorded packet. Dashed lines are loopback runs: the measurement's own noise floor. {} {}",
+            "One-way latency at each percentile p, with p on a log scale of 1/(1−p) so the tail from 90 % to the last nine the sample resolves gets equal room; one line per run configuration, the maximum at the line's right end (plotted at 1/(1−p) = N). Percentiles are nearest-rank over every recorded packet. Dashed lines are loopback runs: the measurement's own noise floor. {}{} {}",
             ctx.sample_note(),
+            ctx.hdr_note(),
             ctx.method
         ),
         svg: p.finish(),
@@ -81,7 +82,7 @@ pub fn cdf(ctx: &Ctx, ccdf: bool) -> Option<Figure> {
     }
     let (lo, hi) = lat_range(ctx);
     let x = Axis::log_decades("one-way latency (log)", lo, hi, Fmt::Ns);
-    let nmax = ctx.lat.iter().map(|l| l.2.len()).max().unwrap_or(1) as f64;
+    let nmax = ctx.lat.iter().map(|l| l.2.len()).max().unwrap_or(1).max(1) as f64;
     let y = if ccdf {
         Axis::log_decades("P(latency > x) (log)", 1.0 / nmax, 1.0, Fmt::Prob)
     } else {
@@ -124,8 +125,9 @@ pub fn cdf(ctx: &Ctx, ccdf: bool) -> Option<Figure> {
             "Latency CDF".into()
         },
         caption: format!(
-            "{what} One line per run configuration; dashed: loopback (noise floor). Drawn from every packet, reduced to at most ~900 points per line evenly in rank plus every tail rank N−k for k = 1, 2, 5, 10, … {} {}",
+            "{what} One line per run configuration; dashed: loopback (noise floor). Drawn from every packet, reduced to at most ~900 points per line evenly in rank plus every tail rank N−k for k = 1, 2, 5, 10, … {}{} {}",
             ctx.sample_note(),
+            ctx.hdr_note(),
             ctx.method
         ),
         svg: p.finish(),
@@ -187,11 +189,12 @@ pub fn histogram(ctx: &Ctx) -> Option<Figure> {
         id: "histogram".into(),
         title: "Latency histogram".into(),
         caption: format!(
-            "Fraction of packets in each latency bin; bins are log-spaced, {PER_DECADE} per decade (each bin {:.0} % wider than the previous), from {} to {}; log axes, so single outliers stay visible at 1/N. One line per run configuration; dashed: loopback. {} {}",
+            "Fraction of packets in each latency bin; bins are log-spaced, {PER_DECADE} per decade (each bin {:.0} % wider than the previous), from {} to {}; log axes, so single outliers stay visible at 1/N. One line per run configuration; dashed: loopback. {}{} {}",
             (10f64.powf(1.0 / PER_DECADE as f64) - 1.0) * 100.0,
             fmt_ns(edges[0]),
             fmt_ns(*edges.last().unwrap_or(&0.0)),
             ctx.sample_note(),
+            ctx.hdr_note(),
             ctx.method
         ),
         svg: p.finish(),

@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use crate::lat::Lat;
 use crate::load::Experiment;
 use crate::svg::{self, Style};
 
@@ -90,8 +91,9 @@ pub struct Figure {
 pub struct Ctx<'a> {
     /// The experiment.
     pub e: &'a Experiment,
-    /// Per configuration with data: (config index, label, sorted latencies, loopback?).
-    pub lat: Vec<(usize, String, Vec<i64>, bool)>,
+    /// Per configuration with data: (config index, label, latencies of its
+    /// runs pooled, loopback?).
+    pub lat: Vec<(usize, String, Lat, bool)>,
     /// "how it was measured", appended to captions.
     pub method: String,
 }
@@ -101,18 +103,20 @@ impl<'a> Ctx<'a> {
     pub fn new(e: &'a Experiment) -> Ctx<'a> {
         let mut lat = Vec::new();
         for (ci, c) in e.configs.iter().enumerate() {
-            let mut v: Vec<i64> = Vec::new();
+            let mut parts: Vec<&Lat> = Vec::new();
             let mut loopback = false;
             for &ri in &c.runs {
                 let r = &e.runs[ri];
                 loopback |= r.dut() == "loopback";
                 if let Some(d) = &r.data {
-                    v.extend_from_slice(&d.sorted);
+                    parts.push(&d.lat);
                 }
             }
-            if c.runs.len() > 1 {
-                v.sort_unstable();
-            }
+            let v = if c.runs.len() == 1 && parts.len() == 1 {
+                parts[0].clone()
+            } else {
+                Lat::pool(&parts)
+            };
             if !v.is_empty() {
                 lat.push((ci, c.label.clone(), v, loopback));
             }
@@ -147,7 +151,7 @@ impl<'a> Ctx<'a> {
 
     /// "N packets in R runs" for a caption.
     pub fn sample_note(&self) -> String {
-        let n: usize = self.lat.iter().map(|l| l.2.len()).sum();
+        let n: u64 = self.lat.iter().map(|l| l.2.len()).sum();
         let reps: Vec<usize> = self.e.configs.iter().map(|c| c.runs.len()).collect();
         let r = reps.iter().max().copied().unwrap_or(0);
         format!(
@@ -159,6 +163,26 @@ impl<'a> Ctx<'a> {
             } else {
                 String::new()
             }
+        )
+    }
+
+    /// For a caption: which configurations are HDR histograms (runs over
+    /// the exact budget) and the error that brings; empty when all are exact.
+    pub fn hdr_note(&self) -> String {
+        let hdr: Vec<&str> = self
+            .lat
+            .iter()
+            .filter(|l| !l.2.is_exact())
+            .map(|l| l.1.as_str())
+            .collect();
+        if hdr.is_empty() {
+            return String::new();
+        }
+        format!(
+            " Too many packets to hold one by one for {}: there the distribution is an HDR histogram with {} significant digits, read in one pass, and each value drawn is the upper end of its bucket — at most {} % above the exact nearest-rank value (the minimum and maximum are exact).",
+            hdr.join(", "),
+            crate::lat::HDR_DIGITS,
+            svg::fmt_num(crate::lat::HDR_REL_ERROR * 100.0)
         )
     }
 
@@ -181,6 +205,22 @@ impl<'a> Ctx<'a> {
             ))
         }
     }
+}
+
+/// Caption text for runs read in one bounded pass (`runs`: "NNN (detail)"):
+/// how their figure data was reduced (`how`) and what that costs (`cost`).
+/// Empty when every run was held packet by packet.
+pub fn streamed_note(runs: &[String], how: &str, cost: &str) -> String {
+    if runs.is_empty() {
+        return String::new();
+    }
+    format!(
+        " Run{} {} had too many packets to hold one by one and {} read in one pass: {} {how}, {cost}.",
+        if runs.len() > 1 { "s" } else { "" },
+        runs.join(", "),
+        if runs.len() > 1 { "were" } else { "was" },
+        if runs.len() > 1 { "their" } else { "its" }
+    )
 }
 
 /// Stack several SVG panels vertically into one SVG document.

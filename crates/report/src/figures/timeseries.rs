@@ -6,8 +6,7 @@ use crate::stats;
 use crate::svg::{self, fmt_ns, num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 860.0;
-/// Packets marked as the worst of each run.
-pub const WORST_N: usize = 500;
+use crate::load::WORST_N;
 /// Panels drawn at most (the CSV has all runs).
 const MAX_PANELS: usize = 12;
 
@@ -15,27 +14,28 @@ const MAX_PANELS: usize = 12;
 pub fn over_time(ctx: &Ctx) -> Option<Figure> {
     let e = ctx.e;
     let runs: Vec<usize> = (0..e.runs.len())
-        .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| !d.pkts.is_empty()))
+        .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| d.n > 0))
         .collect();
     if runs.is_empty() {
         return None;
     }
     let span = runs
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.pkts.last().map(|p| p.t_ns))
+        .filter_map(|&i| Some(e.runs[i].data.as_ref()?.span_ns))
         .max()
         .unwrap_or(1)
         .max(1);
     let lo = runs
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.sorted.first().copied())
+        .filter_map(|&i| e.runs[i].data.as_ref()?.lat.min())
         .min()
         .unwrap_or(1) as f64;
     let hi = runs
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.sorted.last().copied())
+        .filter_map(|&i| e.runs[i].data.as_ref()?.lat.max())
         .max()
         .unwrap_or(1) as f64;
+    let mut streamed: Vec<String> = Vec::new();
     let mut t = Table::new(&["run", "config", "kind", "t0_s", "t1_s", "min_ns", "max_ns"]);
     let mut panels = Vec::new();
     let mut notes = Vec::new();
@@ -68,12 +68,15 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         // Two data columns per pixel, so a 2× zoom in the report still shows detail.
         let cols_n = (p.pw() * 2.0) as usize;
         col_ns = span as f64 / cols_n as f64;
-        let cols = stats::decimate(d.pkts.iter().map(|q| (q.t_ns, q.lat_ns)), span, cols_n);
+        let cols = d.columns(span, cols_n);
+        if let Some(st) = d.streamed() {
+            streamed.push(format!("{} ({})", r.name, fmt_ns(st.slice_ns() as f64)));
+        }
         let cols_s: Vec<(f64, f64, f64, f64)> = cols
             .iter()
             .map(|c| (c.0 / 1e9, c.1 / 1e9, c.2, c.3))
             .collect();
-        let worst = stats::worst(&d.pkts, WORST_N);
+        let worst = d.worst(WORST_N);
         let wpts: Vec<(f64, f64)> = worst
             .iter()
             .map(|q| (q.t_ns as f64 / 1e9, q.lat_ns as f64))
@@ -81,7 +84,7 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         let ci = r.config;
         p.columns(0, "min–max per column", &cols_s, svg::color(ci));
         p.dots(1, &format!("worst {WORST_N}"), &wpts, "#C00000", 1.8);
-        if let Some(p99) = stats::quantile(&d.sorted, 0.99) {
+        if let Some(p99) = d.lat.quantile(0.99) {
             p.hline(p99, &format!("p99 {}", fmt_ns(p99)), "#555");
         }
         for (n, thr) in &thresholds {
@@ -149,8 +152,13 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         id: "timeseries".into(),
         title: "Latency over time".into(),
         caption: format!(
-            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted, and no spike can fall between pixels, so 10⁹ packets draw as fast as 10⁴. Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset. {}",
+            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted, and no spike can fall between pixels, so 10⁹ packets draw as fast as 10⁴. Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset.{} {}",
             fmt_ns(col_ns),
+            super::streamed_note(
+                &streamed,
+                &format!("columns are assembled from {} time slices per run, of the width given", crate::stream::TIME_SLICES),
+                "so a packet's time is placed to within half a slice"
+            ),
             ctx.method
         ),
         svg: stack(&panels, W),
@@ -169,7 +177,7 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
             c.runs
                 .iter()
                 .copied()
-                .find(|&r| e.runs[r].data.as_ref().is_some_and(|d| d.pkts.len() > 1))
+                .find(|&r| e.runs[r].data.as_ref().is_some_and(|d| d.n > 1))
         })
         .collect();
     if picks.is_empty() {
@@ -177,17 +185,26 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
     }
     let span = picks
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.pkts.last().map(|p| p.t_ns))
+        .filter_map(|&i| Some(e.runs[i].data.as_ref()?.span_ns))
         .max()
         .unwrap_or(1)
         .max(1);
     // About 60 windows over the longest run, a 1-2-5 number of milliseconds.
     let win_ns = (svg::nice_step(span as f64 / 60.0 / 1e6) * 1e6).max(1e3) as u64;
     let mut series = Vec::new();
+    let mut streamed = Vec::new();
     let (mut lo, mut hi) = (f64::MAX, 0f64);
     for &ri in &picks {
         let r = &e.runs[ri];
-        let w = stats::windows(&r.data.as_ref()?.pkts, win_ns);
+        let d = r.data.as_ref()?;
+        let Some(w) = d.windows(win_ns) else { continue };
+        if let Some(st) = d.streamed() {
+            streamed.push(format!(
+                "{} ({})",
+                r.name,
+                fmt_ns(st.window_slice_ns() as f64)
+            ));
+        }
         for x in &w {
             lo = lo.min(x.2);
             hi = hi.max(x.3);
@@ -257,8 +274,16 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
         id: "windows".into(),
         title: "p99 and maximum per time window".into(),
         caption: format!(
-            "Tail latency over the run: for each window of {} of transmit time, the 99th percentile (solid) and the maximum (dotted) of the packets sent in it, nearest rank; one colour per run configuration (its first repetition). A flat p99 with isolated maxima means rare spikes; a p99 that moves means the whole distribution shifted. Drag to zoom, double-click to reset. {}",
+            "Tail latency over the run: for each window of {} of transmit time, the 99th percentile (solid) and the maximum (dotted) of the packets sent in it, nearest rank; one colour per run configuration (its first repetition). A flat p99 with isolated maxima means rare spikes; a p99 that moves means the whole distribution shifted. Drag to zoom, double-click to reset.{} {}",
             fmt_ns(win_ns as f64),
+            super::streamed_note(
+                &streamed,
+                &format!(
+                    "windows are unions of time slices of the width given (a divisor of the window), each with an HDR histogram of {} significant digits",
+                    crate::stream::WINDOW_DIGITS
+                ),
+                "so p50 and p99 are at most 1 % above the exact values (packet counts and maximum are exact)"
+            ),
             ctx.method
         ),
         svg: p.finish(),
