@@ -71,7 +71,7 @@ peak() { # name, command...
 gcc -O2 -o "$WORK/xdp_sink" "$(dirname "$0")/xdp_sink.c"
 SINK=""
 sink_on() { ip netns exec "$NS" "$WORK/xdp_sink" vb "$1" & SINK=$!; sleep 0.5; }
-sink_off() { [ -n "$SINK" ] && kill "$SINK" && wait "$SINK" 2>/dev/null; SINK=""; }
+sink_off() { if [ -n "$SINK" ]; then kill "$SINK" 2>/dev/null || true; wait "$SINK" 2>/dev/null || true; fi; SINK=""; }
 trap 'sink_off; cleanup' EXIT
 
 gen_max() { # backend: nflab at max rate for PEAK_S on one core
