@@ -359,22 +359,7 @@ fn anomalies_only(
                 .into(),
         );
     }
-    let problem = (leftover > 0).then(|| {
-        let msg = crate::input::trex_leftover_problem(path, leftover, n);
-        analysis.summary.notes.push(msg.clone());
-        msg
-    });
-    Ok(FileAnalysis {
-        analysis,
-        tail: match &problem {
-            Some(p) => TailState::Truncated {
-                discarded_bytes: leftover,
-                reason: p.clone(),
-            },
-            None => TailState::Complete,
-        },
-        problem,
-    })
+    Ok(crate::input::trex_outcome(path, analysis, leftover, n))
 }
 
 /// Join the parts (in file order) into an [`Analysis`].
@@ -454,13 +439,7 @@ fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis 
             emit(done);
         }
         let d = agg.detail(spec, span_ns);
-        anomalies.push(AnomalyStats {
-            n: spec.n,
-            t_ns: spec.t_ns,
-            count: d.count,
-            packets: d.packets,
-            longest: d.longest,
-        });
+        anomalies.push(AnomalyStats::of(&d));
         anomaly_details.push(d);
     }
 

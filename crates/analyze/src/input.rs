@@ -697,23 +697,7 @@ pub fn analyze_file_with(
             };
             let mut analysis = with_resolved_thresholds(cfg, pass)?;
             analysis.summary.notes.push(trex_note(path));
-            let problem = (leftover > 0).then(|| {
-                let msg = trex_leftover_problem(path, leftover, n);
-                analysis.summary.notes.push(msg.clone());
-                msg
-            });
-            let tail = match &problem {
-                Some(p) => TailState::Truncated {
-                    discarded_bytes: leftover,
-                    reason: p.clone(),
-                },
-                None => TailState::Complete,
-            };
-            Ok(FileAnalysis {
-                analysis,
-                tail,
-                problem,
-            })
+            Ok(trex_outcome(path, analysis, leftover, n))
         }
     }
 }
@@ -752,13 +736,23 @@ fn trex_stream(
     }
     let mut analysis = e.finish(Some(&sent));
     analysis.summary.notes.push(trex_note(path));
-    let leftover = src.leftover;
+    Ok(trex_outcome(path, analysis, src.leftover, n))
+}
+
+/// The [`FileAnalysis`] of a TRex-fork input of `n` whole records followed by
+/// `leftover` bytes (a note and a problem when there are any).
+pub(crate) fn trex_outcome(
+    path: &Path,
+    mut analysis: Analysis,
+    leftover: u64,
+    n: u64,
+) -> FileAnalysis {
     let problem = (leftover > 0).then(|| {
         let msg = trex_leftover_problem(path, leftover, n);
         analysis.summary.notes.push(msg.clone());
         msg
     });
-    Ok(FileAnalysis {
+    FileAnalysis {
         analysis,
         tail: match &problem {
             Some(p) => TailState::Truncated {
@@ -768,7 +762,7 @@ fn trex_stream(
             None => TailState::Complete,
         },
         problem,
-    })
+    }
 }
 
 /// Read the `.nfr` file at `path` and analyse it.

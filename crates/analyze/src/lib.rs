@@ -197,6 +197,19 @@ pub struct AnomalyStats {
     pub longest: u64,
 }
 
+impl AnomalyStats {
+    /// The short form of `d`.
+    pub fn of(d: &AnomalyDetail) -> AnomalyStats {
+        AnomalyStats {
+            n: d.n,
+            t_ns: d.t_ns,
+            count: d.count,
+            packets: d.packets,
+            longest: d.longest,
+        }
+    }
+}
+
 /// How the percentiles were computed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PercentileMethod {

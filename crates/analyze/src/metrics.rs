@@ -293,13 +293,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
     let mut anomaly_details = Vec::new();
     for (spec, agg) in p.specs.iter().zip(p.anom.iter_mut()) {
         let d = agg.detail(spec, span_ns);
-        anomalies.push(AnomalyStats {
-            n: spec.n,
-            t_ns: spec.t_ns,
-            count: d.count,
-            packets: d.packets,
-            longest: d.longest,
-        });
+        anomalies.push(AnomalyStats::of(&d));
         anomaly_details.push(d);
     }
 
