@@ -8,6 +8,9 @@ for d in sorted(glob.glob(os.path.join(root, "*"))):
     name = os.path.basename(d).split("-", 1)[1]
     for r in sorted(glob.glob(os.path.join(d, "runs", "*"))):
         s = json.load(open(os.path.join(r, "summary.json")))
+        sysj = os.path.join(r, "system.json")
+        if os.path.exists(sysj):
+            s["_load"] = json.load(open(sysj)).get("before", {}).get("load_1m")
         dut = os.path.join(r, "dut.json")
         runs.setdefault(name, []).append((s, json.load(open(dut)) if os.path.exists(dut) else None))
 
@@ -17,21 +20,47 @@ def med(name, f):
     return statistics.median(v) if v else float("nan")
 
 rx = lambda s, d: s["rate"]["rx_pps"]
-print("\n## forwarding rate, 64 B, generator at max (median of repetitions)")
-base = med("rate-linux-router", rx)
-print(f"{'DuT':20} {'rx kpps':>9} {'vs linux-router':>16} {'loss':>7} {'cycles/pkt':>11}")
-for n in ["rate-linux-router", "rate-linux-bridge", "rate-nflab-l2fwd", "rate-nflab-router", "rate-dpdk-testpmd"]:
-    if n not in runs:
-        continue
-    cpp = med(n, lambda s, d: d["worker"]["cycles_per_packet"] if d else None)
-    loss = med(n, lambda s, d: s["loss_ratio"])
-    r = med(n, rx)
-    print(f"{n[5:]:20} {r/1e3:9.1f} {r/base:16.2f} {loss:7.3f} {cpp:11.0f}")
+# Busy cycles per packet on the DuT core: nflab's worker counters
+# (cycles_busy / packets sent), testpmd's --record-core-cycles (busy cycles /
+# packets received); the kernel DuTs have no such counter.
+cpp = lambda s, d: d["worker"].get("cycles_per_packet") if d and "worker" in d else None
+RATE = ["rate-linux-router", "rate-linux-bridge",
+        "rate-nflab-l2fwd", "rate-nflab-router", "rate-testpmd",
+        "rate-nflab-l2fwd-xdp", "rate-nflab-router-xdp", "rate-testpmd-xdp", "rate-testpmd-mac-xdp"]
+if any(n in runs for n in RATE):
+    print("\n## forwarding rate, 64 B, generator at max, one DuT core (median of repetitions)")
+    base = med("rate-linux-router", rx)
+    print(f"{'DuT':22} {'runs':>4} {'tx kpps':>8} {'rx kpps':>8} {'vs linux-router':>16} {'loss':>7} "
+          f"{'DuT drops':>10} {'cycles/pkt':>11} {'load 1m':>8}")
+    for n in RATE:
+        if n not in runs:
+            continue
+        loss = med(n, lambda s, d: s["loss_ratio"])
+        r = med(n, rx)
+        tx = med(n, lambda s, d: s["rate"]["tx_pps"])
+        # testpmd: packets its ports dropped on receive (full AF_XDP ring).
+        drops = med(n, lambda s, d: d["total"]["rx_dropped"] if d and d.get("kind") == "testpmd" else None)
+        load = med(n, lambda s, d: s.get("_load"))
+        print(f"{n[5:]:22} {len(runs[n]):4} {tx/1e3:8.1f} {r/1e3:8.1f} {r/base:16.2f} {loss:7.3f} "
+              f"{drops:10.0f} {med(n, cpp):11.0f} {load:8.2f}")
+    pairs = [("nflab-l2fwd", "testpmd"), ("nflab-router", "testpmd"),
+             ("nflab-l2fwd-xdp", "testpmd-xdp"), ("nflab-router-xdp", "testpmd-xdp"),
+             ("nflab-l2fwd-xdp", "testpmd-mac-xdp")]
+    pairs = [(a, b) for a, b in pairs if "rate-" + a in runs and "rate-" + b in runs]
+    if pairs:
+        print("\nnflab / testpmd (rate ≥ 1 and cycles < 1 favour nflab)")
+        print(f"{'pair':38} {'rate ratio':>11} {'cycles/pkt ratio':>17}")
+        for a, b in pairs:
+            ra, rb = med("rate-" + a, rx), med("rate-" + b, rx)
+            ca, cb = med("rate-" + a, cpp), med("rate-" + b, cpp)
+            print(f"{a + ' / ' + b:38} {ra/rb:11.2f} {ca/cb:17.2f}")
 
 lat = lambda k: (lambda s, d: s["latency_ns"][k] / 1e3)
-print("\n## latency/throughput trade-off at 10 kpps (µs)")
-print(f"{'config':18} {'p50':>8} {'mean':>8} {'p99':>9} {'loss':>7} {'busy polls':>11} {'mean batch':>11}")
-for n in ["lat-b1-busy", "lat-b32-drain100", "lat-b1-blocking"]:
+LAT = ["lat-b1-busy", "lat-b32-drain100", "lat-b1-blocking"]
+if any(n in runs for n in LAT):
+    print("\n## latency/throughput trade-off at 10 kpps (µs)")
+    print(f"{'config':18} {'p50':>8} {'mean':>8} {'p99':>9} {'loss':>7} {'busy polls':>11} {'mean batch':>11}")
+for n in LAT:
     if n not in runs:
         continue
     bp = med(n, lambda s, d: d["worker"]["busy_polls"])

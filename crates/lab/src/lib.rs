@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod dut_nflab;
+pub mod dut_testpmd;
 pub mod env;
 pub mod error;
 pub mod experiment;

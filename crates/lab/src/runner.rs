@@ -99,6 +99,11 @@ pub fn run_one_with(
         crate::spec::DutKind::Nflab => Some(crate::dut_nflab::start(topo, &spec.dut)?),
         _ => None,
     };
+    // testpmd DuT: forwarding from here until the recorder is done.
+    let testpmd_dut = match spec.dut.kind {
+        crate::spec::DutKind::Testpmd => Some(crate::dut_testpmd::start(topo, &spec.dut)?),
+        _ => None,
+    };
 
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
     let records_path = dir.join("records.nfr");
@@ -119,6 +124,13 @@ pub fn run_one_with(
         stop,
     )?;
     if let Some(d) = nflab_dut.map(crate::dut_nflab::NflabDut::stop) {
+        write_json(&dir.join("dut.json"), &d)?;
+        if let Some(e) = d.error {
+            return Err(LabError::Other(e));
+        }
+    }
+    if let Some((d, log)) = testpmd_dut.map(crate::dut_testpmd::TestpmdDut::stop) {
+        write_file(&dir.join("testpmd.log"), log.as_bytes())?;
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {
             return Err(LabError::Other(e));

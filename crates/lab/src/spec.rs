@@ -146,6 +146,9 @@ pub struct DutSection {
     /// nflab data plane: port backend, "auto" (default), "af_packet" or "af_xdp".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<String>,
+    /// testpmd: "io" (default, frames unchanged) or "mac" (MACs rewritten).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_mode: Option<String>,
     /// nflab data plane: `[dut.l2fwd]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2fwd: Option<nflab_dataplane::config::L2fwdConfig>,
@@ -178,6 +181,7 @@ impl Default for DutSection {
             link_capacity: None,
             cpu: None,
             io: None,
+            forward_mode: None,
             l2fwd: None,
             router: None,
             sheep: None,
@@ -213,6 +217,9 @@ impl DutSection {
         };
         if pipeline.is_empty() {
             return bad("dut.pipeline is empty: name at least one function".into());
+        }
+        if self.forward_mode.is_some() {
+            return bad("dut.forward_mode applies to dut.kind = \"testpmd\" only".into());
         }
         if let Some(b) = self.batch {
             if !(1..=1024).contains(&b) {
@@ -253,6 +260,55 @@ impl DutSection {
     }
 }
 
+impl DutSection {
+    /// Check a testpmd DuT section: its keys and their ranges.
+    pub fn check_testpmd(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        for (key, set) in [
+            ("pipeline", self.pipeline.is_some()),
+            ("rx_mode", self.rx_mode.is_some()),
+            ("drain_us", self.drain_us.is_some()),
+            ("link_capacity", self.link_capacity.is_some()),
+            ("command", self.command.is_some()),
+        ] {
+            if set {
+                return bad(format!(
+                    "dut.{key} does not apply to dut.kind = \"testpmd\": it takes cpu, io, batch and forward_mode"
+                ));
+            }
+        }
+        if let Some(b) = self.batch {
+            // testpmd's MAX_PKT_BURST.
+            if !(1..=512).contains(&b) {
+                return bad(format!(
+                    "dut.batch = {b} is out of range for testpmd: use 1 to 512"
+                ));
+            }
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(c) = self.cpu.filter(|c| *c >= cpus) {
+            return bad(format!(
+                "dut.cpu = {c} does not exist on this host: use 0 to {}",
+                cpus - 1
+            ));
+        }
+        match self.io.as_deref() {
+            None | Some("auto") | Some("af_xdp") | Some("af_packet") => {}
+            Some(o) => {
+                return bad(format!(
+                    "dut.io = \"{o}\" is not known for testpmd: use af_xdp (default) or af_packet"
+                ))
+            }
+        }
+        match self.forward_mode.as_deref() {
+            None | Some("io") | Some("mac") => Ok(()),
+            Some(m) => bad(format!(
+                "dut.forward_mode = \"{m}\" is not known: use io (default) or mac"
+            )),
+        }
+    }
+}
+
 /// Kind of device under test (DESIGN §1).
 #[derive(
     Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash, PartialOrd, Ord,
@@ -268,6 +324,8 @@ pub enum DutKind {
     Loopback,
     /// The nflab data plane.
     Nflab,
+    /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
+    Testpmd,
     /// A user command or a real device.
     External,
 }
@@ -280,6 +338,7 @@ impl DutKind {
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::Loopback => "loopback",
             DutKind::Nflab => "nflab",
+            DutKind::Testpmd => "testpmd",
             DutKind::External => "external",
         }
     }
@@ -986,10 +1045,15 @@ impl Spec {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab",
+                    "loopback, linux-router, linux-bridge, nflab, testpmd",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
+            DutKind::Testpmd => {
+                self.dut.check_testpmd()?;
+                // Before any namespace exists: one sentence naming the package.
+                crate::dut_testpmd::find_binary()?;
+            }
             _ => {}
         }
         if self.topology.kind == TopologyKind::Hosts {

@@ -4,7 +4,7 @@
 //! ```text
 //!   nflab-<id>-lg                          nflab-<id>-dut
 //!   gen ──► lg0 ═══════ veth ═══════► dut0 ─┐
-//!                                           │ linux-router | linux-bridge | nflab
+//!                                           │ linux-router | linux-bridge | nflab | testpmd
 //!   rec ◄── lg1 ◄══════ veth ════════ dut1 ◄┘
 //! ```
 //!
@@ -104,7 +104,7 @@ impl Topology {
         let lg_ns = format!("{NS_PREFIX}{id}-lg");
         let dut_ns = match dut {
             DutKind::Loopback => None,
-            DutKind::LinuxRouter | DutKind::LinuxBridge | DutKind::Nflab => {
+            DutKind::LinuxRouter | DutKind::LinuxBridge | DutKind::Nflab | DutKind::Testpmd => {
                 Some(format!("{NS_PREFIX}{id}-dut"))
             }
             other => {
@@ -379,9 +379,9 @@ impl Topology {
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
                 }
-                DutKind::Nflab => {
-                    // The data plane owns dut0/dut1 through raw sockets; the
-                    // kernel must not forward a copy of what it sees there.
+                DutKind::Nflab | DutKind::Testpmd => {
+                    // The data plane (or testpmd) owns dut0/dut1; the kernel
+                    // must not forward a copy of what it sees there.
                     sysctl(&dut, &["net.ipv4.ip_forward=0"])?;
                 }
                 _ => {}
@@ -446,6 +446,10 @@ pub fn check_root() -> Result<(), LabError> {
 /// Remove one namespace and its owner file; a namespace already gone is fine.
 pub fn remove_namespace(ns: &str) -> Result<(), LabError> {
     let _ = std::fs::remove_file(owner_path(ns));
+    // A testpmd DuT whose owner was killed leaves EAL's run-time files behind.
+    if let Some(id) = ns.strip_suffix("-dut") {
+        let _ = std::fs::remove_dir_all(std::path::Path::new("/var/run/dpdk").join(id));
+    }
     if !std::path::Path::new("/run/netns").join(ns).exists() {
         return Ok(());
     }

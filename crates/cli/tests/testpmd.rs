@@ -1,0 +1,174 @@
+//! DuT kind `testpmd` end to end: `nflab run` drives DPDK's dpdk-testpmd
+//! (Debian package dpdk-dev) with the same generator and recorder as every
+//! other DuT. Needs root and dpdk-testpmd; without either it prints why it is
+//! skipped and passes (CI does not install DPDK). The missing-binary message
+//! is checked everywhere.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn nflab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nflab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn have_testpmd() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nflab-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+const SPEC: &str = r#"
+[experiment]
+name = "e2e-testpmd"
+
+[dut]
+kind = "testpmd"
+
+[traffic]
+rate_pps = 20000
+frame_bytes = 64
+duration_s = 1
+warmup_s = 0.2
+
+[sweep]
+"dut.io" = ["af_xdp", "af_packet"]
+"#;
+
+fn read_json(p: PathBuf) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
+        .unwrap()
+}
+
+#[test]
+fn testpmd_forwards_and_its_counters_land_in_dut_json() {
+    if !is_root() {
+        eprintln!("skipped: needs root (network namespaces); CI runs it as root");
+        return;
+    }
+    if !have_testpmd() {
+        eprintln!("skipped: dpdk-testpmd is not installed (apt-get install dpdk-dev)");
+        return;
+    }
+    let tmp = TempDir::new("testpmd");
+    let spec = tmp.0.join("spec.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let child = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    // EAL's run-time files of this run's testpmd are gone too.
+    let left: Vec<_> = std::fs::read_dir("/var/run/dpdk")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = PathBuf::from(result["dir"].as_str().unwrap());
+    for (run, io) in [("000", "af_xdp"), ("001", "af_packet")] {
+        let r = dir.join("runs").join(run);
+        let dut = read_json(r.join("dut.json"));
+        let summary = read_json(r.join("summary.json"));
+        assert_eq!(dut["kind"], "testpmd");
+        assert_eq!(dut["settings"]["io"], io);
+        assert!(dut["error"].is_null(), "{}", dut["error"]);
+        let received = summary["packets"]["received"].as_u64().unwrap();
+        assert!(received > 0, "{io}: nothing forwarded");
+        // testpmd sent every probe the recorder saw (and the readiness probes).
+        let tx = dut["ports"][1]["tx_packets"].as_u64().unwrap();
+        assert!(
+            tx >= received,
+            "{io}: testpmd sent {tx} < {received} received"
+        );
+        assert_eq!(dut["total"]["tx_packets"], dut["ports"][1]["tx_packets"]);
+        let cpp = dut["worker"]["cycles_per_packet"].as_f64().unwrap();
+        assert!(cpp > 0.0, "{io}: cycles/packet {cpp}");
+        assert_eq!(
+            dut["worker"]["packets"].as_u64(),
+            dut["total"]["rx_packets"].as_u64()
+        );
+        let log = std::fs::read_to_string(r.join("testpmd.log")).unwrap();
+        assert!(log.contains("CPU cycles/packet="), "{io}: {log}");
+    }
+}
+
+#[test]
+fn a_missing_testpmd_is_one_sentence_naming_the_package() {
+    let tmp = TempDir::new("testpmd-missing");
+    let spec = tmp.0.join("spec.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    for (env, want) in [
+        // Not on PATH: the package to install.
+        (
+            vec![("PATH", "/nonexistent"), ("NFLAB_TESTPMD", "")],
+            "apt-get install dpdk-dev",
+        ),
+        // A wrong override: the variable to fix.
+        (
+            vec![("NFLAB_TESTPMD", "/nonexistent/dpdk-testpmd")],
+            "NFLAB_TESTPMD",
+        ),
+    ] {
+        let out = nflab()
+            .args(["run", spec.to_str().unwrap(), "--out"])
+            .arg(&tmp.0)
+            .envs(env)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "one line expected: {err}");
+        assert!(err.contains(want), "'{want}' not in: {err}");
+    }
+}
