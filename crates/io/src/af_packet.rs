@@ -24,6 +24,16 @@
 //! with it (the frame is sent from the ring pages without a copy). `PACKET_LOSS` is on so a
 //! malformed frame is skipped rather than jamming the ring; lengths are checked here first.
 //!
+//! # TX timestamps
+//!
+//! With [`PacketIo::enable_tx_timestamps`] the TX socket asks for `SO_TIMESTAMPING` stamps
+//! (see [`crate::timestamping`]). The kernel numbers the frames of the ring in the order it
+//! sends them, which is slot order, which is the order `tx_batch` filled them: the backend
+//! counts filled slots, so the n-th frame queued after enabling carries id n. Frames leave
+//! through `dev_direct_xmit` (`PACKET_QDISC_BYPASS`) straight into the driver's xmit
+//! routine, where `skb_tx_timestamp()` takes the software stamp (veth does so before
+//! handing the frame to its peer).
+//!
 //! # Memory ordering
 //!
 //! The status words are shared with the kernel, which runs on other CPUs. The kernel writes
@@ -39,6 +49,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::sys::{self, Mmap};
+use crate::timestamping::{self, HwStatus, TxStamp, TxStampOptions, TxStampStatus, TxStamper};
 use crate::{iface, IoError, IoStats, Layer, PacketIo, RxMeta, TsSource};
 
 const BACKEND: &str = "AF_PACKET";
@@ -82,6 +93,11 @@ pub struct AfPacketConfig {
     pub kernel_timestamps: bool,
     /// Do not receive frames this host sends on the interface (`PACKET_IGNORE_OUTGOING`). Default true.
     pub ignore_outgoing: bool,
+    /// Switch on the NIC's hardware stamping (`SIOCSHWTSTAMP`) for the directions opened,
+    /// where `ETHTOOL_GET_TS_INFO` says it has it; see [`AfPacket::hardware`] for the
+    /// outcome. RX then reports the NIC's stamps ([`TsSource::Hardware`], PHC time).
+    /// Default false.
+    pub hardware_timestamps: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -97,6 +113,7 @@ impl Default for AfPacketConfig {
             tx_frame_bytes: 2048,
             kernel_timestamps: true,
             ignore_outgoing: true,
+            hardware_timestamps: false,
         }
     }
 }
@@ -113,6 +130,8 @@ pub struct AfPacket {
     tx_ring_full: u64,
     /// `PACKET_STATISTICS` resets the kernel's counters on every read, so they are summed here.
     rx_drops: Cell<u64>,
+    /// Outcome of the hardware timestamping request, when one was made.
+    hw: Option<HwStatus>,
 }
 
 struct RxRing {
@@ -145,6 +164,8 @@ struct TxRing {
     head: usize,
     /// Slots filled and not yet seen back as AVAILABLE, ending just before `head`.
     pending: usize,
+    /// TX timestamps, once switched on.
+    stamper: Option<TxStamper>,
 }
 
 fn cfg_err(field: &'static str, reason: String) -> IoError {
@@ -176,7 +197,12 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 impl RxRing {
-    fn open(ifname: &str, ifindex: u32, cfg: &AfPacketConfig) -> Result<RxRing, IoError> {
+    fn open(
+        ifname: &str,
+        ifindex: u32,
+        cfg: &AfPacketConfig,
+        hw_rx: bool,
+    ) -> Result<RxRing, IoError> {
         let page = sys::page_size();
         if cfg.rx_block_bytes < RX_FRAME_BYTES || cfg.rx_block_bytes % page != 0 {
             return Err(cfg_err(
@@ -209,9 +235,13 @@ impl RxRing {
             // Best effort: also ask for software RX stamps through SO_TIMESTAMPING, and let
             // the ring prefer a NIC hardware stamp where the driver provides one (it only
             // does after SIOCSHWTSTAMP, which is the caller's choice of NIC setup).
-            let flags = (libc::SOF_TIMESTAMPING_RX_SOFTWARE
+            let mut flags = libc::SOF_TIMESTAMPING_RX_SOFTWARE
                 | libc::SOF_TIMESTAMPING_SOFTWARE
-                | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
+                | libc::SOF_TIMESTAMPING_RAW_HARDWARE;
+            if hw_rx {
+                flags |= libc::SOF_TIMESTAMPING_RX_HARDWARE;
+            }
+            let flags = flags as libc::c_int;
             let _ = sys::setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags);
             let ring_flags = (libc::SOF_TIMESTAMPING_SOFTWARE | libc::SOF_TIMESTAMPING_RAW_HARDWARE)
                 as libc::c_int;
@@ -463,6 +493,7 @@ impl TxRing {
             frames,
             head: 0,
             pending: 0,
+            stamper: None,
         })
     }
 
@@ -505,8 +536,16 @@ impl AfPacket {
                 "and 'tx' are both false: open at least one direction".into(),
             ));
         }
+        let hw = cfg
+            .hardware_timestamps
+            .then(|| timestamping::enable_hardware(ifname, cfg.tx, cfg.rx));
         let rx = if cfg.rx {
-            Some(RxRing::open(ifname, ifindex, cfg)?)
+            Some(RxRing::open(
+                ifname,
+                ifindex,
+                cfg,
+                hw.as_ref().is_some_and(|h| h.rx),
+            )?)
         } else {
             None
         };
@@ -529,7 +568,14 @@ impl AfPacket {
             rx_packets: 0,
             tx_ring_full: 0,
             rx_drops: Cell::new(0),
+            hw,
         })
+    }
+
+    /// What the hardware timestamping request achieved (None when none was made): the
+    /// caller shows its notice, which names the interface.
+    pub fn hardware(&self) -> Option<&HwStatus> {
+        self.hw.as_ref()
     }
 
     /// The interface this socket is bound to.
@@ -681,6 +727,10 @@ impl PacketIo for AfPacket {
             tx.pending += 1;
             queued += 1;
         }
+        if let Some(st) = tx.stamper.as_mut() {
+            // The kernel numbers frames in slot order, which is fill order.
+            st.next_id += queued as u64;
+        }
         *tx_packets += queued as u64;
         result.map(|()| queued)
     }
@@ -735,6 +785,75 @@ impl PacketIo for AfPacket {
 
     fn tx_outstanding(&mut self) -> usize {
         AfPacket::tx_outstanding(self)
+    }
+
+    fn enable_tx_timestamps(&mut self, opts: &TxStampOptions) -> Result<TxStampStatus, IoError> {
+        let Some(tx) = self.tx.as_mut() else {
+            return Err(IoError::DirectionDisabled {
+                backend: BACKEND,
+                ifname: self.ifname.clone(),
+                direction: "tx",
+            });
+        };
+        if let Some(st) = &tx.stamper {
+            return Ok(st.status.clone());
+        }
+        if opts.hardware && !self.hw.as_ref().is_some_and(|h| h.tx) {
+            let rx = self.hw.as_ref().is_some_and(|h| h.rx);
+            self.hw = Some(timestamping::enable_hardware(&self.ifname, true, rx));
+        }
+        let hw_tx = opts.hardware && self.hw.as_ref().is_some_and(|h| h.tx);
+        let status = TxStampStatus {
+            source: if hw_tx {
+                TsSource::Hardware
+            } else {
+                TsSource::KernelSoftware
+            },
+            phc_index: self.hw.as_ref().map_or(-1, |h| h.phc_index),
+            notice: if opts.hardware && !hw_tx {
+                self.hw.as_ref().and_then(|h| h.notice.clone())
+            } else {
+                None
+            },
+        };
+        tx.stamper = Some(TxStamper::enable(
+            &tx.fd,
+            &self.ifname,
+            hw_tx,
+            opts,
+            status.clone(),
+        )?);
+        Ok(status)
+    }
+
+    fn tx_stamp_next_id(&self) -> Option<u64> {
+        self.tx.as_ref()?.stamper.as_ref().map(|s| s.next_id)
+    }
+
+    fn drain_tx_stamps(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(TxStamp, &[u8]),
+    ) -> Result<usize, IoError> {
+        match self.tx.as_mut() {
+            Some(TxRing {
+                fd,
+                stamper: Some(st),
+                ..
+            }) => st.drain(fd, max, sink),
+            _ => Ok(0),
+        }
+    }
+
+    fn wait_tx_stamps(&mut self, timeout: Duration) -> Result<bool, IoError> {
+        match self.tx.as_ref() {
+            Some(TxRing {
+                fd,
+                stamper: Some(_),
+                ..
+            }) => timestamping::wait_errqueue(fd, &self.ifname, timeout),
+            _ => Ok(false),
+        }
     }
 
     fn stats(&self) -> IoStats {

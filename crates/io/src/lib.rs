@@ -30,6 +30,9 @@
 //! All timestamps are `CLOCK_REALTIME` nanoseconds, the clock the kernel stamps packets
 //! with, so a generator's application TX stamp and a recorder's kernel RX stamp on the
 //! same host are directly comparable. [`RxMeta::ts_source`] says who took each stamp.
+//! AF_PACKET and UDP also report the kernel's TX timestamp of every sent frame
+//! ([`PacketIo::enable_tx_timestamps`], [`timestamping`]); NIC hardware stamps, where an
+//! interface has them, are the NIC clock's time instead.
 //!
 //! # Limitations and caveats
 //!
@@ -53,12 +56,14 @@ mod mem;
 pub mod probe_caps;
 pub mod process;
 mod sys;
+pub mod timestamping;
 mod udp;
 pub mod xdp_live;
 
 pub use af_packet::{AfPacket, AfPacketConfig};
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
 pub use mem::MemIo;
+pub use timestamping::{TxStamp, TxStampOptions, TxStampStatus};
 pub use udp::UdpIo;
 
 /// Who took a receive timestamp.
@@ -152,6 +157,36 @@ pub trait PacketIo: Send {
     /// that send at once). A sender calls `flush_tx` until this is 0.
     fn tx_outstanding(&mut self) -> usize {
         0
+    }
+    /// Ask the kernel for a timestamp of every frame sent from now on, read back with
+    /// [`drain_tx_stamps`](Self::drain_tx_stamps) (see [`timestamping`]). Calling it again
+    /// changes nothing and returns the same status. Backends without kernel TX timestamps
+    /// return [`IoError::NoTxTimestamps`].
+    fn enable_tx_timestamps(&mut self, _opts: &TxStampOptions) -> Result<TxStampStatus, IoError> {
+        Err(IoError::NoTxTimestamps {
+            backend: self.name(),
+        })
+    }
+    /// The id the kernel's TX timestamp of the next frame handed to it will carry: frames
+    /// are numbered from 0 in the order `tx_batch` queued them since
+    /// [`enable_tx_timestamps`](Self::enable_tx_timestamps). None while TX timestamps are off.
+    fn tx_stamp_next_id(&self) -> Option<u64> {
+        None
+    }
+    /// Hand up to `max` TX timestamps waiting in the socket's error queue to `sink`, with
+    /// the frame copy the kernel attached (empty with `OPT_TSONLY`), without blocking; one
+    /// `recvmmsg` per 32 messages. Returns how many stamps were delivered.
+    fn drain_tx_stamps(
+        &mut self,
+        _max: usize,
+        _sink: &mut dyn FnMut(TxStamp, &[u8]),
+    ) -> Result<usize, IoError> {
+        Ok(0)
+    }
+    /// Wait up to `timeout` until a TX timestamp is waiting; false on timeout or when TX
+    /// timestamps are off.
+    fn wait_tx_stamps(&mut self, _timeout: Duration) -> Result<bool, IoError> {
+        Ok(false)
     }
 }
 
@@ -254,6 +289,12 @@ pub enum IoError {
     NoPeer {
         /// The local address.
         bind: std::net::SocketAddr,
+    },
+    /// The backend cannot report kernel TX timestamps.
+    #[error("kernel TX timestamps are not available on the {backend} backend: use the af_packet or udp backend, or application TX timestamps")]
+    NoTxTimestamps {
+        /// The backend's name.
+        backend: &'static str,
     },
     /// An XDP program is already attached.
     #[error("interface '{ifname}' already has an XDP program attached: detach it with `ip link set dev {ifname} xdp off` if it is not in use")]

@@ -7,6 +7,14 @@
 //! kernel's `CLOCK_REALTIME` stamp of when the datagram entered the stack. Kernel drops
 //! (socket buffer full) come from `SO_RXQ_OVFL`, which reports the socket's running drop
 //! count with every datagram.
+//!
+//! Kernel TX timestamps ([`PacketIo::enable_tx_timestamps`]) are numbered per datagram in
+//! the order `sendmmsg` sent them; the backend counts sent datagrams, so the n-th datagram
+//! sent after enabling carries id n. (A datagram `sendmmsg` reports as unsent is taken to
+//! have used no id; the end-to-end tests check ids against the datagrams' contents.) The
+//! stamp is taken by `skb_tx_timestamp()` in
+//! the driver of the interface the route picks. A UDP socket does not know that
+//! interface, so it never asks for hardware stamps (a notice says so when asked).
 
 use std::mem::size_of;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -14,6 +22,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::sys;
+use crate::timestamping::{self, TxStamp, TxStampOptions, TxStampStatus, TxStamper};
 use crate::{clock, IoError, IoStats, Layer, PacketIo, RxMeta, TsSource};
 
 /// Datagrams per `sendmmsg`/`recvmmsg` call.
@@ -22,8 +31,10 @@ pub const UDP_BATCH: usize = 32;
 /// Longer datagrams cannot exist; `RxMeta::wire_len` is the real length regardless.
 const RX_BUF_BYTES: usize = 65_536;
 /// Control buffer per datagram, in u64 words (8-byte aligned as `cmsghdr` needs):
-/// CMSG_SPACE(16-byte timespec) + CMSG_SPACE(4-byte drop count) = 32 + 24 bytes.
-const CTRL_WORDS: usize = 8;
+/// CMSG_SPACE(16-byte timespec) + CMSG_SPACE(4-byte drop count) = 32 + 24 bytes, plus
+/// the 64-byte SCM_TIMESTAMPING the kernel adds once TX timestamping (whose reporting
+/// flag also covers received datagrams) is on.
+const CTRL_WORDS: usize = 16;
 /// Socket receive buffer asked for: a burst of small datagrams should not overflow the
 /// default (about 200 KiB). The kernel caps it at `net.core.rmem_max` unless we may force it.
 const RCVBUF_BYTES: libc::c_int = 8 << 20;
@@ -39,6 +50,7 @@ pub struct UdpIo {
     rx_bufs: Vec<u8>,
     rx_ctrl: Vec<u64>,
     stats: IoStats,
+    stamper: Option<TxStamper>,
 }
 
 fn to_raw(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -162,6 +174,7 @@ impl UdpIo {
             rx_bufs: vec![0; UDP_BATCH * RX_BUF_BYTES],
             rx_ctrl: vec![0; UDP_BATCH * CTRL_WORDS],
             stats: IoStats::default(),
+            stamper: None,
         })
     }
 
@@ -251,6 +264,9 @@ impl PacketIo for UdpIo {
             }
         }
         self.stats.tx_packets += sent as u64;
+        if let Some(st) = self.stamper.as_mut() {
+            st.next_id += sent as u64;
+        }
         Ok(sent)
     }
 
@@ -368,5 +384,51 @@ impl PacketIo for UdpIo {
 
     fn stats(&self) -> IoStats {
         self.stats
+    }
+
+    fn enable_tx_timestamps(&mut self, opts: &TxStampOptions) -> Result<TxStampStatus, IoError> {
+        if let Some(st) = &self.stamper {
+            return Ok(st.status.clone());
+        }
+        let status = TxStampStatus {
+            source: TsSource::KernelSoftware,
+            phc_index: -1,
+            notice: opts.hardware.then(|| {
+                format!(
+                    "the UDP socket bound to {} does not know its interface, so it asks for no hardware timestamps; using kernel software TX timestamps",
+                    self.local
+                )
+            }),
+        };
+        self.stamper = Some(TxStamper::enable(
+            &self.fd,
+            &self.local.to_string(),
+            false,
+            opts,
+            status.clone(),
+        )?);
+        Ok(status)
+    }
+
+    fn tx_stamp_next_id(&self) -> Option<u64> {
+        self.stamper.as_ref().map(|s| s.next_id)
+    }
+
+    fn drain_tx_stamps(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(TxStamp, &[u8]),
+    ) -> Result<usize, IoError> {
+        match self.stamper.as_mut() {
+            Some(st) => st.drain(&self.fd, max, sink),
+            None => Ok(0),
+        }
+    }
+
+    fn wait_tx_stamps(&mut self, timeout: Duration) -> Result<bool, IoError> {
+        if self.stamper.is_none() {
+            return Ok(false);
+        }
+        timestamping::wait_errqueue(&self.fd, &self.local.to_string(), timeout)
     }
 }
