@@ -21,6 +21,16 @@
 //! at most `batch`. Each frame is stamped with `CLOCK_REALTIME` as it is written into the
 //! ring — the clock of the kernel's receive timestamps, so one-way latency is `rx − tx`.
 //!
+//! # Kernel TX timestamps
+//!
+//! With [`GenPlan::tx_timestamp`] = [`TxTimestamp::Kernel`] the pacer also asks the
+//! backend for the kernel's stamp of every frame (`SO_TIMESTAMPING`, see
+//! [`nflab_io::timestamping`]), drains the socket's error queue between TX batches and
+//! matches each stamp by its id to the probe (flow, seq) sent as that frame
+//! ([`txstamps`]). Matched stamps go to the caller's sink ([`run_threads_stamped`]); the
+//! probe keeps its application stamp, which the caller may replace with the kernel's
+//! after the run (`nflab run` does).
+//!
 //! # Several TX threads
 //!
 //! [`run_threads`] runs one pacer per backend, all from one common `t0`; thread `k` of
@@ -41,7 +51,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nflab_io::{clock, IoError, Layer, PacketIo};
+use nflab_io::{clock, IoError, Layer, PacketIo, TxStampOptions};
 use nflab_wire::{BuildError, ProbeSpec, ProbeTemplate};
 use serde::Serialize;
 
@@ -49,9 +59,11 @@ pub mod live;
 pub mod pattern;
 pub mod selfcheck;
 pub mod trace;
+pub mod txstamps;
 
 pub use pattern::{Accounting, Pattern, Rate, Sizes, Slot, StreamSchedule, StreamSpec};
 pub use selfcheck::SelfCheck;
+pub use txstamps::{ProbeTxStamp, Spread, StampSink, TxStampReport};
 
 /// Largest number of frame templates (flows × sizes) a stream may need; each is a
 /// prebuilt frame of up to an MTU, so this bounds the memory at about 100 MB.
@@ -203,6 +215,19 @@ impl StreamPlan {
     }
 }
 
+/// Which TX timestamp a run reports for its probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxTimestamp {
+    /// `CLOCK_REALTIME` read by the generator while it writes the frame (the stamp in the
+    /// probe header).
+    #[default]
+    App,
+    /// The kernel's stamp of the frame's hand-over to the device (the NIC's, where it
+    /// stamps in hardware), read back from the socket's error queue.
+    Kernel,
+}
+
 /// Everything a generator run sends.
 #[derive(Debug, Clone)]
 pub struct GenPlan {
@@ -216,6 +241,8 @@ pub struct GenPlan {
     pub count: Option<u64>,
     /// Largest number of frames handed to the backend in one call.
     pub batch: usize,
+    /// Application or kernel TX timestamps.
+    pub tx_timestamp: TxTimestamp,
 }
 
 impl GenPlan {
@@ -353,6 +380,9 @@ pub struct GenReport {
     /// The receive-side self-check of the probe stream, when one was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selfcheck: Option<SelfCheck>,
+    /// Kernel TX timestamping, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_stamps: Option<TxStampReport>,
     /// Problems: the host did not keep up, the generator turned bursty, ...
     pub warnings: Vec<String>,
 }
@@ -494,6 +524,17 @@ pub fn run_part(
     stop: &AtomicBool,
     opts: ThreadOpts,
 ) -> Result<GenReport, GenError> {
+    run_part_stamped(io, plan, stop, opts, None)
+}
+
+/// [`run_part`], handing matched kernel TX stamps to `sink` when the plan asks for them.
+pub fn run_part_stamped(
+    io: &mut dyn PacketIo,
+    plan: &GenPlan,
+    stop: &AtomicBool,
+    opts: ThreadOpts,
+    sink: Option<StampSink<'_>>,
+) -> Result<GenReport, GenError> {
     plan.check()?;
     let batch = plan.batch.clamp(1, 1024);
     let payload_only = io.layer() == Layer::UdpPayload;
@@ -544,6 +585,20 @@ pub fn run_part(
         ..GenReport::default()
     };
 
+    // Kernel TX stamps: ids count from the backend's next frame, whatever it sent before
+    // (readiness probes).
+    let mut stamps = match plan.tx_timestamp {
+        TxTimestamp::App => None,
+        TxTimestamp::Kernel => {
+            let st = io.enable_tx_timestamps(&TxStampOptions::default())?;
+            report.tx_timestamp = st.source.as_str().to_string();
+            let first = io.tx_stamp_next_id().unwrap_or(0);
+            Some(txstamps::StampWindow::new(first, &st, sink))
+        }
+    };
+    // Application stamps of the frames of the current batch, for the stamp window.
+    let mut app_ns = vec![0u64; batch];
+
     let mut merged = Merged::new(plan, (opts.index, opts.of));
     let t0 = opts.t0_ns.unwrap_or_else(clock::monotonic_ns);
     let warmup_end = t0 + plan.warmup_ns;
@@ -578,8 +633,14 @@ pub fn run_part(
             }
         }
         if pending.is_empty() {
-            if next.is_none() {
+            let Some((_, due)) = next else {
                 break;
+            };
+            if let Some(w) = stamps.as_mut() {
+                if w.idle_drain_due(now, (t0 + due.t_ns).saturating_sub(now)) {
+                    w.drain(io, now)?;
+                    continue;
+                }
             }
             std::hint::spin_loop();
             continue;
@@ -588,9 +649,11 @@ pub fn run_part(
         let mut stamps_first = None;
         let mut stamps_last = 0u64;
         let pend = &pending;
+        let app = &mut app_ns;
         let queued = io.tx_batch(pend.len(), &mut |i, buf| {
             let (s, slot) = pend[i];
             let tx_ns = clock::realtime_ns();
+            app[i] = tx_ns;
             if Some(s) == probe_stream {
                 stamps_first.get_or_insert((i, tx_ns));
                 stamps_last = tx_ns;
@@ -633,6 +696,23 @@ pub fn run_part(
                 }
             }
         }
+        if let Some(w) = stamps.as_mut() {
+            // Queue order is the order the kernel numbers the frames in.
+            for (i, &(s, slot)) in pending[..queued].iter().enumerate() {
+                if Some(s) == probe_stream {
+                    w.push_probe(
+                        plan.streams[s].flow_base + slot.flow as u16,
+                        slot.seq,
+                        app_ns[i],
+                    );
+                } else {
+                    w.push_other();
+                }
+            }
+            if w.waiting() >= txstamps::DRAIN_AT {
+                w.drain(io, now)?;
+            }
+        }
         // A frame the ring refused was stamped but not sent: count only queued stamps.
         if let Some((i, t)) = stamps_first {
             if i < queued {
@@ -660,6 +740,11 @@ pub fn run_part(
     while io.tx_outstanding() > 0 && clock::monotonic_ns() < flush_deadline {
         io.flush_tx()?;
         std::hint::spin_loop();
+    }
+    if let Some(w) = stamps {
+        // Software stamps are queued during the send itself; hardware ones come a little
+        // later from the NIC.
+        report.tx_stamps = Some(w.finish(io, 100_000_000)?);
     }
 
     report.sent = flow_sent.iter().sum();
@@ -721,6 +806,18 @@ pub fn run_threads(
     stop: &AtomicBool,
     pin: &(dyn Fn(usize) + Sync),
 ) -> Result<GenReport, GenError> {
+    run_threads_stamped(ios, plan, stop, pin, None)
+}
+
+/// [`run_threads`], handing every thread's matched kernel TX stamps to `sink` (called from
+/// the TX threads, a batch at a time) when the plan asks for kernel TX timestamps.
+pub fn run_threads_stamped(
+    ios: Vec<&mut dyn PacketIo>,
+    plan: &GenPlan,
+    stop: &AtomicBool,
+    pin: &(dyn Fn(usize) + Sync),
+    sink: Option<StampSink<'_>>,
+) -> Result<GenReport, GenError> {
     let n = ios.len().max(1);
     // Start a little in the future so every thread is spinning before the first deadline.
     let t0 = clock::monotonic_ns() + 5_000_000;
@@ -731,7 +828,7 @@ pub fn run_threads(
             .map(|(k, io)| {
                 s.spawn(move || {
                     pin(k);
-                    run_part(
+                    run_part_stamped(
                         io,
                         plan,
                         stop,
@@ -740,6 +837,7 @@ pub fn run_threads(
                             of: n,
                             t0_ns: Some(t0),
                         },
+                        sink,
                     )
                 })
             })
@@ -784,6 +882,9 @@ pub fn merge(reports: Vec<GenReport>) -> GenReport {
         }
         for (a, b) in m.streams.iter_mut().zip(&r.streams) {
             a.sent += b.sent;
+        }
+        if let (Some(a), Some(b)) = (m.tx_stamps.as_mut(), r.tx_stamps.as_ref()) {
+            a.add(b);
         }
         // tx_pps over all threads: measured probe frames over the union's span.
     }
@@ -888,6 +989,7 @@ pub fn run_cbr(
         },
         count: cfg.count.map(|c| c + warm),
         batch: cfg.batch,
+        tx_timestamp: TxTimestamp::App,
     };
     let mut r = run(io, &plan, stop)?;
     add_rate_warnings(&mut r, &plan);

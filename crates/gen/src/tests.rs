@@ -150,6 +150,7 @@ fn probe_and_background_streams_merge_by_deadline() {
         duration_ns: Some(20_000_000),
         count: None,
         batch: 32,
+        tx_timestamp: TxTimestamp::App,
     };
     let rep = run(&mut tx, &plan, &AtomicBool::new(false)).unwrap();
     let got = drain(&mut rx);
@@ -209,6 +210,7 @@ fn flows_vary_ports_and_addresses_ipv6_vlan_dscp() {
         duration_ns: None,
         count: Some(6),
         batch: 8,
+        tx_timestamp: TxTimestamp::App,
     };
     run(&mut tx, &plan, &AtomicBool::new(false)).unwrap();
     let mut frames = Vec::new();
@@ -252,6 +254,7 @@ fn two_threads_send_exactly_the_single_thread_schedule() {
         duration_ns: Some(20_000_000),
         count: None,
         batch: 16,
+        tx_timestamp: TxTimestamp::App,
     };
     let plan = mk();
     let (mut a, mut ra) = MemIo::pair(1 << 16);
@@ -311,6 +314,7 @@ fn replay_sends_the_trace_sizes_clamped() {
         duration_ns: None,
         count: None,
         batch: 8,
+        tx_timestamp: TxTimestamp::App,
     };
     let (mut tx, mut rx) = MemIo::pair(64);
     let rep = run(&mut tx, &plan, &AtomicBool::new(false)).unwrap();

@@ -135,6 +135,7 @@ fn plan(spec: StreamSpec, duration_ms: u64) -> GenPlan {
         duration_ns: Some(duration_ms * 1_000_000),
         count: None,
         batch: 32,
+        tx_timestamp: nflab_gen::TxTimestamp::App,
     }
 }
 

@@ -800,7 +800,13 @@ impl PacketIo for AfPacket {
         }
         if opts.hardware && !self.hw.as_ref().is_some_and(|h| h.tx) {
             let rx = self.hw.as_ref().is_some_and(|h| h.rx);
-            self.hw = Some(timestamping::enable_hardware(&self.ifname, true, rx));
+            // Through the TX socket: the caller's thread may be outside its namespace.
+            self.hw = Some(timestamping::enable_hardware_on(
+                Some(&tx.fd),
+                &self.ifname,
+                true,
+                rx,
+            ));
         }
         let hw_tx = opts.hardware && self.hw.as_ref().is_some_and(|h| h.tx);
         let status = TxStampStatus {

@@ -142,30 +142,49 @@ struct IfreqData {
     _pad: [u8; 16],
 }
 
-/// Run an `ifr_data` ioctl (`SIOCETHTOOL`, `SIOC[GS]HWTSTAMP`) on a throwaway datagram
-/// socket of the current thread's namespace; `data` is the structure the request reads and
-/// writes.
+/// Run an `ifr_data` ioctl (`SIOCETHTOOL`, `SIOC[GS]HWTSTAMP`) on `fd`, or on a throwaway
+/// datagram socket of the current thread's namespace; `data` is the structure the request
+/// reads and writes. The kernel resolves `ifname` in the namespace of the socket, not of
+/// the calling thread, so a backend can do this from any thread on its own socket.
 fn ifr_data_ioctl<T>(
+    fd: Option<&OwnedFd>,
     ifname: &str,
     req: libc::c_ulong,
     data: &mut T,
     call: &'static str,
 ) -> Result<(), IoError> {
-    crate::iface::index(ifname)?;
-    let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
-        .map_err(|e| sys::err_from("socket(AF_INET)", ifname, e))?;
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ || ifname.contains('\0') {
+        return Err(IoError::BadInterfaceName {
+            ifname: ifname.to_string(),
+        });
+    }
+    let own;
+    let fd = match fd {
+        Some(f) => f,
+        None => {
+            own = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
+                .map_err(|e| sys::err_from("socket(AF_INET)", ifname, e))?;
+            &own
+        }
+    };
     let mut ifr = IfreqData {
         name: [0; libc::IFNAMSIZ],
         data: data as *mut T as *mut libc::c_void,
         _pad: [0; 16],
     };
-    // index() checked the name is shorter than IFNAMSIZ, so it stays NUL-terminated.
+    // Checked shorter than IFNAMSIZ above, so it stays NUL-terminated.
     ifr.name[..ifname.len()].copy_from_slice(ifname.as_bytes());
     // SAFETY: `ifr` is a 40-byte ifreq whose ifr_data points to `data`, a live T of the
     // layout the request expects; the kernel reads and writes only inside both.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut ifr) };
     if rc < 0 {
-        return Err(sys::syscall_err(call, ifname));
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Err(IoError::NoSuchInterface {
+                ifname: ifname.to_string(),
+            });
+        }
+        return Err(sys::err_from(call, ifname, e));
     }
     Ok(())
 }
@@ -173,11 +192,17 @@ fn ifr_data_ioctl<T>(
 /// What `ifname` (in the current thread's namespace) can timestamp, as `ethtool -T` says.
 /// Needs no privilege.
 pub fn ts_info(ifname: &str) -> Result<TsInfo, IoError> {
+    ts_info_on(None, ifname)
+}
+
+/// [`ts_info`] through `fd`'s namespace.
+pub(crate) fn ts_info_on(fd: Option<&OwnedFd>, ifname: &str) -> Result<TsInfo, IoError> {
     let mut info = EthtoolTsInfo {
         cmd: ETHTOOL_GET_TS_INFO,
         ..EthtoolTsInfo::default()
     };
     ifr_data_ioctl(
+        fd,
         ifname,
         libc::SIOCETHTOOL,
         &mut info,
@@ -212,6 +237,16 @@ pub struct HwStatus {
 /// keeps its current setting. Needs CAP_NET_ADMIN. Never fails: what could not be done is
 /// in [`HwStatus::notice`], and the caller goes on with software stamps.
 pub fn enable_hardware(ifname: &str, tx: bool, rx: bool) -> HwStatus {
+    enable_hardware_on(None, ifname, tx, rx)
+}
+
+/// [`enable_hardware`] through `fd`'s namespace.
+pub(crate) fn enable_hardware_on(
+    fd: Option<&OwnedFd>,
+    ifname: &str,
+    tx: bool,
+    rx: bool,
+) -> HwStatus {
     let mut st = HwStatus {
         ifname: ifname.to_string(),
         tx: false,
@@ -222,7 +257,7 @@ pub fn enable_hardware(ifname: &str, tx: bool, rx: bool) -> HwStatus {
     if !tx && !rx {
         return st;
     }
-    let info = match ts_info(ifname) {
+    let info = match ts_info_on(fd, ifname) {
         Ok(i) => i,
         Err(e) => {
             st.notice = Some(format!(
@@ -254,6 +289,7 @@ pub fn enable_hardware(ifname: &str, tx: bool, rx: bool) -> HwStatus {
         rx_filter: libc::HWTSTAMP_FILTER_NONE as libc::c_int,
     };
     let _ = ifr_data_ioctl(
+        fd,
         ifname,
         libc::SIOCGHWTSTAMP,
         &mut cfg,
@@ -267,6 +303,7 @@ pub fn enable_hardware(ifname: &str, tx: bool, rx: bool) -> HwStatus {
     }
     cfg.flags = 0;
     if let Err(e) = ifr_data_ioctl(
+        fd,
         ifname,
         libc::SIOCSHWTSTAMP,
         &mut cfg,

@@ -488,6 +488,7 @@ pub fn build_plan(t: &TrafficSection, seed: u64, base: &ProbeSpec) -> Result<Gen
         duration_ns: Some((t.duration_s * 1e9) as u64),
         count: None,
         batch: t.batch,
+        tx_timestamp: nflab_gen::TxTimestamp::App,
     })
 }
 
