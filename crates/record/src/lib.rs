@@ -10,6 +10,9 @@
 //!
 //! The byte layout is documented in `docs/formats.md` at the workspace root.
 //!
+//! Beside the records, [`tx_stamps`] holds the generator's kernel TX timestamps of a run
+//! (`tx_stamps.nfts`) and puts them into the records after the run.
+//!
 //! # Guarantees
 //!
 //! * [`RecordReader::next_block`] never returns a record that was not written:
@@ -44,9 +47,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 mod reader;
+pub mod tx_stamps;
 mod writer;
 
 pub use reader::{read_all, RecordFile, RecordReader, TailState};
+pub use tx_stamps::{
+    read_tx_stamps, substitute_tx, TxStampEntry, TxStampWriter, TxStampsMeta, TxSubstitution,
+};
 pub use writer::RecordWriter;
 
 // ---------------------------------------------------------------------------
