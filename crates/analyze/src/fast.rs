@@ -490,6 +490,7 @@ fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis 
             last_tx_ns: (n > 0).then_some(tx.1),
             trim: None,
         }),
+        timestamps: None,
     };
     Analysis {
         summary,

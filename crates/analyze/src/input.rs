@@ -601,9 +601,21 @@ pub fn analyze_file_with(
                 Ok(a)
             };
             let mut analysis = with_resolved_thresholds(cfg, pass)?;
-            let (tail, trailer, _meta) =
+            let (tail, trailer, meta) =
                 out.unwrap_or((TailState::NoTrailer, None, Default::default()));
             let mut notes = Vec::new();
+            let ts = timestamp_sources(&meta);
+            if let Some(n) = ts.tx_application_fallbacks.filter(|n| *n > 0) {
+                notes.push(format!(
+                    "{n} received probes got no kernel TX timestamp and keep the application                      one (record flags say which stamp each record carries)"
+                ));
+            }
+            if ts.tx.contains("hardware") || ts.rx.contains("hardware") {
+                notes.push(format!(
+                    "timestamps are tx: {}, rx: {}; hardware stamps are the NIC clock's (PHC)                      time: latency mixing them with another clock is only meaningful when that                      PHC is synchronised to it",
+                    ts.tx, ts.rx
+                ));
+            }
             if trailer.is_none() && pre_trailer.is_none() {
                 notes.push(format!(
                     "{} has no trailer (the recorder did not finish): sent counts are taken as \
@@ -633,6 +645,7 @@ pub fn analyze_file_with(
                 .is_some_and(|t| t.interrupted);
             notes.append(&mut s.notes);
             s.notes = notes;
+            s.timestamps = Some(ts);
             Ok(FileAnalysis {
                 analysis,
                 tail,
@@ -762,6 +775,19 @@ pub(crate) fn trex_outcome(
             None => TailState::Complete,
         },
         problem,
+    }
+}
+
+/// The timestamp sources a records file's metadata names.
+fn timestamp_sources(meta: &nflab_record::Metadata) -> crate::TimestampSources {
+    crate::TimestampSources {
+        tx: meta.tx_timestamp.clone(),
+        rx: meta.rx_timestamp.clone(),
+        tx_application_fallbacks: meta
+            .extra
+            .get("tx_stamps")
+            .and_then(|t| t.get("application_fallbacks"))
+            .and_then(|v| v.as_u64()),
     }
 }
 

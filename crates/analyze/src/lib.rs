@@ -287,6 +287,22 @@ pub struct Summary {
     /// The measured span and the trimming applied.
     #[serde(default)]
     pub span: Option<SpanInfo>,
+    /// Who took the tx and rx timestamps, from the records' metadata (`.nfr` input only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<TimestampSources>,
+}
+
+/// Who took each side's timestamps (`summary.json` → `timestamps`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimestampSources {
+    /// "application", "kernel-software", "hardware" or "hardware+kernel-software".
+    pub tx: String,
+    /// Same names, for the receive side.
+    pub rx: String,
+    /// With kernel TX stamps: received probes whose record kept the application TX stamp
+    /// because no kernel stamp arrived for them (record flags say which stamp each has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_application_fallbacks: Option<u64>,
 }
 
 /// One latency percentile.

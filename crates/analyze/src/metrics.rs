@@ -359,6 +359,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
             last_tx_ns: (n > 0).then_some(p.tx.1),
             trim: p.trim,
         }),
+        timestamps: None,
     };
     let window_histograms = std::mem::take(p.window_hists);
     let latency = std::mem::replace(p.lat, Distribution::new(0, 1));

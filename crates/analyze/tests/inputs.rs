@@ -271,3 +271,64 @@ fn analyze_file_without_trailer_estimates_and_notes() {
         "{msg}"
     );
 }
+
+#[test]
+fn timestamp_sources_come_from_the_metadata_with_a_fallback_note() {
+    let d = TmpDir::new("nfr-ts");
+    let p = d.0.join("run.nfr");
+    let mut m = meta();
+    m.tx_timestamp = "kernel-software".into();
+    m.rx_timestamp = "kernel-software".into();
+    m.extra.insert(
+        "tx_stamps".into(),
+        serde_json::json!({"requested": "kernel", "application_fallbacks": 3}),
+    );
+    let mut w = RecordWriter::create(&p, &m).expect("create");
+    w.push(&Record {
+        tx_ns: 10,
+        rx_ns: 50,
+        ..Record::default()
+    })
+    .expect("push");
+    w.finish(&Trailer::default()).expect("finish");
+    let (s, _) = analyze_file(&p, &AnalysisConfig::default()).expect("analyze");
+    assert_eq!(
+        s.timestamps,
+        Some(TimestampSources {
+            tx: "kernel-software".into(),
+            rx: "kernel-software".into(),
+            tx_application_fallbacks: Some(3),
+        })
+    );
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.starts_with("3 received probes got no kernel TX timestamp")),
+        "{:?}",
+        s.notes
+    );
+    let j = serde_json::to_value(&s).expect("json");
+    assert_eq!(j["timestamps"]["tx"], "kernel-software");
+
+    // Without kernel stamps: the sources, no count, no note.
+    let (s, _) = analyze_file(
+        &{
+            let q = d.0.join("app.nfr");
+            let mut m = meta();
+            m.tx_timestamp = "application".into();
+            m.rx_timestamp = "kernel-software".into();
+            RecordWriter::create(&q, &m)
+                .expect("create")
+                .finish(&Trailer::default())
+                .expect("finish");
+            q
+        },
+        &AnalysisConfig::default(),
+    )
+    .expect("analyze");
+    let t = s.timestamps.expect("sources");
+    assert_eq!(
+        (t.tx.as_str(), t.tx_application_fallbacks),
+        ("application", None)
+    );
+}
