@@ -9,8 +9,9 @@
 //! missing (`kernel_tx_ns = 0`), so every probe appears exactly once.
 //!
 //! The error queue is drained between TX batches once at least [`DRAIN_AT`] frames wait
-//! for their stamp, and while the pacer idles before a deadline at least
-//! [`IDLE_DRAIN_NS`] away; never per packet.
+//! for their stamp, and, so that most drains fall into slack time, while the pacer idles
+//! before a deadline at least [`IDLE_DRAIN_NS`] away once [`IDLE_DRAIN_AT`] frames wait;
+//! never per packet.
 
 use std::collections::VecDeque;
 
@@ -23,6 +24,8 @@ pub const DRAIN_AT: usize = 32;
 pub const DRAIN_MAX: usize = 256;
 /// Drain while idle only when the next deadline is at least this far away, ns.
 pub const IDLE_DRAIN_NS: u64 = 20_000;
+/// ... and at least this many frames wait for their stamp.
+pub const IDLE_DRAIN_AT: usize = 8;
 /// ... and at most this often, ns.
 const IDLE_DRAIN_EVERY_NS: u64 = 50_000;
 /// Frames a stamp may lag behind the newest before its frame counts as missing.
@@ -275,7 +278,7 @@ impl<'a> StampWindow<'a> {
 
     /// Whether an idle pacer whose next deadline is `due_in_ns` away should drain now.
     pub(crate) fn idle_drain_due(&self, now_ns: u64, due_in_ns: u64) -> bool {
-        self.waiting > 0
+        self.waiting >= IDLE_DRAIN_AT
             && due_in_ns >= IDLE_DRAIN_NS
             && now_ns.saturating_sub(self.last_drain_ns) >= IDLE_DRAIN_EVERY_NS
     }

@@ -27,6 +27,7 @@ pub mod runner;
 pub mod snapshot;
 pub mod spec;
 pub mod topology;
+pub mod txstamps;
 
 pub use error::LabError;
 pub use experiment::{run_experiment, ExperimentResult, RunOptions};

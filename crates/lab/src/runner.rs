@@ -488,7 +488,10 @@ pub fn build_plan(t: &TrafficSection, seed: u64, base: &ProbeSpec) -> Result<Gen
         duration_ns: Some((t.duration_s * 1e9) as u64),
         count: None,
         batch: t.batch,
-        tx_timestamp: nflab_gen::TxTimestamp::App,
+        tx_timestamp: match t.tx_timestamp {
+            crate::spec::TxTimestampMode::App => nflab_gen::TxTimestamp::App,
+            crate::spec::TxTimestampMode::Kernel => nflab_gen::TxTimestamp::Kernel,
+        },
     })
 }
 
@@ -615,12 +618,33 @@ pub fn run_traffic(
     cpus: TrafficCpus,
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
+    let kernel_tx = plan.tx_timestamp == nflab_gen::TxTimestamp::Kernel;
     // Sockets belong to the namespace they are created in.
-    let (mut txs, mut rx) = {
+    let (mut txs, mut rx, tx_source) = {
         let _in_lg = topo.enter_lg()?;
-        let rx = AfPacket::open(&topo.rec_iface, &recorder_ring())?;
-        let txs = open_tx(traffic.backend, &topo.gen_iface, traffic.tx_threads)?;
-        (txs, rx)
+        // With kernel TX stamps, hardware stamps are asked for on both ends too.
+        let rx = AfPacket::open(
+            &topo.rec_iface,
+            &AfPacketConfig {
+                hardware_timestamps: kernel_tx,
+                ..recorder_ring()
+            },
+        )?;
+        if let Some(n) = rx.hardware().and_then(|h| h.notice.as_deref()) {
+            eprintln!("notice: {n}");
+        }
+        let mut txs = open_tx(traffic.backend, &topo.gen_iface, traffic.tx_threads)?;
+        let tx_source = if kernel_tx {
+            Some(crate::txstamps::enable(&mut txs)?)
+        } else {
+            None
+        };
+        (txs, rx, tx_source)
+    };
+    let rx_timestamp = if rx.hardware().is_some_and(|h| h.rx) {
+        "hardware"
+    } else {
+        "kernel-software"
     };
     let live = traffic.backend == Backend::XdpLive;
     if live {
@@ -660,7 +684,7 @@ pub fn run_traffic(
         run_id: run_id.to_string(),
         clock,
         tx_timestamp: if live { "kernel-xdp" } else { "application" }.into(),
-        rx_timestamp: "kernel-software".into(),
+        rx_timestamp: rx_timestamp.into(),
         flows: probe_flows.clone(),
         offered: serde_json::json!({
             "pattern": traffic.pattern.as_str(),
@@ -675,6 +699,20 @@ pub fn run_traffic(
         extra: Default::default(),
     };
     let mut writer = RecordWriter::create(records_path, &meta)?;
+    let sidecar = match &tx_source {
+        Some(src) => Some(crate::txstamps::Sidecar::create_at(
+            &records_path.with_file_name(nflab_record::tx_stamps::TX_STAMPS_FILE),
+            run_id,
+            src,
+        )?),
+        None => None,
+    };
+    let push = |b: &[nflab_gen::ProbeTxStamp]| {
+        if let Some(sc) = &sidecar {
+            sc.push(b);
+        }
+    };
+    let sink: Option<nflab_gen::StampSink<'_>> = sidecar.as_ref().map(|_| &push as _);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rec_stop = AtomicBool::new(false);
     let drain = Duration::from_millis(traffic.drain_ms);
@@ -705,7 +743,7 @@ pub fn run_traffic(
                 Err(e) => Err(nflab_gen::GenError::Config(e.to_string())),
             }
         } else {
-            nflab_gen::run_threads(ios, plan, stop, &pin)
+            nflab_gen::run_threads_stamped(ios, plan, stop, &pin, sink)
         };
         // Let in-flight packets arrive; a second signal cuts this short.
         let deadline = std::time::Instant::now() + drain;
@@ -744,6 +782,18 @@ pub fn run_traffic(
         interrupted: gen_report.interrupted,
         extra,
     })?;
+    if let Some(sc) = &sidecar {
+        sc.finish()?;
+        crate::txstamps::apply(records_path, sc.path(), &mut gen_report)?;
+        if let Some(t) = &gen_report.tx_stamps {
+            if t.unmatched + t.duplicates + t.kernel_before_app > 0 {
+                gen_report.warnings.push(format!(
+                    "kernel TX timestamps did not match the frames sent one to one ({} with an unknown id, {} twice, {} before their application stamp): the kernel stamps may belong to other probes",
+                    t.unmatched, t.duplicates, t.kernel_before_app
+                ));
+            }
+        }
+    }
     let file = nflab_record::read_all(records_path)?;
     let measured_on = format!(
         "receive side of {} ({} rx timestamps)",

@@ -437,6 +437,11 @@ pub struct TrafficSection {
     /// Run the TX threads under SCHED_FIFO, so a busy host cannot preempt the pacer.
     #[serde(default)]
     pub tx_realtime: bool,
+    /// Which TX timestamp the records carry: "app" (the generator's, in the probe) or
+    /// "kernel" (the kernel's stamp of the hand-over to the device, or the NIC's where it
+    /// stamps in hardware; see docs/generator.md).
+    #[serde(default)]
+    pub tx_timestamp: TxTimestampMode,
     /// Background streams sent with the probe stream, counted but not recorded.
     #[serde(default)]
     pub background: Vec<BackgroundStream>,
@@ -475,6 +480,7 @@ impl Default for TrafficSection {
             tx_threads: 1,
             batch: default_batch(),
             tx_realtime: false,
+            tx_timestamp: TxTimestampMode::default(),
             background: Vec::new(),
         }
     }
@@ -727,6 +733,27 @@ impl Backend {
             Backend::XdpLive => "xdp_live",
             Backend::AfPacket => "af_packet",
             Backend::Udp => "udp",
+        }
+    }
+}
+
+/// `traffic.tx_timestamp`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TxTimestampMode {
+    /// The generator's `CLOCK_REALTIME` stamp, written into the probe.
+    #[default]
+    App,
+    /// The kernel's TX timestamp, matched to the probe after the send.
+    Kernel,
+}
+
+impl TxTimestampMode {
+    /// Name as written in the spec.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TxTimestampMode::App => "app",
+            TxTimestampMode::Kernel => "kernel",
         }
     }
 }
@@ -988,6 +1015,27 @@ impl Spec {
                     t.warmup_s
                 ),
             ));
+        }
+        if t.tx_timestamp == TxTimestampMode::Kernel {
+            let why = match t.backend {
+                Backend::AfXdp => {
+                    Some("AF_XDP frames bypass the kernel's TX path and get no kernel TX timestamp")
+                }
+                Backend::XdpLive => Some(
+                    "xdp_live frames get no SO_TIMESTAMPING stamp; their tx stamp is already \
+                     taken in the kernel, by the XDP program (\"kernel-xdp\")",
+                ),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(err(
+                    "traffic",
+                    "tx_timestamp",
+                    format!(
+                        "traffic.tx_timestamp = \"kernel\" needs traffic.backend = \"af_packet\": {why}"
+                    ),
+                ));
+            }
         }
         if let Rate::Pps(p) = t.rate_pps {
             if p > 100.0e6 {
@@ -1538,6 +1586,45 @@ duration_s = 1
                 assert!(e.contains(n), "{body}: {n:?} not in {e}");
             }
         }
+    }
+
+    #[test]
+    fn tx_timestamp_key_values_and_its_backend() {
+        let t = |v: &str| {
+            Spec::parse(
+                &format!("[experiment]\nname = \"x\"\n[traffic]\ntx_timestamp = {v}\n"),
+                "s",
+            )
+        };
+        assert_eq!(
+            t("\"kernel\"").unwrap().traffic.tx_timestamp,
+            TxTimestampMode::Kernel
+        );
+        assert_eq!(
+            t("\"app\"").unwrap().traffic.tx_timestamp,
+            TxTimestampMode::App
+        );
+        let d = Spec::parse("[experiment]\nname = \"x\"\n", "s").unwrap();
+        assert_eq!(d.traffic.tx_timestamp, TxTimestampMode::App);
+        let e = t("\"nic\"").unwrap_err().to_string();
+        assert!(
+            e.contains("line 4")
+                && e.contains("nic")
+                && e.contains("`app`")
+                && e.contains("`kernel`"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        let e = Spec::parse(
+            "[experiment]\nname = \"x\"\n[traffic]\nbackend = \"af_xdp\"\ntx_timestamp = \"kernel\"\n",
+            "s",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("line 5") && e.contains("tx_timestamp") && e.contains("af_packet"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -30,6 +30,16 @@ pub enum BackendArg {
     Udp,
 }
 
+/// TX timestamp choice on the command line.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TxTimestampArg {
+    /// The generator's CLOCK_REALTIME stamp, written into each probe.
+    App,
+    /// The kernel's stamp of each frame's hand-over to the device (SO_TIMESTAMPING),
+    /// matched to its probe; the NIC's where it stamps in hardware.
+    Kernel,
+}
+
 /// Pattern choice on the command line.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum PatternArg {
@@ -162,6 +172,13 @@ pub struct Args {
     /// Run the TX threads under SCHED_FIFO (a busy host cannot preempt the pacer).
     #[arg(long)]
     realtime: bool,
+    /// Which TX timestamp to report: app, or kernel (af-packet and udp backends).
+    #[arg(long, value_enum, default_value = "app")]
+    tx_timestamp: TxTimestampArg,
+    /// With --tx-timestamp kernel: write every probe's kernel TX stamp to this file
+    /// (the tx_stamps.nfts format of docs/formats.md).
+    #[arg(long)]
+    tx_stamps: Option<std::path::PathBuf>,
     /// Seed of Poisson gaps and random sizes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -269,6 +286,10 @@ fn traffic_section(args: &Args) -> anyhow::Result<TrafficSection> {
         tx_threads: args.tx_threads,
         batch: args.batch,
         tx_realtime: args.realtime,
+        tx_timestamp: match args.tx_timestamp {
+            TxTimestampArg::App => spec::TxTimestampMode::App,
+            TxTimestampArg::Kernel => spec::TxTimestampMode::Kernel,
+        },
         ..TrafficSection::default()
     })
 }
@@ -279,6 +300,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             "--dst-ip {} is outside the benchmarking ranges 198.18.0.0/15 and 2001:2::/48: use one of those, or pass --any-dst for a network you own",
             args.dst_ip
         );
+    }
+    let kernel = args.tx_timestamp == TxTimestampArg::Kernel;
+    if kernel && matches!(args.backend, BackendArg::AfXdp | BackendArg::XdpLive) {
+        bail!("--tx-timestamp kernel needs --backend af-packet or udp: AF_XDP and XDP live frames get no SO_TIMESTAMPING TX timestamp");
+    }
+    if args.tx_stamps.is_some() && (!kernel || args.selfcheck) {
+        bail!("--tx-stamps FILE needs --tx-timestamp kernel and no --selfcheck (nflab run and the self-check keep their own tx_stamps.nfts)");
     }
     let traffic = traffic_section(&args)?;
     let stop = super::stop_flag()?;
@@ -352,7 +380,21 @@ fn send(
         }
         _ => nflab_lab::runner::open_tx(traffic.backend, iface, traffic.tx_threads)?,
     };
+    let source = if args.tx_timestamp == TxTimestampArg::Kernel {
+        Some(nflab_lab::txstamps::enable(&mut ios)?)
+    } else {
+        None
+    };
     drop(guard);
+    let sidecar = match (&args.tx_stamps, &source) {
+        (Some(p), Some(src)) => Some(nflab_lab::txstamps::Sidecar::create_at(p, "gen", src)?),
+        _ => None,
+    };
+    let push = |b: &[nflab_gen::ProbeTxStamp]| {
+        if let Some(sc) = &sidecar {
+            sc.push(b);
+        }
+    };
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let refs: Vec<&mut dyn PacketIo> = ios
         .iter_mut()
@@ -368,8 +410,11 @@ fn send(
             }
         }
     };
-    let report = nflab_gen::run_threads(refs, &plan, stop, &pin)
+    let report = nflab_gen::run_threads_stamped(refs, &plan, stop, &pin, Some(&push))
         .with_context(|| format!("sending on {iface}"))?;
+    if let Some(sc) = &sidecar {
+        sc.finish()?;
+    }
     Ok(report)
 }
 
@@ -441,6 +486,21 @@ fn print_report(args: &Args, r: &nflab_gen::GenReport) {
         for w in &sc.warnings {
             println!("warning: {w}");
         }
+    }
+    if let Some(t) = &r.tx_stamps {
+        println!(
+            "kernel TX timestamps ({}): {} of {} probes matched, {} missing{}",
+            t.source,
+            t.matched,
+            t.probes,
+            t.missing,
+            t.kernel_minus_app_ns
+                .map(|s| format!(
+                    "; kernel − application stamp p50 {} ns, p99 {} ns",
+                    s.p50, s.p99
+                ))
+                .unwrap_or_default()
+        );
     }
     for w in &r.warnings {
         println!("warning: {w}");

@@ -74,10 +74,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!();
             print!("{}", nflab_lab::rfc2544::format_verdicts(&result.rfc2544));
         }
-        println!(
-            "\nlatency: one-way, rx (kernel software timestamp) − tx ({}), CLOCK_REALTIME",
-            tx_stamp_label(&result)
-        );
+        println!("\n{}", latency_line(&result.runs));
         if result.resumed_runs > 0 {
             println!(
                 "resumed: {} runs were complete already and kept",
@@ -99,31 +96,40 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the tx stamps of the runs came from (their gen.json), in words.
-fn tx_stamp_label(result: &nflab_lab::experiment::ExperimentResult) -> String {
-    let mut sources: Vec<String> = result
-        .runs
-        .iter()
-        .filter_map(|r| {
-            let p = result.dir.join("runs").join(&r.run).join("gen.json");
-            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
-            Some(v["tx_timestamp"].as_str()?.to_string())
-        })
-        .collect();
-    sources.sort();
-    sources.dedup();
-    if sources.is_empty() {
-        sources.push("application".into());
+/// What the latency column subtracts, from the runs' timestamp sources (the records'
+/// metadata, via summary.json → timestamps).
+fn latency_line(runs: &[results::RunRow]) -> String {
+    let label = |s: &str| match s {
+        "kernel-xdp" => "kernel timestamp of the XDP program that sent it".to_string(),
+        other => format!("{} timestamp", other.replace('-', " ")),
+    };
+    let mut tx = std::collections::BTreeSet::new();
+    let mut rx = std::collections::BTreeSet::new();
+    for r in runs {
+        match &r.summary.timestamps {
+            Some(t) => {
+                tx.insert(label(&t.tx));
+                rx.insert(label(&t.rx));
+            }
+            None => {
+                tx.insert(label("application"));
+                rx.insert(label("kernel-software"));
+            }
+        }
     }
-    sources
-        .iter()
-        .map(|s| match s.as_str() {
-            "application" => "application timestamp".to_string(),
-            "kernel-xdp" => "kernel timestamp of the XDP program that sent it".to_string(),
-            other => format!("{other} timestamp"),
-        })
-        .collect::<Vec<_>>()
-        .join(" / ")
+    let join =
+        |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(" / ");
+    let hw = tx.iter().chain(rx.iter()).any(|s| s.contains("hardware"));
+    format!(
+        "latency: one-way, rx ({}) − tx ({}), {}",
+        join(&rx),
+        join(&tx),
+        if hw {
+            "hardware stamps in NIC (PHC) time"
+        } else {
+            "CLOCK_REALTIME"
+        }
+    )
 }
 
 /// With a `[model]` section (and `fit` not false): fit the models to the
