@@ -175,7 +175,7 @@ pub trait PacketIo: Send {
     }
     /// Hand up to `max` TX timestamps waiting in the socket's error queue to `sink`, with
     /// the frame copy the kernel attached (empty with `OPT_TSONLY`), without blocking; one
-    /// `recvmmsg` per 32 messages. Returns how many stamps were delivered.
+    /// `recvmmsg` per 64 messages. Returns how many stamps were delivered.
     fn drain_tx_stamps(
         &mut self,
         _max: usize,

@@ -492,7 +492,7 @@ pub fn parse_errqueue_control(control: &[u8]) -> Option<ErrQueueStamp> {
 }
 
 /// Messages read per `recvmmsg` call.
-const ERRQ_BATCH: usize = 32;
+const ERRQ_BATCH: usize = 64;
 /// Control bytes per message: SCM_TIMESTAMPING (16 + 48), the error cmsg with an
 /// offender address (16 + 16 + 28) and an SCM_TIMESTAMPNS a UDP socket may add (16 + 16).
 const ERRQ_CTRL_BYTES: usize = 256;
