@@ -1185,6 +1185,22 @@ fn run_with_xdp_live_frames_records_kernel_stamped_probes() {
     );
     assert!(summary["latency_ns"]["min"].as_i64().unwrap() > 0);
 
+    // Socket TX stamps on top of the program's own: refused in one sentence.
+    let both = write_spec(
+        &tmp.0,
+        "live3",
+        "[experiment]\nname = \"live3\"\n[traffic]\nbackend = \"xdp_live\"\n\
+         tx_timestamp = \"kernel\"\nrate_pps = \"max\"\nduration_s = 1\n",
+    );
+    expect_one_line_error(
+        &[
+            "run",
+            both.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ],
+        &["xdp_live", "tx_timestamp"],
+    );
     // A paced pattern, or more than one flow, is refused in one sentence.
     let paced = write_spec(
         &tmp.0,

@@ -26,6 +26,14 @@ const MIN_FRAMES_PER_CALL: u64 = 1 << 12;
 /// Why `plan` cannot go out as live frames, if it cannot.
 pub fn unsupported(plan: &GenPlan) -> Option<String> {
     let s = plan.streams.first()?;
+    if plan.tx_timestamp == crate::TxTimestamp::Kernel {
+        return Some(
+            "backend xdp_live stamps every frame in the kernel already (its XDP program's \
+             clock read); the socket TX stamps of tx_timestamp = \"kernel\" do not exist for \
+             it: leave tx_timestamp at \"app\""
+                .into(),
+        );
+    }
     let why = if !plan.unpaced() {
         "rate = \"max\" (each kernel call waits for an RCU grace period, ~25 ms, so it \
          cannot pace a pattern)"

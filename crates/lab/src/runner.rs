@@ -619,6 +619,17 @@ pub fn run_traffic(
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
     let kernel_tx = plan.tx_timestamp == nflab_gen::TxTimestamp::Kernel;
+    let live = traffic.backend == Backend::XdpLive;
+    if live {
+        if traffic.tx_threads != 1 {
+            return Err(LabError::Unsupported(
+                "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1".into(),
+            ));
+        }
+        if let Some(why) = nflab_gen::live::unsupported(plan) {
+            return Err(LabError::Unsupported(why));
+        }
+    }
     // Sockets belong to the namespace they are created in.
     let (mut txs, mut rx, tx_source) = {
         let _in_lg = topo.enter_lg()?;
@@ -646,16 +657,7 @@ pub fn run_traffic(
     } else {
         "kernel-software"
     };
-    let live = traffic.backend == Backend::XdpLive;
     if live {
-        if traffic.tx_threads != 1 {
-            return Err(LabError::Unsupported(
-                "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1".into(),
-            ));
-        }
-        if let Some(why) = nflab_gen::live::unsupported(plan) {
-            return Err(LabError::Unsupported(why));
-        }
         topo.accept_xdp_frames_at_gen_peer()?;
     }
     wait_until_forwarding(txs[0].as_mut(), &mut rx, topo, stop)?;
