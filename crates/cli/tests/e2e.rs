@@ -6,68 +6,16 @@
 //! 2-core machine would measure each other.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn nflab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_nflab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: needs root (network namespaces); CI runs it as root");
-            return;
-        }
-    };
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("nflab-e2e-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// nflab namespaces whose name carries this pid.
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
-        .map(String::from)
-        .collect()
-}
-
-fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(format!("{name}.toml"));
-    std::fs::write(&p, body).unwrap();
-    p
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+#[macro_use]
+mod common;
+use common::{namespaces_of, nflab, stderr, write_spec, TempDir};
 
 const TWO_DUTS: &str = r#"
 [experiment]

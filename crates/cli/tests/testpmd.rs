@@ -5,51 +5,14 @@
 //! is checked everywhere.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-fn nflab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_nflab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+mod common;
+use common::{is_root, namespaces_of, nflab, read_json, stderr, TempDir};
 
 fn have_testpmd() -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("nflab-e2e-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
-        .map(String::from)
-        .collect()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 const SPEC: &str = r#"
@@ -68,11 +31,6 @@ warmup_s = 0.2
 [sweep]
 "dut.io" = ["af_xdp", "af_packet"]
 "#;
-
-fn read_json(p: PathBuf) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
-        .unwrap()
-}
 
 #[test]
 fn testpmd_forwards_and_its_counters_land_in_dut_json() {

@@ -7,28 +7,8 @@ use std::process::Command;
 
 use nflab_record::flags;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
-        .map(String::from)
-        .collect()
-}
+mod common;
+use common::{is_root, namespaces_of, read_json as json, TempDir};
 
 const SPEC: &str = r#"
 [experiment]
@@ -45,11 +25,6 @@ warmup_s = 0.1
 [sweep]
 "traffic.tx_timestamp" = ["app", "kernel"]
 "#;
-
-fn json(p: PathBuf) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
-        .unwrap()
-}
 
 #[test]
 fn kernel_tx_stamps_replace_the_application_ones_in_the_records() {

@@ -9,105 +9,18 @@
 //! global lock so that they do not compete for the two cores. Needs root; as another
 //! user each test prints why it skipped and passes.
 
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nflab_gen::trace::TracePacket;
 use nflab_gen::{
     run, FlowVary, GenPlan, GenReport, Pattern, Rate, Role, Sizes, StreamPlan, StreamSpec,
 };
-use nflab_io::{AfPacket, AfPacketConfig, PacketIo};
-use nflab_wire::{MacAddr, ProbeSpec};
+use nflab_io::PacketIo;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        println!("skipping {test}: needs root for network namespaces and raw sockets");
-    }
-    root
-}
-
-fn run_cmd(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A namespace with a veth pair va <-> vb, deleted on drop (also on panic).
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("nflabtest-gen-{}-{tag}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run_cmd(&["netns", "add", &name]);
-        let ns = Netns { name };
-        for c in [
-            "link add va type veth peer name vb",
-            "link set va up",
-            "link set vb up",
-        ] {
-            let mut a = vec!["-n", ns.name.as_str()];
-            a.extend(c.split_whitespace());
-            run_cmd(&a);
-        }
-        ns
-    }
-
-    /// Open TX on va and a recorder ring on vb from a thread inside the namespace.
-    fn open(&self) -> (AfPacket, AfPacket) {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let f = std::fs::File::open(&path).expect("netns file");
-                // SAFETY: a valid namespace fd; CLONE_NEWNET switches only this thread.
-                let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0);
-                let tx = AfPacket::open(
-                    "va",
-                    &AfPacketConfig {
-                        rx: false,
-                        ..AfPacketConfig::default()
-                    },
-                )
-                .expect("tx");
-                let rx = AfPacket::open(
-                    "vb",
-                    &AfPacketConfig {
-                        tx: false,
-                        rx_block_bytes: 256 << 10,
-                        rx_blocks: 256,
-                        rx_block_timeout_ms: 4,
-                        ..AfPacketConfig::default()
-                    },
-                )
-                .expect("rx");
-                (tx, rx)
-            })
-            .join()
-            .expect("open thread")
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
+mod common;
+use common::{base, root_or_skip, Netns, SERIAL};
 
 /// A received probe: flow, seq, kernel rx timestamp, frame length.
 #[derive(Debug, Clone, Copy)]
@@ -116,14 +29,6 @@ struct Rx {
     seq: u64,
     rx_ns: u64,
     len: usize,
-}
-
-fn base() -> ProbeSpec {
-    ProbeSpec {
-        src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-        dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
-        ..ProbeSpec::default()
-    }
 }
 
 fn plan(spec: StreamSpec, duration_ms: u64) -> GenPlan {

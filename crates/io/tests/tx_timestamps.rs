@@ -10,8 +10,6 @@
 //! Needs root; as another user each test prints why it skipped and passes. Every namespace
 //! is removed by a guard's Drop, also when a test panics.
 
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -19,119 +17,11 @@ use nflab_io::clock::realtime_ns;
 use nflab_io::timestamping::{self, TxStampOptions};
 use nflab_io::{iface, AfPacket, AfPacketConfig, PacketIo, TsSource, UdpIo};
 
-/// IEEE 802 "local experimental ethertype 1".
-const ETHERTYPE_TEST: u16 = 0x88B5;
-const MAGIC: &[u8; 4] = b"NFTS";
-const FRAME_BYTES: usize = 60;
+mod common;
+use common::*;
+
 /// The tests share two cores with builds: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(test: &str) -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        println!("skipping {test}: needs root for network namespaces and raw sockets");
-    }
-    root
-}
-
-fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A network namespace that exists exactly as long as this value.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("nflabtest-ts-{}-{tag}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        run("ip", &["netns", "add", &name]);
-        let ns = Netns { name };
-        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
-        ns
-    }
-
-    fn exec(&self, args: &[&str]) -> String {
-        let mut a = vec!["netns", "exec", &self.name];
-        a.extend_from_slice(args);
-        run("ip", &a)
-    }
-
-    fn ip(&self, args: &str) {
-        let mut a = vec!["-n", &self.name];
-        a.extend(args.split_whitespace());
-        run("ip", &a);
-    }
-
-    /// Run `f` on a fresh thread that has entered this namespace (setns is per thread).
-    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let file = std::fs::File::open(&path).expect("open netns file");
-                // SAFETY: a valid namespace fd; CLONE_NEWNET switches only this thread.
-                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let ok = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            eprintln!("warning: could not delete network namespace {}", self.name);
-        }
-    }
-}
-
-/// One namespace with a veth pair va <-> vb, both up.
-fn veth_in_one(tag: &str) -> Netns {
-    let ns = Netns::new(tag);
-    ns.ip("link add va type veth peer name vb");
-    ns.ip("link set va up");
-    ns.ip("link set vb up");
-    ns
-}
-
-fn build_frame(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], seq: u64) -> usize {
-    buf[..FRAME_BYTES].fill(0);
-    buf[0..6].copy_from_slice(&dst);
-    buf[6..12].copy_from_slice(&src);
-    buf[12..14].copy_from_slice(&ETHERTYPE_TEST.to_be_bytes());
-    buf[14..18].copy_from_slice(MAGIC);
-    buf[18..26].copy_from_slice(&seq.to_be_bytes());
-    FRAME_BYTES
-}
-
-fn parse_frame(f: &[u8]) -> Option<u64> {
-    if f.len() >= 26 && f[12..14] == ETHERTYPE_TEST.to_be_bytes() && &f[14..18] == MAGIC {
-        Some(u64::from_be_bytes(f[18..26].try_into().ok()?))
-    } else {
-        None
-    }
-}
 
 /// A stamp as read back: id, ns, source, and the sequence number found in the frame copy.
 #[derive(Debug, Clone, Copy)]
@@ -203,7 +93,7 @@ fn veth_has_software_timestamping_only_as_ethtool_says_and_hardware_falls_back()
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let ns = veth_in_one("caps");
+    let ns = Netns::with_veth("caps");
     // ethtool -T is the independent reading of the same driver callback.
     let ethtool = ns.exec(&["ethtool", "-T", "va"]);
     ns.enter(|| {
@@ -262,7 +152,7 @@ fn veth_has_software_timestamping_only_as_ethtool_says_and_hardware_falls_back()
 /// Send `n` frames va -> vb through the TX ring in batches of 64 (draining the error
 /// queue between batches) and receive them on vb with kernel RX stamps.
 fn af_packet_round(n: usize, tsonly: bool) {
-    let ns = veth_in_one(if tsonly { "afp-tsonly" } else { "afp-copy" });
+    let ns = Netns::with_veth(if tsonly { "afp-tsonly" } else { "afp-copy" });
     ns.enter(|| {
         let mut tx = AfPacket::open(
             "va",

@@ -1,0 +1,73 @@
+//! Helpers shared by the CLI's end-to-end tests: the binary, the root check,
+//! temporary directories, leftover-namespace checks, JSON files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `nflab` binary of this build.
+pub fn nflab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nflab"))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Return from the test, saying why, unless it runs as root.
+#[allow(unused_macros)]
+macro_rules! require_root {
+    () => {
+        if !common::is_root() {
+            eprintln!("skipped: needs root (network namespaces); CI runs it as root");
+            return;
+        }
+    };
+}
+
+/// A directory removed on drop (also on panic).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nflab-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// nflab namespaces whose name carries this pid.
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("nflab-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+pub fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// The JSON file at `p`.
+pub fn read_json(p: PathBuf) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
+        .unwrap()
+}
