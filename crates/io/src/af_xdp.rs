@@ -787,31 +787,8 @@ impl PacketIo for AfXdp {
 
 /// `BPF_MAP_TYPE_XSKMAP` from `enum bpf_map_type`.
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-/// `BPF_MAP_CREATE`, `BPF_MAP_UPDATE_ELEM` from `enum bpf_cmd`.
-const BPF_MAP_CREATE: libc::c_int = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 /// `BPF_FUNC_redirect_map`.
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-
-/// `union bpf_attr` for `BPF_MAP_CREATE` (common part).
-#[repr(C, align(8))]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-}
-
-/// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
-#[repr(C, align(8))]
-struct MapUpdateAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
 
 /// The redirect program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
 /// (the flags argument's low bits are the action when the queue has no socket, 5.3+).
@@ -888,27 +865,13 @@ fn attach_redirect(
     sock: &OwnedFd,
     steer: Steer,
 ) -> Result<(OwnedFd, OwnedFd, OwnedFd), IoError> {
-    let mut mc = MapCreateAttr {
-        map_type: BPF_MAP_TYPE_XSKMAP,
-        key_size: 4,
-        value_size: 4,
-        max_entries: queue + 1,
-        map_flags: 0,
-    };
-    let map = probe_caps::bpf(BPF_MAP_CREATE, &mut mc)
-        .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_CREATE, XSKMAP)", ifname, e))?;
-    let key: u32 = queue;
-    let value: u32 = sock.as_raw_fd() as u32;
-    let mut up = MapUpdateAttr {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: &value as *const u32 as u64,
-        flags: 0,
-    };
-    // BPF_MAP_UPDATE_ELEM returns 0, not a descriptor.
-    probe_caps::bpf_noreturn(BPF_MAP_UPDATE_ELEM, &mut up)
-        .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP)", ifname, e))?;
+    let map = probe_caps::map_create::<u32, u32>(
+        BPF_MAP_TYPE_XSKMAP,
+        queue + 1,
+        "bpf(BPF_MAP_CREATE, XSKMAP)",
+        ifname,
+    )?;
+    probe_caps::map_update(&map, &queue, &(sock.as_raw_fd() as u32), ifname)?;
     let program = match steer {
         Steer::All => redirect_program(map.as_raw_fd()),
         Steer::UdpFirstByte(b) => probe_filter_program(map.as_raw_fd(), b),

@@ -113,6 +113,101 @@ pub fn detach_xdp(ifname: &str) -> Result<(), IoError> {
     netlink_set_xdp(iface::index(ifname)?, -1, 0, ifname)
 }
 
+/// `BPF_MAP_CREATE`, `BPF_MAP_LOOKUP_ELEM`, `BPF_MAP_UPDATE_ELEM` from `enum bpf_cmd`.
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+
+/// `union bpf_attr` for `BPF_MAP_CREATE` (common part).
+#[repr(C, align(8))]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
+/// `union bpf_attr` for `BPF_MAP_LOOKUP_ELEM` and `BPF_MAP_UPDATE_ELEM`.
+#[repr(C, align(8))]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// A BPF map of `map_type` with `K` keys and `V` values (`what` names it in errors).
+pub(crate) fn map_create<K, V>(
+    map_type: u32,
+    max_entries: u32,
+    what: &'static str,
+    ifname: &str,
+) -> Result<OwnedFd, IoError> {
+    let mut mc = MapCreateAttr {
+        map_type,
+        key_size: size_of::<K>() as u32,
+        value_size: size_of::<V>() as u32,
+        max_entries,
+        map_flags: 0,
+    };
+    bpf(BPF_MAP_CREATE, &mut mc).map_err(|e| bpf_err(what, ifname, e))
+}
+
+fn map_elem<K, V>(
+    cmd: libc::c_int,
+    map: &OwnedFd,
+    key: &K,
+    value: *const V,
+    what: &'static str,
+    ifname: &str,
+) -> Result<(), IoError> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: key as *const K as u64,
+        value: value as u64,
+        flags: 0,
+    };
+    // Both commands return 0, not a descriptor.
+    bpf_noreturn(cmd, &mut attr).map_err(|e| bpf_err(what, ifname, e))
+}
+
+/// `map[key] = value`.
+pub(crate) fn map_update<K, V>(
+    map: &OwnedFd,
+    key: &K,
+    value: &V,
+    ifname: &str,
+) -> Result<(), IoError> {
+    map_elem(
+        BPF_MAP_UPDATE_ELEM,
+        map,
+        key,
+        value,
+        "bpf(BPF_MAP_UPDATE_ELEM)",
+        ifname,
+    )
+}
+
+/// `*value = map[key]`.
+pub(crate) fn map_lookup<K, V>(
+    map: &OwnedFd,
+    key: &K,
+    value: &mut V,
+    ifname: &str,
+) -> Result<(), IoError> {
+    map_elem(
+        BPF_MAP_LOOKUP_ELEM,
+        map,
+        key,
+        value as *mut V as *const V,
+        "bpf(BPF_MAP_LOOKUP_ELEM)",
+        ifname,
+    )
+}
+
 /// `union bpf_attr` as used by `BPF_PROG_LOAD`, up to `expected_attach_type`
 /// (<linux/bpf.h>; the kernel zero-fills the rest of the union).
 #[repr(C, align(8))]

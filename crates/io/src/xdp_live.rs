@@ -27,10 +27,7 @@ use crate::{iface, probe_caps, IoError};
 
 /// `BPF_MAP_TYPE_ARRAY`.
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
-/// `BPF_MAP_CREATE`, `BPF_MAP_LOOKUP_ELEM`, `BPF_MAP_UPDATE_ELEM`, `BPF_PROG_TEST_RUN`.
-const BPF_MAP_CREATE: libc::c_int = 0;
-const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
-const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+/// `BPF_PROG_TEST_RUN` from `enum bpf_cmd`.
 const BPF_PROG_TEST_RUN: libc::c_int = 10;
 /// `BPF_F_TEST_XDP_LIVE_FRAMES`.
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
@@ -42,24 +39,6 @@ const XDP_TX: i32 = 3;
 /// Largest `repeat` per call: the kernel checks for signals between batches,
 /// but a bounded call keeps the clock offset fresh and Ctrl-C prompt.
 pub const MAX_BURST: u32 = 1 << 20;
-
-#[repr(C)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-}
-
-#[repr(C)]
-struct MapElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
 
 /// The `test` member of `union bpf_attr`.
 #[repr(C)]
@@ -150,15 +129,12 @@ impl XdpLive {
                 ),
             });
         }
-        let mut mc = MapCreateAttr {
-            map_type: BPF_MAP_TYPE_ARRAY,
-            key_size: 4,
-            value_size: size_of::<State>() as u32,
-            max_entries: 1,
-            map_flags: 0,
-        };
-        let map = probe_caps::bpf(BPF_MAP_CREATE, &mut mc)
-            .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_CREATE, ARRAY)", ifname, e))?;
+        let map = probe_caps::map_create::<u32, State>(
+            BPF_MAP_TYPE_ARRAY,
+            1,
+            "bpf(BPF_MAP_CREATE, ARRAY)",
+            ifname,
+        )?;
         let program = stamp_program(map.as_raw_fd(), seq_offset as i16);
         let prog = probe_caps::load_xdp(&program, ifname)?;
         let live = XdpLive {
@@ -181,30 +157,12 @@ impl XdpLive {
     }
 
     fn write_state(&self, st: State) -> Result<(), IoError> {
-        let key = 0u32;
-        let mut up = MapElemAttr {
-            map_fd: self.map.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &st as *const State as u64,
-            flags: 0,
-        };
-        probe_caps::bpf_noreturn(BPF_MAP_UPDATE_ELEM, &mut up)
-            .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_UPDATE_ELEM)", &self.ifname, e))
+        probe_caps::map_update(&self.map, &0u32, &st, &self.ifname)
     }
 
     fn read_state(&self) -> Result<State, IoError> {
-        let key = 0u32;
         let mut st = State::default();
-        let mut look = MapElemAttr {
-            map_fd: self.map.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &mut st as *mut State as u64,
-            flags: 0,
-        };
-        probe_caps::bpf_noreturn(BPF_MAP_LOOKUP_ELEM, &mut look)
-            .map_err(|e| probe_caps::bpf_err("bpf(BPF_MAP_LOOKUP_ELEM)", &self.ifname, e))?;
+        probe_caps::map_lookup(&self.map, &0u32, &mut st, &self.ifname)?;
         Ok(st)
     }
 
