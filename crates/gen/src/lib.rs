@@ -646,18 +646,12 @@ pub fn run_part_stamped(
             continue;
         }
         let in_warmup = if unpaced { now < warmup_end } else { false };
-        let mut stamps_first = None;
-        let mut stamps_last = 0u64;
         let pend = &pending;
         let app = &mut app_ns;
         let queued = io.tx_batch(pend.len(), &mut |i, buf| {
             let (s, slot) = pend[i];
             let tx_ns = clock::realtime_ns();
             app[i] = tx_ns;
-            if Some(s) == probe_stream {
-                stamps_first.get_or_insert((i, tx_ns));
-                stamps_last = tx_ns;
-            }
             let t = plan.streams[s].template(&slot);
             if payload_only {
                 t.write_payload(buf, slot.seq, tx_ns)
@@ -674,7 +668,7 @@ pub fn run_part_stamped(
             }
             continue;
         }
-        for &(s, slot) in &pending[..queued] {
+        for (i, &(s, slot)) in pending[..queued].iter().enumerate() {
             let fi = offsets[s] + slot.flow as usize;
             flow_sent[fi] += 1;
             stream_sent[s] += 1;
@@ -683,10 +677,14 @@ pub fn run_part_stamped(
             } else {
                 slot.t_ns < plan.warmup_ns
             };
+            if Some(s) == probe_stream {
+                last_probe_tx = app_ns[i];
+            }
             if warm {
                 flow_warm[fi] = flow_warm[fi].max(slot.seq + 1);
             } else if Some(s) == probe_stream {
                 probe_measured += 1;
+                first_probe_tx.get_or_insert(app_ns[i]);
             }
             if !unpaced {
                 let late = now.saturating_sub(t0 + slot.t_ns);
@@ -711,26 +709,6 @@ pub fn run_part_stamped(
             }
             if w.waiting() >= txstamps::DRAIN_AT {
                 w.drain(io, now)?;
-            }
-        }
-        // A frame the ring refused was stamped but not sent: count only queued stamps.
-        if let Some((i, t)) = stamps_first {
-            if i < queued {
-                let (s, slot) = pending[i];
-                let warm = if unpaced {
-                    in_warmup
-                } else {
-                    slot.t_ns < plan.warmup_ns
-                };
-                if first_probe_tx.is_none() && !warm && Some(s) == probe_stream {
-                    first_probe_tx = Some(t);
-                }
-                if pending[..queued]
-                    .iter()
-                    .any(|(s, _)| Some(*s) == probe_stream)
-                {
-                    last_probe_tx = stamps_last;
-                }
             }
         }
         pending.drain(..queued);

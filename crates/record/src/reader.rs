@@ -365,7 +365,7 @@ impl<R: Read> RecordReader<R> {
 }
 
 /// Read until `buf` is full or the stream ends; return the bytes read.
-fn read_full<R: Read>(
+pub(crate) fn read_full<R: Read>(
     r: &mut R,
     buf: &mut [u8],
     name: &str,

@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,8 @@ pub struct TxStampWriter<W: Write> {
     buf: Vec<u8>,
     pending: usize,
     written: u64,
+    /// A write failed: the file may end inside a block, so nothing more is written.
+    failed: bool,
 }
 
 impl TxStampWriter<BufWriter<File>> {
@@ -134,19 +136,13 @@ impl<W: Write> TxStampWriter<W> {
             what: "metadata",
             source,
         })?;
-        let mut h = Vec::with_capacity(20 + json.len());
-        h.extend_from_slice(&TX_STAMPS_MAGIC);
-        h.extend_from_slice(&TX_STAMPS_VERSION.to_le_bytes());
-        h.extend_from_slice(&(json.len() as u32).to_le_bytes());
-        h.extend_from_slice(&json);
-        h.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        w.write_all(&h)
-            .and_then(|()| w.flush())
-            .map_err(|source| RecordError::Write {
-                name: name.clone(),
-                what: "the header".into(),
-                source,
-            })?;
+        crate::writer::write_file_header(
+            &mut w,
+            &TX_STAMPS_MAGIC,
+            TX_STAMPS_VERSION,
+            &json,
+            &name,
+        )?;
         let mut buf = Vec::with_capacity(BLOCK_HEADER_BYTES + TX_STAMP_BLOCK * TX_STAMP_BYTES);
         buf.resize(BLOCK_HEADER_BYTES, 0);
         Ok(TxStampWriter {
@@ -155,11 +151,13 @@ impl<W: Write> TxStampWriter<W> {
             buf,
             pending: 0,
             written: 0,
+            failed: false,
         })
     }
 
     /// Buffer one entry; a full block is written and flushed.
     pub fn push(&mut self, e: &TxStampEntry) -> Result<(), RecordError> {
+        self.check()?;
         encode(e, &mut self.buf);
         self.pending += 1;
         if self.pending >= TX_STAMP_BLOCK {
@@ -170,26 +168,43 @@ impl<W: Write> TxStampWriter<W> {
 
     /// Write the buffered entries as a (possibly short) block now.
     pub fn flush_block(&mut self) -> Result<(), RecordError> {
+        self.check()?;
         if self.pending == 0 {
             return Ok(());
         }
         let crc = crc32fast::hash(&self.buf[BLOCK_HEADER_BYTES..]);
-        self.buf[0..4].copy_from_slice(&BLOCK_MAGIC);
-        self.buf[4] = BLOCK_KIND_TX_STAMPS;
-        self.buf[5..8].copy_from_slice(&[0, 0, 0]);
-        self.buf[8..12].copy_from_slice(&(self.pending as u32).to_le_bytes());
-        self.buf[12..16].copy_from_slice(&crc.to_le_bytes());
-        self.inner
+        crate::writer::fill_block_header(
+            &mut self.buf,
+            BLOCK_KIND_TX_STAMPS,
+            self.pending as u32,
+            crc,
+        );
+        if let Err(source) = self
+            .inner
             .write_all(&self.buf)
             .and_then(|()| self.inner.flush())
-            .map_err(|source| RecordError::Write {
+        {
+            // Part of the block may be on disk: writing it again would
+            // corrupt the file, so the writer stops here (as RecordWriter does).
+            self.failed = true;
+            return Err(RecordError::Write {
                 name: self.name.clone(),
                 what: format!("TX stamps after entry {}", self.written),
                 source,
-            })?;
+            });
+        }
         self.written += self.pending as u64;
         self.pending = 0;
         self.buf.truncate(BLOCK_HEADER_BYTES);
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), RecordError> {
+        if self.failed {
+            return Err(RecordError::WriterFailed {
+                name: self.name.clone(),
+            });
+        }
         Ok(())
     }
 
@@ -217,30 +232,6 @@ pub struct TxStampsFile {
     pub tail: TailState,
 }
 
-fn read_upto<R: Read>(
-    r: &mut R,
-    buf: &mut [u8],
-    name: &str,
-    offset: u64,
-) -> Result<usize, RecordError> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(source) => {
-                return Err(RecordError::Read {
-                    name: name.to_string(),
-                    offset: offset + n as u64,
-                    source,
-                })
-            }
-        }
-    }
-    Ok(n)
-}
-
 /// Read the TX stamps file at `path`. A wrong magic, version or header is an error naming
 /// the file; a damaged tail is not (see [`TxStampsFile::tail`]).
 pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
@@ -251,7 +242,7 @@ pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
     })?;
     let mut r = BufReader::with_capacity(1 << 17, f);
     let mut head = [0u8; 16];
-    let n = read_upto(&mut r, &mut head, &name, 0)?;
+    let n = crate::reader::read_full(&mut r, &mut head, &name, 0)?;
     if n < 8 || head[..8] != TX_STAMPS_MAGIC {
         return Err(RecordError::NotRecordFile {
             name,
@@ -276,7 +267,7 @@ pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
         });
     }
     let mut meta = vec![0u8; meta_len as usize + 4];
-    if read_upto(&mut r, &mut meta, &name, 16)? < meta.len() {
+    if crate::reader::read_full(&mut r, &mut meta, &name, 16)? < meta.len() {
         return Err(RecordError::CorruptHeader {
             name,
             reason: "the file ends inside the metadata".into(),
@@ -300,7 +291,7 @@ pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
     let mut block = 0u64;
     let tail = loop {
         let mut bh = [0u8; BLOCK_HEADER_BYTES];
-        let n = read_upto(&mut r, &mut bh, &name, offset)?;
+        let n = crate::reader::read_full(&mut r, &mut bh, &name, offset)?;
         if n == 0 {
             break TailState::Complete;
         }
@@ -313,7 +304,7 @@ pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
             Some(format!("implausible entry count {count}"))
         } else {
             payload.resize(count as usize * TX_STAMP_BYTES, 0);
-            let got = read_upto(&mut r, &mut payload, &name, offset + n as u64)?;
+            let got = crate::reader::read_full(&mut r, &mut payload, &name, offset + n as u64)?;
             if got < payload.len() {
                 Some("the file ends inside a block".to_string())
             } else if crc32fast::hash(&payload).to_le_bytes() != bh[12..16] {

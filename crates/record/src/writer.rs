@@ -55,34 +55,7 @@ impl<W: Write> RecordWriter<W> {
             what: "metadata",
             source,
         })?;
-        let json_len = u32::try_from(json.len())
-            .ok()
-            .filter(|&n| n <= crate::MAX_JSON_BYTES)
-            .ok_or_else(|| RecordError::Write {
-                name: name.clone(),
-                what: "the header".into(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "metadata JSON is {} bytes, more than the limit of {} bytes",
-                        json.len(),
-                        crate::MAX_JSON_BYTES
-                    ),
-                ),
-            })?;
-        let mut header = Vec::with_capacity(20 + json.len());
-        header.extend_from_slice(&FILE_MAGIC);
-        header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        header.extend_from_slice(&json_len.to_le_bytes());
-        header.extend_from_slice(&json);
-        header.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        w.write_all(&header)
-            .and_then(|()| w.flush())
-            .map_err(|source| RecordError::Write {
-                name: name.clone(),
-                what: "the header".into(),
-                source,
-            })?;
+        write_file_header(&mut w, &FILE_MAGIC, FORMAT_VERSION, &json, &name)?;
         let mut buf = Vec::with_capacity(BLOCK_HEADER_BYTES + BLOCK_RECORDS * RECORD_BYTES);
         buf.resize(BLOCK_HEADER_BYTES, 0);
         Ok(Self {
@@ -212,10 +185,50 @@ impl<W: Write> Drop for RecordWriter<W> {
     }
 }
 
-fn fill_block_header(buf: &mut [u8], kind: u8, count_or_len: u32, crc: u32) {
+pub(crate) fn fill_block_header(buf: &mut [u8], kind: u8, count_or_len: u32, crc: u32) {
     buf[0..4].copy_from_slice(&BLOCK_MAGIC);
     buf[4] = kind;
     buf[5..8].copy_from_slice(&[0, 0, 0]);
     buf[8..12].copy_from_slice(&count_or_len.to_le_bytes());
     buf[12..16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Write a file header — magic, version, metadata length, the metadata JSON
+/// and its CRC-32 — and flush it (records and TX stamps files share it).
+pub(crate) fn write_file_header<W: Write>(
+    w: &mut W,
+    magic: &[u8; 8],
+    version: u32,
+    json: &[u8],
+    name: &str,
+) -> Result<(), RecordError> {
+    // The readers refuse longer metadata: refuse to write it.
+    let json_len = u32::try_from(json.len())
+        .ok()
+        .filter(|&n| n <= crate::MAX_JSON_BYTES)
+        .ok_or_else(|| RecordError::Write {
+            name: name.to_string(),
+            what: "the header".into(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "metadata JSON is {} bytes, more than the limit of {} bytes",
+                    json.len(),
+                    crate::MAX_JSON_BYTES
+                ),
+            ),
+        })?;
+    let mut header = Vec::with_capacity(20 + json.len());
+    header.extend_from_slice(magic);
+    header.extend_from_slice(&version.to_le_bytes());
+    header.extend_from_slice(&json_len.to_le_bytes());
+    header.extend_from_slice(json);
+    header.extend_from_slice(&crc32fast::hash(json).to_le_bytes());
+    w.write_all(&header)
+        .and_then(|()| w.flush())
+        .map_err(|source| RecordError::Write {
+            name: name.to_string(),
+            what: "the header".into(),
+            source,
+        })
 }
