@@ -103,73 +103,6 @@ impl Source for NfrSource {
     }
 }
 
-/// Quick scan of an `.nfr` file that skips record payloads: the trailer (if
-/// the block chain reaches it intact) and the tx of the first and last record.
-/// What [`nfr_prescan`] finds: the trailer and the tx span.
-type Prescan = (Option<Trailer>, Option<(u64, u64)>);
-
-fn nfr_prescan(path: &Path) -> Option<Prescan> {
-    let mut f = File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    let mut hdr = [0u8; 16];
-    f.read_exact(&mut hdr).ok()?;
-    if hdr[0..8] != nflab_record::FILE_MAGIC {
-        return None;
-    }
-    let meta_len = u64::from(u32::from_le_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]));
-    let mut pos = 16 + meta_len + 4;
-    let mut first_tx = None;
-    let mut last_rec_at = None;
-    let mut trailer = None;
-    while pos + 16 <= len {
-        f.seek(SeekFrom::Start(pos)).ok()?;
-        let mut b = [0u8; 16];
-        f.read_exact(&mut b).ok()?;
-        if b[0..4] != nflab_record::BLOCK_MAGIC {
-            break;
-        }
-        let count = u64::from(u32::from_le_bytes([b[8], b[9], b[10], b[11]]));
-        match b[4] {
-            nflab_record::BLOCK_KIND_RECORDS => {
-                let plen = count * nflab_record::RECORD_BYTES as u64;
-                if pos + 16 + plen > len {
-                    break;
-                }
-                if count > 0 {
-                    if first_tx.is_none() {
-                        let mut r = [0u8; 8];
-                        f.seek(SeekFrom::Start(pos + 16 + 8)).ok()?;
-                        f.read_exact(&mut r).ok()?;
-                        first_tx = Some(u64::from_le_bytes(r));
-                    }
-                    last_rec_at = Some(pos + 16 + plen - nflab_record::RECORD_BYTES as u64);
-                }
-                pos += 16 + plen;
-            }
-            nflab_record::BLOCK_KIND_TRAILER => {
-                if count > u64::from(nflab_record::MAX_JSON_BYTES) || pos + 16 + count > len {
-                    break;
-                }
-                let mut j = vec![0u8; count as usize];
-                f.read_exact(&mut j).ok()?;
-                trailer = serde_json::from_slice::<Trailer>(&j).ok();
-                break;
-            }
-            _ => break,
-        }
-    }
-    let span = match (first_tx, last_rec_at) {
-        (Some(a), Some(at)) => {
-            let mut r = [0u8; 8];
-            f.seek(SeekFrom::Start(at + 8)).ok()?;
-            f.read_exact(&mut r).ok()?;
-            Some((a, u64::from_le_bytes(r)))
-        }
-        _ => None,
-    };
-    Some((trailer, span))
-}
-
 // ---------------------------------------------------------------------------
 // CSV
 // ---------------------------------------------------------------------------
@@ -574,8 +507,11 @@ pub fn analyze_file_with(
     let mut opts = opts.clone();
     match format {
         Format::Nfr => {
-            let pre = nfr_prescan(path);
-            let (pre_trailer, span) = pre.unwrap_or((None, None));
+            let nflab_record::Prescan {
+                trailer: pre_trailer,
+                span,
+                ..
+            } = nflab_record::prescan(path).unwrap_or_default();
             if opts.tx_span.is_none() {
                 opts.tx_span = span;
             }

@@ -46,10 +46,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod prescan;
 mod reader;
 pub mod tx_stamps;
 mod writer;
 
+pub use prescan::{prescan, Prescan};
 pub use reader::{read_all, RecordFile, RecordReader, TailState};
 pub use tx_stamps::{
     read_tx_stamps, substitute_tx, TxStampEntry, TxStampWriter, TxStampsMeta, TxSubstitution,

@@ -475,79 +475,6 @@ fn load_run(dir: &Path) -> (Run, bool) {
     (r, true)
 }
 
-/// What the block headers of a record file say, read without its records:
-/// how many records there are, the trailer, and the transmit times of the
-/// first and the last record.
-#[derive(Debug, Default)]
-struct Prescan {
-    records: u64,
-    trailer: Option<nflab_record::Trailer>,
-    span: Option<(u64, u64)>,
-}
-
-/// Walk the block headers (one seek and 16 bytes per block of 4096 records);
-/// stops where a header is not one, as the reader will.
-fn prescan(path: &Path) -> Option<Prescan> {
-    use nflab_record::{BLOCK_KIND_RECORDS, BLOCK_KIND_TRAILER, BLOCK_MAGIC, RECORD_BYTES};
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    let mut hdr = [0u8; 16];
-    f.read_exact(&mut hdr).ok()?;
-    if hdr[0..8] != nflab_record::FILE_MAGIC {
-        return None;
-    }
-    let meta_len = u64::from(u32::from_le_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]));
-    let mut pos = 16 + meta_len + 4;
-    let mut out = Prescan::default();
-    let (mut first, mut last_at) = (None, None);
-    let tx_at = |f: &mut std::fs::File, at: u64| -> Option<u64> {
-        let mut r = [0u8; 8];
-        f.seek(SeekFrom::Start(at + 8)).ok()?;
-        f.read_exact(&mut r).ok()?;
-        Some(u64::from_le_bytes(r))
-    };
-    while pos + 16 <= len {
-        f.seek(SeekFrom::Start(pos)).ok()?;
-        let mut b = [0u8; 16];
-        f.read_exact(&mut b).ok()?;
-        if b[0..4] != BLOCK_MAGIC {
-            break;
-        }
-        let count = u64::from(u32::from_le_bytes([b[8], b[9], b[10], b[11]]));
-        match b[4] {
-            BLOCK_KIND_RECORDS => {
-                let plen = count * RECORD_BYTES as u64;
-                if pos + 16 + plen > len {
-                    break;
-                }
-                if count > 0 {
-                    if first.is_none() {
-                        first = tx_at(&mut f, pos + 16);
-                    }
-                    last_at = Some(pos + 16 + plen - RECORD_BYTES as u64);
-                }
-                out.records += count;
-                pos += 16 + plen;
-            }
-            BLOCK_KIND_TRAILER => {
-                if count > u64::from(nflab_record::MAX_JSON_BYTES) || pos + 16 + count > len {
-                    break;
-                }
-                let mut j = vec![0u8; count as usize];
-                f.read_exact(&mut j).ok()?;
-                out.trailer = serde_json::from_slice(&j).ok();
-                break;
-            }
-            _ => break,
-        }
-    }
-    if let (Some(a), Some(at)) = (first, last_at) {
-        out.span = tx_at(&mut f, at).map(|b| (a, b));
-    }
-    Some(out)
-}
-
 fn load_records(
     path: &Path,
     problems: &mut Vec<String>,
@@ -565,7 +492,7 @@ fn load_records(
             return None;
         }
     };
-    let pre = prescan(path).unwrap_or_default();
+    let pre = nflab_record::prescan(path).unwrap_or_default();
     let exact = pre.records <= *budget;
     // Streamed block by block: into the compact form the figures use (32
     // bytes per packet) while the budget allows, else into `Acc`'s bounded
