@@ -112,11 +112,7 @@ impl<'a> Ctx<'a> {
                     parts.push(&d.lat);
                 }
             }
-            let v = if c.runs.len() == 1 && parts.len() == 1 {
-                parts[0].clone()
-            } else {
-                Lat::pool(&parts)
-            };
+            let v = Lat::pool(&parts);
             if !v.is_empty() {
                 lat.push((ci, c.label.clone(), v, loopback));
             }
