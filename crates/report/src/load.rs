@@ -253,6 +253,25 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The anomaly definitions `(n, t_ns)` of the first run that names any
+/// (`analysis.anomalies` of its parameters).
+fn anomaly_specs<'a>(params: impl Iterator<Item = &'a Value>) -> Vec<(u32, u64)> {
+    params
+        .filter_map(|p| p.pointer("/analysis/anomalies")?.as_array().cloned())
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| crate::stats::parse_anomaly(v.as_str()?))
+        .collect()
+}
+
+impl Experiment {
+    /// The experiment's anomaly definitions `(n, t_ns)`, as the records were reduced with.
+    pub fn anomaly_specs(&self) -> Vec<(u32, u64)> {
+        anomaly_specs(self.runs.iter().map(|r| &r.params))
+    }
+}
+
 /// Does `dir` look like an artifact tree?
 pub fn is_experiment(dir: &Path) -> bool {
     dir.join("spec.toml").is_file() || dir.join("runs").is_dir()
@@ -335,13 +354,7 @@ pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
     }
     // Records last: the streaming pass needs the experiment's anomaly
     // definitions and which run is the first of its configuration.
-    let specs: Vec<(u32, u64)> = runs
-        .iter()
-        .find_map(|(r, _)| r.params.pointer("/analysis/anomalies")?.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| crate::stats::parse_anomaly(v.as_str()?))
-        .collect();
+    let specs = anomaly_specs(runs.iter().map(|(r, _)| &r.params));
     let mut budget = exact_packets;
     let mut has_windows = vec![false; configs.len()];
     for ((r, has_files), d) in runs.iter_mut().zip(&run_dirs) {

@@ -12,14 +12,7 @@ const MAX_MARKS: usize = 3000;
 /// time and its duration, coloured by run configuration.
 pub fn timeline(ctx: &Ctx) -> Option<Figure> {
     let e = ctx.e;
-    let specs: Vec<(u32, u64)> = e
-        .runs
-        .iter()
-        .find_map(|r| r.params.pointer("/analysis/anomalies")?.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| stats::parse_anomaly(v.as_str()?))
-        .collect();
+    let specs = e.anomaly_specs();
     let with_data: Vec<usize> = (0..e.runs.len())
         .filter(|&i| e.runs[i].data.as_ref().is_some_and(|d| d.n > 0))
         .collect();

@@ -2,7 +2,6 @@
 //! marked, and per-window p99/max.
 
 use super::{stack, Ctx, Figure, Table};
-use crate::stats;
 use crate::svg::{self, fmt_ns, num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 860.0;
@@ -40,14 +39,7 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
     let mut panels = Vec::new();
     let mut notes = Vec::new();
     let mut col_ns = 0.0;
-    let thresholds: Vec<(u32, u64)> = e
-        .runs
-        .iter()
-        .find_map(|r| r.params.pointer("/analysis/anomalies")?.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| stats::parse_anomaly(v.as_str()?))
-        .collect();
+    let thresholds = e.anomaly_specs();
     for (k, &ri) in runs.iter().enumerate() {
         let r = &e.runs[ri];
         let Some(d) = r.data.as_ref() else { continue };
