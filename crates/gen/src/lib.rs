@@ -416,6 +416,17 @@ pub enum GenError {
     Trace(#[from] trace::TraceError),
 }
 
+/// A pacer whose next deadline is further away than this sleeps instead of spinning.
+/// A thread that spins without pause under `SCHED_FIFO` uses up the kernel's real-time
+/// budget (`sched_rt_runtime_us`, 950 ms of every second by default) and is then stopped
+/// for the remaining 50 ms, so a paced run at a few kpps lost the CPU for 50 ms every
+/// second. Sleeping through long gaps returns that budget.
+const SLEEP_ABOVE_NS: u64 = 300_000;
+
+/// How long before its deadline a sleeping pacer wakes to spin the rest of the way: the
+/// wake-up latency of a timer on a loaded VM is tens of µs, so 150 µs leaves room.
+const SPIN_BEFORE_NS: u64 = 150_000;
+
 /// The merged schedule of all streams, thinned to one thread's share.
 struct Merged<'a> {
     plan: &'a GenPlan,
@@ -642,7 +653,12 @@ pub fn run_part_stamped(
                     continue;
                 }
             }
-            std::hint::spin_loop();
+            let wait = (t0 + due.t_ns).saturating_sub(now);
+            if wait > SLEEP_ABOVE_NS {
+                std::thread::sleep(std::time::Duration::from_nanos(wait - SPIN_BEFORE_NS));
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
         let in_warmup = if unpaced { now < warmup_end } else { false };
