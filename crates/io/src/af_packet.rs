@@ -329,7 +329,7 @@ impl RxRing {
                     if now >= end {
                         break;
                     }
-                    sys::poll_in(&self.fd, sys::poll_ms(end - now))
+                    sys::poll_in(&self.fd, end - now)
                         .map_err(|e| sys::err_from("poll(AF_PACKET RX)", ifname, e))?;
                     continue;
                 }

@@ -760,7 +760,7 @@ impl PacketIo for AfXdp {
             if now >= end {
                 return Ok(0);
             }
-            sys::poll_in(&self.fd, sys::poll_ms(end - now))
+            sys::poll_in(&self.fd, end - now)
                 .map_err(|e| sys::err_from("poll(AF_XDP RX)", &self.ifname, e))?;
         }
     }

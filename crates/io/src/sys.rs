@@ -121,30 +121,41 @@ pub(crate) fn getsockopt<T: Copy>(
     }
 }
 
-/// `poll(2)` on one descriptor for readability; returns true when readable (or in error,
-/// which the next read reports). Retries on EINTR within the given time.
-pub(crate) fn poll_in(fd: &OwnedFd, timeout_ms: c_int) -> io::Result<bool> {
+/// Wait up to `timeout` for `fd` to become readable; true when it is.
+pub(crate) fn poll_in(fd: &OwnedFd, timeout: std::time::Duration) -> io::Result<bool> {
+    poll_one(fd, libc::POLLIN, timeout).map(|revents| revents != 0)
+}
+
+/// Wait up to `timeout` for one of `events` on `fd` (POLLERR and POLLHUP are always
+/// reported); returns the events that occurred, 0 on timeout or when a signal
+/// interrupted the wait. Uses `ppoll`, whose timeout is in ns: `poll`'s milliseconds,
+/// rounded up, made a data-plane worker waiting for a delayer deadline 50 µs away sleep
+/// for 1 ms.
+pub(crate) fn poll_one(
+    fd: &OwnedFd,
+    events: libc::c_short,
+    timeout: std::time::Duration,
+) -> io::Result<libc::c_short> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
-    // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfd` is one valid pollfd and `ts` a valid timespec for the duration of the
+    // call; a null signal mask leaves the thread's mask alone.
+    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
+            return Ok(0);
         }
         return Err(e);
     }
-    Ok(rc > 0)
-}
-
-/// Milliseconds for poll(): rounded up so a short non-zero wait does not become a busy spin.
-pub(crate) fn poll_ms(d: std::time::Duration) -> c_int {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    ms.min(c_int::MAX as u128) as c_int
+    Ok(if rc > 0 { pfd.revents } else { 0 })
 }
 
 /// A shared memory mapping of a socket's ring, unmapped on drop.

@@ -667,21 +667,9 @@ pub(crate) fn wait_errqueue(
     target: &str,
     timeout: std::time::Duration,
 ) -> Result<bool, IoError> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, sys::poll_ms(timeout)) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(sys::err_from("poll(MSG_ERRQUEUE)", target, e));
-    }
-    Ok(rc > 0 && pfd.revents & libc::POLLERR != 0)
+    let revents = sys::poll_one(fd, 0, timeout)
+        .map_err(|e| sys::err_from("poll(MSG_ERRQUEUE)", target, e))?;
+    Ok(revents & libc::POLLERR != 0)
 }
 
 #[cfg(test)]

@@ -323,7 +323,7 @@ impl PacketIo for UdpIo {
                         if now >= end {
                             break;
                         }
-                        sys::poll_in(&self.fd, sys::poll_ms(end - now))
+                        sys::poll_in(&self.fd, end - now)
                             .map_err(|e| sys::err_from("poll(UDP)", &self.local.to_string(), e))?;
                         continue;
                     }
