@@ -406,12 +406,16 @@ impl Worker {
             };
             let room = self.chain.input().room().min(batch);
             let (stats, chain) = (&mut self.stats, &mut self.chain);
+            // After a blocking wait `now` is from before it: a frame that woke the worker
+            // is stamped when the batch is read (once per batch), or a delayer would
+            // release it early by the time spent waiting.
+            let mut rx_ns = timeout.is_zero().then_some(now);
             let n = self
                 .input
                 .io
                 .rx_batch(room.max(1), timeout, &mut |frame, _meta| {
                     let mut p = Packet::from_slice(frame);
-                    p.rx_ns = now;
+                    p.rx_ns = *rx_ns.get_or_insert_with(nflab_io::clock::monotonic_ns);
                     stats.rx_truncated += (frame.len() > p.len()) as u64;
                     if !chain.input().transmit(p) {
                         stats.rx_link_full += 1;
@@ -537,7 +541,9 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::App;
     use crate::l2fwd::L2Fwd;
+    use crate::link::Link;
     use nflab_io::MemIo;
     use nflab_wire::MacAddr;
     use std::sync::Arc;
@@ -633,6 +639,64 @@ mod tests {
             let json = serde_json::to_value(&s).unwrap();
             assert_eq!(json["links"][1]["tx_packets"], 1000);
         }
+    }
+
+    /// Passes packets on and keeps each one's receive stamp.
+    struct StampLog(Arc<std::sync::Mutex<Vec<u64>>>);
+
+    impl App for StampLog {
+        fn name(&self) -> &'static str {
+            "stamp-log"
+        }
+        fn push(&mut self, input: &mut Link, out: &mut crate::app::Output<'_>, _now: u64) {
+            while let Some(p) = input.receive() {
+                self.0.lock().unwrap().push(p.rx_ns);
+                out.fwd.transmit(p);
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_that_ends_a_blocking_wait_is_stamped_after_it_was_sent() {
+        // The worker blocks in receive; the frame comes while it waits. A stamp taken
+        // before the wait (what the loop's `now` is) would precede the send, and a
+        // delayer would release the packet early by the time the worker waited.
+        let (mut gen, a) = MemIo::pair(16);
+        let (b, _sink) = MemIo::pair(16);
+        let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = StampLog(Arc::clone(&stamps));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let h = std::thread::spawn(move || {
+            let cfg = WorkerConfig {
+                batch: 1,
+                rx_mode: RxMode::Blocking,
+                ..WorkerConfig::default()
+            };
+            let port = |name: &str, io: MemIo| Port {
+                ifname: name.into(),
+                io: Box::new(io),
+            };
+            let chain = Chain::new(vec![Box::new(log)], cfg.link_capacity);
+            let mut w = Worker::new(cfg, chain, port("a", a), port("b", b));
+            w.run(&stop2).unwrap();
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let sent_ns = nflab_io::clock::monotonic_ns();
+        gen.tx_batch(1, &mut |_, buf| {
+            buf[..60].copy_from_slice(&frame(0));
+            60
+        })
+        .unwrap();
+        let t0 = std::time::Instant::now();
+        while stamps.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        let got = stamps.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        assert!(got[0] >= sent_ns, "stamped {} ns before it was sent", sent_ns - got[0]);
     }
 
     #[test]
