@@ -84,11 +84,11 @@ spec lat-b1-blocking 'kind = "nflab"
 pipeline = ["l2fwd"]
 batch = 1
 rx_mode = "blocking"' "$T10"
-# 3. Delayer accuracy (seed 004: 5 ms / 0.1 ms uniform), base = lat-b1-blocking.
+# 3. Delayer accuracy (seed 004: 5 ms / 0.1 ms uniform), base = lat-b1-busy.
 spec delayer-5ms 'kind = "nflab"
 pipeline = ["l2fwd", "delayer"]
 batch = 32
-rx_mode = "blocking"
+rx_mode = "busy-poll"
 [dut.delayer]
 delay_us = 5000
 jitter_us = 100' "$T10

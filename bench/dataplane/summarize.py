@@ -73,12 +73,12 @@ if "lat-b1-busy" in runs and "lat-b32-drain100" in runs:
 
 if "delayer-5ms" in runs:
     print("\n## delayer accuracy (5 ms mean, 0.1 ms stdev, uniform)")
-    base = med("lat-b1-blocking", lat("mean"))
+    base = med("lat-b1-busy", lat("mean"))
     m = med("delayer-5ms", lat("mean")) - base
     sd = med("delayer-5ms", lambda s, d: s["latency_ns"]["stdev"] / 1e3)
     print(f"delay: {m:.1f} µs (error {abs(m - 5000) / 5000 * 100:.3f} %, base {base:.1f} µs subtracted)")
     print(f"jitter: {sd:.1f} µs (error {abs(sd - 100) / 100 * 100:.2f} %)")
-    p50 = med("delayer-5ms", lat("p50")) - med("lat-b1-blocking", lat("p50"))
+    p50 = med("delayer-5ms", lat("p50")) - med("lat-b1-busy", lat("p50"))
     print(f"median delay: {p50:.1f} µs (error {abs(p50 - 5000) / 5000 * 100:.3f} %, base p50 subtracted)")
     late = med("delayer-5ms", lambda s, d: next(a["detail"]["lateness_ns_sum"] / max(1, a["detail"]["released"])
                                                for a in d["apps"] if a["name"] == "delayer") / 1e3)
