@@ -292,6 +292,10 @@ impl App for Delayer {
         self.heap.len()
     }
 
+    fn needs_clock(&self) -> bool {
+        true
+    }
+
     fn next_deadline_ns(&self) -> Option<u64> {
         self.heap.peek().map(|Reverse(e)| e.due_ns)
     }

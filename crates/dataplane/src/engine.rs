@@ -388,11 +388,23 @@ impl Worker {
 
     fn run_loop(&mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let batch = self.cfg.batch;
-        let mut last_drain = nflab_io::clock::monotonic_ns();
+        // Time matters to timed apps, the drain timer and the waiting receive modes;
+        // a busy-polling l2fwd or router chain runs without reading the clock.
+        let clocked = self.chain.needs_clock()
+            || self.cfg.drain_ns > 0
+            || self.cfg.rx_mode != RxMode::BusyPoll;
+        let clock = || {
+            if clocked {
+                nflab_io::clock::monotonic_ns()
+            } else {
+                0
+            }
+        };
+        let mut last_drain = clock();
         let mut last_busy = last_drain;
         while !stop.load(Ordering::Relaxed) {
             let c0 = tsc::rdtsc();
-            let now = nflab_io::clock::monotonic_ns();
+            let now = clock();
             self.stats.iterations += 1;
 
             // 1. Receive.
@@ -415,18 +427,14 @@ impl Worker {
                 .io
                 .rx_batch(room.max(1), timeout, &mut |frame, _meta| {
                     let mut p = Packet::from_slice(frame);
-                    p.rx_ns = *rx_ns.get_or_insert_with(nflab_io::clock::monotonic_ns);
+                    p.rx_ns = *rx_ns.get_or_insert_with(clock);
                     stats.rx_truncated += (frame.len() > p.len()) as u64;
                     if !chain.input().transmit(p) {
                         stats.rx_link_full += 1;
                     }
                 })
                 .map_err(|e| classify(&self.input.ifname, e))?;
-            let now = if timeout.is_zero() {
-                now
-            } else {
-                nflab_io::clock::monotonic_ns()
-            };
+            let now = if timeout.is_zero() { now } else { clock() };
             if n > 0 {
                 self.stats.busy_polls += 1;
                 self.hist[n.min(batch)] += 1;

@@ -253,6 +253,10 @@ impl App for Reorder {
         "reorder"
     }
 
+    fn needs_clock(&self) -> bool {
+        true
+    }
+
     fn push(&mut self, input: &mut Link, out: &mut Output<'_>, now_ns: u64) {
         self.expire(out, now_ns);
         for _ in 0..input.nreadable() {

@@ -313,6 +313,12 @@ impl Router {
         if self.slow.is_empty() {
             return;
         }
+        // The fast path needs no clock, so a chain of routers may run without one.
+        let now_ns = if now_ns == 0 {
+            nflab_io::clock::monotonic_ns()
+        } else {
+            now_ns
+        };
         let dt = now_ns.saturating_sub(self.last_refill_ns) as f64 / 1e9;
         self.tokens = (self.tokens + dt * self.icmp_rate).min(self.icmp_burst);
         self.last_refill_ns = now_ns;

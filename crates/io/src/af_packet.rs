@@ -324,12 +324,10 @@ impl RxRing {
                     if n > 0 {
                         break;
                     }
-                    let now = Instant::now();
-                    let end = *deadline.get_or_insert(now + timeout);
-                    if now >= end {
+                    let Some(left) = sys::wait_left(&mut deadline, timeout) else {
                         break;
-                    }
-                    sys::poll_in(&self.fd, end - now)
+                    };
+                    sys::poll_in(&self.fd, left)
                         .map_err(|e| sys::err_from("poll(AF_PACKET RX)", ifname, e))?;
                     continue;
                 }

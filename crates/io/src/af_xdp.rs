@@ -176,6 +176,9 @@ pub struct AfXdpConfig {
     pub zero_copy: ZeroCopy,
     /// Which received frames the XDP program hands to the socket. Default All.
     pub steer: Steer,
+    /// Stamp each received batch with `CLOCK_REALTIME` (one clock read per batch).
+    /// Default true; a data plane that keeps its own clock turns it off.
+    pub rx_timestamps: bool,
 }
 
 /// Which frames arriving on the socket's queue go to the socket (the rest
@@ -204,6 +207,7 @@ impl Default for AfXdpConfig {
             ring_size: 2048,
             zero_copy: ZeroCopy::Auto,
             steer: Steer::All,
+            rx_timestamps: true,
         }
     }
 }
@@ -318,6 +322,7 @@ pub struct AfXdp {
     ifname: String,
     mtu: usize,
     zero_copy: bool,
+    rx_timestamps: bool,
     tx_packets: u64,
     rx_packets: u64,
     tx_ring_full: u64,
@@ -541,6 +546,7 @@ impl AfXdp {
             ifname: ifname.to_string(),
             mtu,
             zero_copy,
+            rx_timestamps: cfg.rx_timestamps,
             tx_packets: 0,
             rx_packets: 0,
             tx_ring_full: 0,
@@ -716,7 +722,11 @@ impl PacketIo for AfXdp {
             if avail > 0 {
                 let n = (avail as usize).min(max) as u32;
                 // One clock read per batch: the frames arrived before it.
-                let ts = clock::realtime_ns();
+                let (ts_ns, ts_source) = if self.rx_timestamps {
+                    (Some(clock::realtime_ns()), TsSource::Application)
+                } else {
+                    (None, TsSource::None)
+                };
                 for i in 0..n {
                     let d = self.rx.as_ref().map(|r| r.get(i)).unwrap_or(XdpDesc {
                         addr: 0,
@@ -737,8 +747,8 @@ impl PacketIo for AfXdp {
                     sink(
                         data,
                         RxMeta {
-                            ts_ns: Some(ts),
-                            ts_source: TsSource::Application,
+                            ts_ns,
+                            ts_source,
                             wire_len: len,
                         },
                     );
@@ -755,12 +765,10 @@ impl PacketIo for AfXdp {
                 self.rx_packets += n as u64;
                 return Ok(n as usize);
             }
-            let now = Instant::now();
-            let end = *deadline.get_or_insert(now + timeout);
-            if now >= end {
+            let Some(left) = sys::wait_left(&mut deadline, timeout) else {
                 return Ok(0);
-            }
-            sys::poll_in(&self.fd, end - now)
+            };
+            sys::poll_in(&self.fd, left)
                 .map_err(|e| sys::err_from("poll(AF_XDP RX)", &self.ifname, e))?;
         }
     }

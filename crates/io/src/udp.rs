@@ -318,12 +318,10 @@ impl PacketIo for UdpIo {
                         if n > 0 {
                             break;
                         }
-                        let now = Instant::now();
-                        let end = *deadline.get_or_insert(now + timeout);
-                        if now >= end {
+                        let Some(left) = sys::wait_left(&mut deadline, timeout) else {
                             break;
-                        }
-                        sys::poll_in(&self.fd, end - now)
+                        };
+                        sys::poll_in(&self.fd, left)
                             .map_err(|e| sys::err_from("poll(UDP)", &self.local.to_string(), e))?;
                         continue;
                     }

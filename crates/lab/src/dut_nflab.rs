@@ -77,6 +77,8 @@ pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Resu
             let cfg = nflab_io::AfXdpConfig {
                 rx,
                 tx: true,
+                // The worker stamps packets itself, with its own clock, when it needs to.
+                rx_timestamps: false,
                 ..nflab_io::AfXdpConfig::default()
             };
             Ok(port(Box::new(nflab_io::AfXdp::open(ifname, &cfg)?)))

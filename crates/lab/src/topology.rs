@@ -204,9 +204,9 @@ impl Topology {
     /// Let the generator interface's veth peer take XDP frames, for the
     /// `xdp_live` backend: a veth receives `ndo_xdp_xmit` frames only while it
     /// has an XDP program, so an `XDP_PASS` one goes on; it goes with the
-    /// namespace. (GRO alone also enables the receive ring, but then the ring
-    /// is drained only when other traffic wakes it.) Real hosts' NICs take
-    /// them natively.
+    /// namespace, unless the DuT attached its own (AF_XDP ports). (GRO alone also
+    /// enables the receive ring, but then the ring is drained only when other
+    /// traffic wakes it.) Real hosts' NICs take them natively.
     pub fn accept_xdp_frames_at_gen_peer(&self) -> Result<(), LabError> {
         if self.remote.is_some() {
             return Ok(());
@@ -215,14 +215,15 @@ impl Topology {
             Some(dut) => (dut.as_str(), "dut0"),
             None => (self.lg_ns.as_str(), "lg1"),
         };
-        crate::netns::NetnsGuard::run(ns, || nflab_io::probe_caps::attach_xdp_pass(peer))?.map_err(
-            |e| {
-                LabError::Topology(format!(
-                    "traffic.backend = \"xdp_live\" needs an XDP program on {peer} to receive \
-                     XDP frames: {e}"
-                ))
-            },
-        )
+        match crate::netns::NetnsGuard::run(ns, || nflab_io::probe_caps::attach_xdp_pass(peer))? {
+            // The DuT's own program (an AF_XDP data plane's redirect) is there already,
+            // and any program makes the veth take XDP frames.
+            Ok(()) | Err(nflab_io::IoError::XdpBusy { .. }) => Ok(()),
+            Err(e) => Err(LabError::Topology(format!(
+                "traffic.backend = \"xdp_live\" needs an XDP program on {peer} to receive \
+                 XDP frames: {e}"
+            ))),
+        }
     }
 
     /// Namespaces of this topology.
