@@ -704,7 +704,11 @@ mod tests {
         h.join().unwrap();
         let got = stamps.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
-        assert!(got[0] >= sent_ns, "stamped {} ns before it was sent", sent_ns - got[0]);
+        assert!(
+            got[0] >= sent_ns,
+            "stamped {} ns before it was sent",
+            sent_ns - got[0]
+        );
     }
 
     #[test]

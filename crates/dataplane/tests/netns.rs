@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nflab_dataplane::sock::RawSocket;
+use nflab_dataplane::sock::{RawSocket, SplitPort};
 use nflab_dataplane::{Chain, L2Fwd, Port, Worker, WorkerConfig, WorkerError};
-use nflab_io::PacketIo;
+use nflab_io::{AfPacket, AfPacketConfig, PacketIo, RxRingKind};
 use nflab_wire::MacAddr;
 
 /// A namespace `nflabtest-dp-<pid>-<tag>` with veth pairs a0–b0 and a1–b1,
@@ -69,15 +69,37 @@ impl Drop for Ns {
     }
 }
 
+/// The input port: a raw socket both ways, or (`split`) the lab's AF_PACKET port,
+/// which receives through a `TPACKET_V2` ring and sends with the raw socket.
+fn input_port(split: bool) -> Box<dyn PacketIo> {
+    if !split {
+        return Box::new(RawSocket::open("b0", true, 32).unwrap());
+    }
+    let ring = AfPacket::open(
+        "b0",
+        &AfPacketConfig {
+            tx: false,
+            rx_ring: RxRingKind::Frames,
+            rx_block_bytes: 1 << 16,
+            kernel_timestamps: false,
+            ..AfPacketConfig::default()
+        },
+    )
+    .unwrap();
+    let raw = RawSocket::open("b0", false, 32).unwrap();
+    Box::new(SplitPort::new(Box::new(ring), Box::new(raw)))
+}
+
 fn worker(
     ns: &Ns,
     stop: Arc<AtomicBool>,
+    split: bool,
 ) -> std::thread::JoinHandle<(Result<(), WorkerError>, nflab_dataplane::WorkerStats)> {
     let name = ns.0.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     let h = std::thread::spawn(move || {
         enter(&name);
-        let input = RawSocket::open("b0", true, 32).unwrap();
+        let input = input_port(split);
         let output = RawSocket::open("b1", false, 32).unwrap();
         let chain = Chain::new(
             vec![Box::new(L2Fwd::new(
@@ -91,7 +113,7 @@ fn worker(
             chain,
             Port {
                 ifname: "b0".into(),
-                io: Box::new(input),
+                io: input,
             },
             Port {
                 ifname: "b1".into(),
@@ -117,10 +139,21 @@ fn frame(i: u32) -> Vec<u8> {
 
 #[test]
 fn forwards_on_veth_and_survives_a_vanished_interface_with_counters() {
-    let Some(ns) = Ns::new("fwd") else { return };
+    forwards_and_survives_a_vanished_interface(false);
+}
+
+#[test]
+fn the_frame_ring_port_forwards_and_notices_a_vanished_interface() {
+    forwards_and_survives_a_vanished_interface(true);
+}
+
+fn forwards_and_survives_a_vanished_interface(split: bool) {
+    let Some(ns) = Ns::new(if split { "fwdring" } else { "fwd" }) else {
+        return;
+    };
     ns.enter();
     let stop = Arc::new(AtomicBool::new(false));
-    let h = worker(&ns, Arc::clone(&stop));
+    let h = worker(&ns, Arc::clone(&stop), split);
     let mut gen = RawSocket::open("a0", false, 32).unwrap();
     let mut sink = RawSocket::open("a1", true, 64).unwrap();
     let n = 500u32;

@@ -78,6 +78,8 @@ pub struct AfPacketConfig {
     pub tx: bool,
     /// Send straight to the driver, skipping the qdisc (`PACKET_QDISC_BYPASS`). Default true.
     pub qdisc_bypass: bool,
+    /// How the RX ring hands frames over. Default [`RxRingKind::Blocks`].
+    pub rx_ring: RxRingKind,
     /// Size of one RX block in bytes, a multiple of the page size. Default 1 MiB.
     pub rx_block_bytes: usize,
     /// Number of RX blocks. Default 64.
@@ -106,6 +108,7 @@ impl Default for AfPacketConfig {
             rx: true,
             tx: true,
             qdisc_bypass: true,
+            rx_ring: RxRingKind::Blocks,
             rx_block_bytes: 1 << 20,
             rx_blocks: 64,
             rx_block_timeout_ms: 1,
@@ -116,6 +119,21 @@ impl Default for AfPacketConfig {
             hardware_timestamps: false,
         }
     }
+}
+
+/// How the kernel hands received frames to user space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxRingKind {
+    /// `TPACKET_V3`: variable-size frames packed into blocks; a block is handed over
+    /// when full or when its retire timer (`rx_block_timeout_ms`) fires. Dense and
+    /// cheap per frame, right for a recorder, whose stamps the kernel takes anyway.
+    #[default]
+    Blocks,
+    /// `TPACKET_V2`: one fixed 2 KiB slot per frame, readable as soon as the kernel
+    /// wrote it, with no timer between arrival and user space: right for a device
+    /// under test, whose forwarding latency would otherwise include the block timer
+    /// (what DPDK's af_packet PMD uses too). `rx_block_bytes * rx_blocks` is the ring.
+    Frames,
 }
 
 /// Raw Ethernet frames on one interface through AF_PACKET rings (see the module docs).
@@ -138,10 +156,14 @@ struct RxRing {
     // Field order matters for Drop: unmap before the socket closes.
     map: Mmap,
     fd: OwnedFd,
+    kind: RxRingKind,
     block_bytes: usize,
     blocks: usize,
+    /// Frame slots per block and in all ([`RxRingKind::Frames`] only).
+    frames_per_block: usize,
+    frames: usize,
     timestamps: bool,
-    /// Block the next frame comes from.
+    /// Block (or, for frame rings, slot) the next frame comes from.
     cur: usize,
     /// Frames of `cur` not yet delivered; meaningful while `open` is true.
     left: u32,
@@ -151,7 +173,14 @@ struct RxRing {
     open: bool,
     /// Scratch for frames whose VLAN tag is re-inserted; grows to the largest such frame.
     vlan_buf: Vec<u8>,
+    /// Empty polls since the last [`RxRing::check_alive`].
+    empty_polls: u32,
 }
+
+/// Empty ring polls between two checks that the interface still exists. Reading the
+/// ring takes no syscall, so a vanished interface would otherwise go unnoticed by a
+/// busy-polling reader; one `ppoll` every 4096 empty polls costs nothing measurable.
+const LIVENESS_EVERY: u32 = 4096;
 
 struct TxRing {
     map: Mmap,
@@ -196,6 +225,70 @@ fn round_up(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
 
+/// What a ring slot's header says about one received frame (the fields
+/// `tpacket2_hdr` and `tpacket3_hdr` share).
+struct FrameHdr {
+    status: u32,
+    len: u32,
+    sec: u32,
+    nsec: u32,
+    vlan_tci: u16,
+    vlan_tpid: u16,
+}
+
+/// Hand one received frame to `sink` with its kernel stamp, the 802.1Q tag put back
+/// where it was on the wire (through `vlan_buf`).
+fn deliver(
+    data: &[u8],
+    h: &FrameHdr,
+    timestamps: bool,
+    vlan_buf: &mut Vec<u8>,
+    sink: &mut dyn FnMut(&[u8], RxMeta),
+) {
+    let (ts_ns, ts_source) = if timestamps {
+        let ts = h.sec as u64 * 1_000_000_000 + h.nsec as u64;
+        // Without either flag the kernel read CLOCK_REALTIME itself in
+        // tpacket_rcv: still a kernel software stamp, only taken a little later.
+        let src = if h.status & libc::TP_STATUS_TS_RAW_HARDWARE != 0 {
+            TsSource::Hardware
+        } else {
+            TsSource::KernelSoftware
+        };
+        (Some(ts), src)
+    } else {
+        (None, TsSource::None)
+    };
+    let meta = RxMeta {
+        ts_ns,
+        ts_source,
+        wire_len: h.len as usize,
+    };
+    if h.status & libc::TP_STATUS_VLAN_VALID != 0 && data.len() >= 2 * 6 {
+        // The stack moved the 802.1Q tag into metadata (skb_vlan_untag) before
+        // the packet socket saw the frame; put it back where it was on the
+        // wire, as libpcap does, so tagged traffic reads as sent.
+        let tpid = if h.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && h.vlan_tpid != 0 {
+            h.vlan_tpid
+        } else {
+            ETH_P_8021Q
+        };
+        vlan_buf.clear();
+        vlan_buf.extend_from_slice(&data[..12]);
+        vlan_buf.extend_from_slice(&tpid.to_be_bytes());
+        vlan_buf.extend_from_slice(&h.vlan_tci.to_be_bytes());
+        vlan_buf.extend_from_slice(&data[12..]);
+        sink(
+            vlan_buf,
+            RxMeta {
+                wire_len: meta.wire_len + VLAN_HLEN,
+                ..meta
+            },
+        );
+    } else {
+        sink(data, meta);
+    }
+}
+
 impl RxRing {
     fn open(
         ifname: &str,
@@ -225,8 +318,12 @@ impl RxRing {
             ));
         }
         let fd = open_socket(ifname)?;
-        sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, sys::TPACKET_V3)
-            .map_err(|e| sys::err_from("setsockopt(PACKET_VERSION, TPACKET_V3)", ifname, e))?;
+        let (version, vname) = match cfg.rx_ring {
+            RxRingKind::Blocks => (sys::TPACKET_V3, "setsockopt(PACKET_VERSION, TPACKET_V3)"),
+            RxRingKind::Frames => (sys::TPACKET_V2, "setsockopt(PACKET_VERSION, TPACKET_V2)"),
+        };
+        sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, version)
+            .map_err(|e| sys::err_from(vname, ifname, e))?;
         if cfg.kernel_timestamps {
             // Switches on net timestamping (the `netstamp_needed` key), so skb->tstamp is
             // taken at receive and the ring reports it with TP_STATUS_TS_SOFTWARE.
@@ -247,16 +344,36 @@ impl RxRing {
                 as libc::c_int;
             let _ = sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_TIMESTAMP, ring_flags);
         }
-        let req = libc::tpacket_req3 {
-            tp_block_size: cfg.rx_block_bytes as u32,
-            tp_block_nr: cfg.rx_blocks as u32,
-            tp_frame_size: RX_FRAME_BYTES as u32,
-            tp_frame_nr: (cfg.rx_block_bytes / RX_FRAME_BYTES * cfg.rx_blocks) as u32,
-            tp_retire_blk_tov: cfg.rx_block_timeout_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
+        let frames_per_block = cfg.rx_block_bytes / RX_FRAME_BYTES;
+        let frames = frames_per_block * cfg.rx_blocks;
+        let requested = match cfg.rx_ring {
+            RxRingKind::Blocks => sys::setsockopt(
+                &fd,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &libc::tpacket_req3 {
+                    tp_block_size: cfg.rx_block_bytes as u32,
+                    tp_block_nr: cfg.rx_blocks as u32,
+                    tp_frame_size: RX_FRAME_BYTES as u32,
+                    tp_frame_nr: frames as u32,
+                    tp_retire_blk_tov: cfg.rx_block_timeout_ms,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                },
+            ),
+            RxRingKind::Frames => sys::setsockopt(
+                &fd,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &libc::tpacket_req {
+                    tp_block_size: cfg.rx_block_bytes as u32,
+                    tp_block_nr: cfg.rx_blocks as u32,
+                    tp_frame_size: RX_FRAME_BYTES as u32,
+                    tp_frame_nr: frames as u32,
+                },
+            ),
         };
-        sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(|e| {
+        requested.map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOMEM) {
                 cfg_err(
                     "rx_blocks",
@@ -280,14 +397,18 @@ impl RxRing {
         Ok(RxRing {
             map,
             fd,
+            kind: cfg.rx_ring,
             block_bytes: cfg.rx_block_bytes,
             blocks: cfg.rx_blocks,
+            frames_per_block,
+            frames,
             timestamps: cfg.kernel_timestamps,
             cur: 0,
             left: 0,
             next_off: 0,
             open: false,
             vlan_buf: Vec::new(),
+            empty_polls: 0,
         })
     }
 
@@ -315,20 +436,125 @@ impl RxRing {
         sink: &mut dyn FnMut(&[u8], RxMeta),
         ifname: &str,
     ) -> Result<usize, IoError> {
+        match self.kind {
+            RxRingKind::Blocks => self.rx_blocks(max, timeout, sink, ifname),
+            RxRingKind::Frames => self.rx_frames(max, timeout, sink, ifname),
+        }
+    }
+
+    /// Nothing to read: every [`LIVENESS_EVERY`] empty polls, and whenever a wait would
+    /// follow, fail if the kernel flagged the socket (it sets `ENETDOWN` when the
+    /// interface goes down or away); otherwise wait out what is left of `timeout`.
+    /// Returns false when the wait is over.
+    fn wait_or_fail(
+        &mut self,
+        deadline: &mut Option<Instant>,
+        timeout: Duration,
+        ifname: &str,
+    ) -> Result<bool, IoError> {
+        let left = sys::wait_left(deadline, timeout);
+        self.empty_polls += 1;
+        if left.is_none() && self.empty_polls < LIVENESS_EVERY {
+            return Ok(false);
+        }
+        self.empty_polls = 0;
+        let revents = sys::poll_one(&self.fd, libc::POLLIN, left.unwrap_or_default())
+            .map_err(|e| sys::err_from("poll(AF_PACKET RX)", ifname, e))?;
+        if revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+            let err = sys::take_socket_error(&self.fd);
+            return Err(match err {
+                Some(libc::ENETDOWN) | Some(libc::ENODEV) | Some(libc::ENXIO) | None => {
+                    IoError::InterfaceDown {
+                        ifname: ifname.to_string(),
+                    }
+                }
+                Some(code) => sys::err_from(
+                    "AF_PACKET RX",
+                    ifname,
+                    std::io::Error::from_raw_os_error(code),
+                ),
+            });
+        }
+        Ok(left.is_some())
+    }
+
+    /// Start of frame slot `i` of a [`RxRingKind::Frames`] ring.
+    fn slot_ptr(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.frames);
+        let off = (i / self.frames_per_block) * self.block_bytes
+            + (i % self.frames_per_block) * RX_FRAME_BYTES;
+        // SAFETY: i < frames, so the slot lies inside the blocks * block_bytes mapping.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    /// `tp_status` of frame slot `i`, the first u32 of its `tpacket2_hdr`.
+    fn slot_status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: slots are TPACKET_ALIGNMENT aligned inside the mapping `&self` keeps
+        // alive; the kernel accesses the status word as described in the module docs.
+        unsafe { AtomicU32::from_ptr(self.slot_ptr(i) as *mut u32) }
+    }
+
+    /// [`RxRingKind::Frames`]: take slots in order while the kernel has marked them ours.
+    fn rx_frames(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&[u8], RxMeta),
+        ifname: &str,
+    ) -> Result<usize, IoError> {
+        let mut n = 0;
+        let mut deadline: Option<Instant> = None;
+        while n < max {
+            if self.slot_status(self.cur).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                if n > 0 || !self.wait_or_fail(&mut deadline, timeout, ifname)? {
+                    break;
+                }
+                continue;
+            }
+            let slot = self.slot_ptr(self.cur);
+            // SAFETY: the slot is ours (TP_STATUS_USER, loaded with Acquire above), so its
+            // header is fully written and the kernel leaves it alone until we hand it back.
+            let h = unsafe { std::ptr::read_unaligned(slot as *const libc::tpacket2_hdr) };
+            let start = (h.tp_mac as usize).min(RX_FRAME_BYTES);
+            let snap = (h.tp_snaplen as usize).min(RX_FRAME_BYTES - start);
+            // SAFETY: [start, start + snap) lies inside the slot (clamped above), which
+            // stays ours until the status store below, after the sink returned.
+            let data = unsafe { std::slice::from_raw_parts(slot.add(start), snap) };
+            let hdr = FrameHdr {
+                status: h.tp_status,
+                len: h.tp_len,
+                sec: h.tp_sec,
+                nsec: h.tp_nsec,
+                vlan_tci: h.tp_vlan_tci,
+                vlan_tpid: h.tp_vlan_tpid,
+            };
+            deliver(data, &hdr, self.timestamps, &mut self.vlan_buf, sink);
+            // Release: our reads of the slot finish before the kernel may refill it.
+            self.slot_status(self.cur)
+                .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.cur = (self.cur + 1) % self.frames;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// [`RxRingKind::Blocks`]: frames of the current block, then the next blocks.
+    fn rx_blocks(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+        sink: &mut dyn FnMut(&[u8], RxMeta),
+        ifname: &str,
+    ) -> Result<usize, IoError> {
         let mut n = 0;
         let mut deadline: Option<Instant> = None;
         while n < max {
             if !self.open {
                 let st = self.block_status(self.cur).load(Ordering::Acquire);
                 if st & libc::TP_STATUS_USER == 0 {
-                    if n > 0 {
+                    if n > 0 || !self.wait_or_fail(&mut deadline, timeout, ifname)? {
                         break;
                     }
-                    let Some(left) = sys::wait_left(&mut deadline, timeout) else {
-                        break;
-                    };
-                    sys::poll_in(&self.fd, left)
-                        .map_err(|e| sys::err_from("poll(AF_PACKET RX)", ifname, e))?;
                     continue;
                 }
                 let bd = self.block_ptr(self.cur) as *const libc::tpacket_block_desc;
@@ -362,51 +588,15 @@ impl RxRing {
                 let data = unsafe {
                     std::slice::from_raw_parts(self.block_ptr(self.cur).add(start), snap)
                 };
-                let (ts_ns, ts_source) = if self.timestamps {
-                    let ts = h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64;
-                    // Without either flag the kernel read CLOCK_REALTIME itself in
-                    // tpacket_rcv: still a kernel software stamp, only taken a little later.
-                    let src = if h.tp_status & libc::TP_STATUS_TS_RAW_HARDWARE != 0 {
-                        TsSource::Hardware
-                    } else {
-                        TsSource::KernelSoftware
-                    };
-                    (Some(ts), src)
-                } else {
-                    (None, TsSource::None)
+                let hdr = FrameHdr {
+                    status: h.tp_status,
+                    len: h.tp_len,
+                    sec: h.tp_sec,
+                    nsec: h.tp_nsec,
+                    vlan_tci: h.hv1.tp_vlan_tci as u16,
+                    vlan_tpid: h.hv1.tp_vlan_tpid,
                 };
-                let meta = RxMeta {
-                    ts_ns,
-                    ts_source,
-                    wire_len: h.tp_len as usize,
-                };
-                if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 && data.len() >= 2 * 6 {
-                    // The stack moved the 802.1Q tag into metadata (skb_vlan_untag) before
-                    // the packet socket saw the frame; put it back where it was on the
-                    // wire, as libpcap does, so tagged traffic reads as sent.
-                    let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0
-                        && h.hv1.tp_vlan_tpid != 0
-                    {
-                        h.hv1.tp_vlan_tpid
-                    } else {
-                        ETH_P_8021Q
-                    };
-                    self.vlan_buf.clear();
-                    self.vlan_buf.extend_from_slice(&data[..12]);
-                    self.vlan_buf.extend_from_slice(&tpid.to_be_bytes());
-                    self.vlan_buf
-                        .extend_from_slice(&(h.hv1.tp_vlan_tci as u16).to_be_bytes());
-                    self.vlan_buf.extend_from_slice(&data[12..]);
-                    sink(
-                        &self.vlan_buf,
-                        RxMeta {
-                            wire_len: meta.wire_len + VLAN_HLEN,
-                            ..meta
-                        },
-                    );
-                } else {
-                    sink(data, meta);
-                }
+                deliver(data, &hdr, self.timestamps, &mut self.vlan_buf, sink);
                 n += 1;
                 self.left -= 1;
                 self.next_off = off + h.tp_next_offset as usize;
@@ -423,15 +613,26 @@ impl RxRing {
     }
 
     fn drops(&self) -> u64 {
-        let mut st = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
+        let read = match self.kind {
+            RxRingKind::Blocks => {
+                let mut st = libc::tpacket_stats_v3 {
+                    tp_packets: 0,
+                    tp_drops: 0,
+                    tp_freeze_q_cnt: 0,
+                };
+                sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)
+                    .map(|()| st.tp_drops)
+            }
+            RxRingKind::Frames => {
+                let mut st = libc::tpacket_stats {
+                    tp_packets: 0,
+                    tp_drops: 0,
+                };
+                sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)
+                    .map(|()| st.tp_drops)
+            }
         };
-        match sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st) {
-            Ok(()) => st.tp_drops as u64,
-            Err(_) => 0,
-        }
+        read.map_or(0, u64::from)
     }
 }
 

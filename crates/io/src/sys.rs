@@ -137,6 +137,15 @@ pub(crate) fn wait_left(
     (now < end).then(|| end - now)
 }
 
+/// The socket's pending error (`SO_ERROR`, which reading clears), if any.
+pub(crate) fn take_socket_error(fd: &OwnedFd) -> Option<c_int> {
+    let mut err: c_int = 0;
+    match getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err) {
+        Ok(()) if err != 0 => Some(err),
+        _ => None,
+    }
+}
+
 /// Wait up to `timeout` for `fd` to become readable; true when it is.
 pub(crate) fn poll_in(fd: &OwnedFd, timeout: std::time::Duration) -> io::Result<bool> {
     poll_one(fd, libc::POLLIN, timeout).map(|revents| revents != 0)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use nflab_io::clock::realtime_ns;
 use nflab_io::probe_caps::{self, XdpAttach};
-use nflab_io::{iface, AfPacket, AfPacketConfig, IoError, PacketIo, TsSource, UdpIo};
+use nflab_io::{iface, AfPacket, AfPacketConfig, IoError, PacketIo, RxRingKind, TsSource, UdpIo};
 
 mod common;
 use common::*;
@@ -27,17 +27,78 @@ fn rx_only() -> AfPacketConfig {
     }
 }
 
+fn rx_only_ring(kind: RxRingKind) -> AfPacketConfig {
+    AfPacketConfig {
+        rx_ring: kind,
+        ..rx_only()
+    }
+}
+
 #[test]
 fn af_packet_moves_10k_frames_in_order_with_kernel_timestamps() {
     if !root_or_skip("af_packet_moves_10k_frames_in_order_with_kernel_timestamps") {
         return;
     }
+    moves_10k_frames(RxRingKind::Blocks);
+}
+
+#[test]
+fn af_packet_frame_ring_moves_10k_frames_in_order_with_kernel_timestamps() {
+    if !root_or_skip("af_packet_frame_ring_moves_10k_frames_in_order_with_kernel_timestamps") {
+        return;
+    }
+    moves_10k_frames(RxRingKind::Frames);
+}
+
+#[test]
+fn af_packet_puts_the_vlan_tag_back_with_either_ring() {
+    if !root_or_skip("af_packet_puts_the_vlan_tag_back_with_either_ring") {
+        return;
+    }
+    for kind in [RxRingKind::Blocks, RxRingKind::Frames] {
+        let ns = Netns::with_veth("afpvlan");
+        ns.enter(|| {
+            let mut tx = AfPacket::open("va", &tx_only()).unwrap();
+            let mut rx = AfPacket::open("vb", &rx_only_ring(kind)).unwrap();
+            let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
+            // An untagged test frame with an 802.1Q tag (VID 100, PCP 5) inserted.
+            let mut plain = [0u8; FRAME_BYTES];
+            build_frame(&mut plain, dst, src, 7);
+            let mut tagged = plain[..12].to_vec();
+            tagged.extend_from_slice(&[0x81, 0x00, 0xa0, 100]);
+            tagged.extend_from_slice(&plain[12..]);
+            let sent = tx
+                .tx_batch(1, &mut |_, buf| {
+                    buf[..tagged.len()].copy_from_slice(&tagged);
+                    tagged.len()
+                })
+                .unwrap();
+            assert_eq!(sent, 1);
+            tx.flush_tx().unwrap();
+            let mut got = None;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while got.is_none() && Instant::now() < deadline {
+                rx.rx_batch(16, Duration::from_millis(50), &mut |f, m| {
+                    if f.len() >= 16 && f[..12] == tagged[..12] && f[12..14] == [0x81, 0x00] {
+                        got = Some((f.to_vec(), m.wire_len));
+                    }
+                })
+                .unwrap();
+            }
+            let (frame, wire_len) = got.unwrap_or_else(|| panic!("{kind:?}: tagged frame lost"));
+            assert_eq!(frame, tagged, "{kind:?}");
+            assert_eq!(wire_len, tagged.len(), "{kind:?}");
+        });
+    }
+}
+
+fn moves_10k_frames(kind: RxRingKind) {
     const N: u64 = 10_000;
     let ns = Netns::with_veth("afp");
     ns.enter(|| {
         probe_caps::af_packet().expect("AF_PACKET as root");
         let mut tx = AfPacket::open("va", &tx_only()).expect("open TX on va");
-        let mut rx = AfPacket::open("vb", &rx_only()).expect("open RX on vb");
+        let mut rx = AfPacket::open("vb", &rx_only_ring(kind)).expect("open RX on vb");
         let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
         assert_ne!(src, [0; 6]);
         assert_eq!(tx.max_frame_len(), 1500 + 14 + 4);

@@ -63,16 +63,38 @@ pub fn lab_context() -> BuildContext {
     }
 }
 
-/// Open a port: `af_packet` (the data plane's `recvmmsg`/`sendmmsg`
-/// socket), `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth), or
-/// `auto`: AF_PACKET, the measured default (see docs/dataplane.md).
+/// Open a port: `af_packet` (receive through a `TPACKET_V2` frame ring, send with
+/// the data plane's `sendmmsg` socket: see [`nflab_dataplane::sock::SplitPort`]),
+/// `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth), or `auto`: AF_PACKET,
+/// the measured default (see docs/dataplane.md).
 pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Result<Port, LabError> {
     let port = |io: Box<dyn nflab_io::PacketIo>| Port {
         ifname: ifname.to_string(),
         io,
     };
     match io.unwrap_or("auto") {
-        "auto" | "af_packet" => Ok(port(Box::new(RawSocket::open(ifname, rx, batch)?))),
+        "auto" | "af_packet" => {
+            let cfg = nflab_io::AfPacketConfig {
+                rx,
+                tx: true,
+                rx_ring: nflab_io::RxRingKind::Frames,
+                rx_block_bytes: 1 << 16,
+                rx_blocks: 64,
+                kernel_timestamps: false,
+                ..nflab_io::AfPacketConfig::default()
+            };
+            let tx = Box::new(RawSocket::open(ifname, false, batch)?);
+            if !rx {
+                return Ok(port(tx));
+            }
+            let rx_ring = Box::new(nflab_io::AfPacket::open(
+                ifname,
+                &nflab_io::AfPacketConfig { tx: false, ..cfg },
+            )?);
+            Ok(port(Box::new(nflab_dataplane::sock::SplitPort::new(
+                rx_ring, tx,
+            ))))
+        }
         "af_xdp" => {
             let cfg = nflab_io::AfXdpConfig {
                 rx,
