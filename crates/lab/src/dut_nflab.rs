@@ -63,52 +63,68 @@ pub fn lab_context() -> BuildContext {
     }
 }
 
-/// Open a port: `af_packet` (receive through a `TPACKET_V2` frame ring, send with
-/// the data plane's `sendmmsg` socket: see [`nflab_dataplane::sock::SplitPort`]),
-/// `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth), or `auto`: AF_PACKET,
-/// the measured default (see docs/dataplane.md).
+/// Open a port: `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth),
+/// `af_packet` (receive through a `TPACKET_V2` frame ring, send with the data
+/// plane's `sendmmsg` socket: see [`nflab_dataplane::sock::SplitPort`]), or
+/// `auto`: AF_XDP, and AF_PACKET where AF_XDP cannot open (docs/dataplane.md
+/// has the measurements behind that order).
 pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Result<Port, LabError> {
     let port = |io: Box<dyn nflab_io::PacketIo>| Port {
         ifname: ifname.to_string(),
         io,
     };
     match io.unwrap_or("auto") {
-        "auto" | "af_packet" => {
-            let cfg = nflab_io::AfPacketConfig {
-                rx,
-                tx: true,
-                rx_ring: nflab_io::RxRingKind::Frames,
-                rx_block_bytes: 1 << 16,
-                rx_blocks: 64,
-                kernel_timestamps: false,
-                ..nflab_io::AfPacketConfig::default()
-            };
-            let tx = Box::new(RawSocket::open(ifname, false, batch)?);
-            if !rx {
-                return Ok(port(tx));
+        "auto" => match open_af_xdp(ifname, rx) {
+            Ok(io) => Ok(port(io)),
+            Err(e) => {
+                eprintln!("notice: {ifname}: AF_XDP is not available ({e}); the data plane uses AF_PACKET");
+                Ok(port(open_af_packet(ifname, rx, batch)?))
             }
-            let rx_ring = Box::new(nflab_io::AfPacket::open(
-                ifname,
-                &nflab_io::AfPacketConfig { tx: false, ..cfg },
-            )?);
-            Ok(port(Box::new(nflab_dataplane::sock::SplitPort::new(
-                rx_ring, tx,
-            ))))
-        }
-        "af_xdp" => {
-            let cfg = nflab_io::AfXdpConfig {
-                rx,
-                tx: true,
-                // The worker stamps packets itself, with its own clock, when it needs to.
-                rx_timestamps: false,
-                ..nflab_io::AfXdpConfig::default()
-            };
-            Ok(port(Box::new(nflab_io::AfXdp::open(ifname, &cfg)?)))
-        }
+        },
+        "af_packet" => Ok(port(open_af_packet(ifname, rx, batch)?)),
+        "af_xdp" => Ok(port(open_af_xdp(ifname, rx)?)),
         other => Err(LabError::Unsupported(format!(
             "dut.io = \"{other}\" is not known: use auto, af_packet or af_xdp"
         ))),
     }
+}
+
+fn open_af_xdp(ifname: &str, rx: bool) -> Result<Box<dyn nflab_io::PacketIo>, LabError> {
+    let cfg = nflab_io::AfXdpConfig {
+        rx,
+        tx: true,
+        // The worker stamps packets itself, with its own clock, when it needs to.
+        rx_timestamps: false,
+        ..nflab_io::AfXdpConfig::default()
+    };
+    Ok(Box::new(nflab_io::AfXdp::open(ifname, &cfg)?))
+}
+
+fn open_af_packet(
+    ifname: &str,
+    rx: bool,
+    batch: usize,
+) -> Result<Box<dyn nflab_io::PacketIo>, LabError> {
+    let tx = Box::new(RawSocket::open(ifname, false, batch)?);
+    if !rx {
+        return Ok(tx);
+    }
+    let ring = nflab_io::AfPacket::open(
+        ifname,
+        &nflab_io::AfPacketConfig {
+            rx: true,
+            tx: false,
+            rx_ring: nflab_io::RxRingKind::Frames,
+            rx_block_bytes: 1 << 16,
+            rx_blocks: 64,
+            kernel_timestamps: false,
+            ..nflab_io::AfPacketConfig::default()
+        },
+    )?;
+    Ok(Box::new(nflab_dataplane::sock::SplitPort::new(
+        Box::new(ring),
+        tx,
+    )))
 }
 
 /// Start the data plane of `dut` in the DuT namespace of `topo`. Returns
