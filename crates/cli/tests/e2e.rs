@@ -1181,3 +1181,74 @@ fn run_with_xdp_live_frames_records_kernel_stamped_probes() {
         &["xdp_live", "one flow"],
     );
 }
+
+#[test]
+fn nflab_data_plane_forwards_with_each_port_kind_and_under_live_frames() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("dp");
+    // (io, generator backend line, expected port backend in dut.json)
+    let cases = [
+        ("auto", "", "af_xdp"),
+        ("af_packet", "", "af_packet"),
+        // Live frames into an AF_XDP DuT: dut0 already carries the DuT's program.
+        (
+            "af_xdp",
+            "backend = \"xdp_live\"\nrate_pps = \"max\"\n",
+            "af_xdp",
+        ),
+    ];
+    for (k, (io, gen, backend)) in cases.iter().enumerate() {
+        let rate = if gen.is_empty() {
+            "rate_pps = 5000\n"
+        } else {
+            ""
+        };
+        let spec = write_spec(
+            &tmp.0,
+            &format!("dp{k}"),
+            &format!(
+                "[experiment]\nname = \"dp{k}\"\n[dut]\nkind = \"nflab\"\npipeline = [\"l2fwd\"]\n\
+                 io = \"{io}\"\n[traffic]\n{gen}{rate}duration_s = 1\nwarmup_s = 0.2\n"
+            ),
+        );
+        let out = nflab()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                tmp.0.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{io}: nflab run failed: {}",
+            stderr(&out)
+        );
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
+        let dut: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("dut.json")).unwrap()).unwrap();
+        for p in dut["ports"].as_array().unwrap() {
+            assert_eq!(p["backend"], *backend, "{io}: {dut}");
+        }
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+        let p = &s["packets"];
+        let (sent, received) = (p["sent"].as_u64().unwrap(), p["received"].as_u64().unwrap());
+        if gen.is_empty() {
+            // 5 kpps through an idle l2fwd: everything arrives.
+            assert_eq!(received, sent, "{io}: {s}");
+        } else {
+            // Saturated: the DuT forwards what it can, all of it counted.
+            assert!(received > 1_000, "{io}: {s}");
+            assert_eq!(received + p["lost"].as_u64().unwrap(), sent, "{io}: {s}");
+        }
+        assert_eq!(
+            dut["worker"]["pool_allocations"], 0,
+            "{io}: the packet pool was big enough"
+        );
+    }
+}
