@@ -224,6 +224,130 @@ pub struct WorkerStats {
     /// Why the worker stopped early, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With several workers: each one's own counters (the fields above are their sum,
+    /// see [`WorkerStats::merged`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_worker: Vec<WorkerStats>,
+}
+
+impl WorkerStats {
+    /// The counters of the workers of one data plane as one. Counts are summed: the
+    /// loop's, the ports', links' and apps' position by position (every worker runs
+    /// the same chain on queues of the same two ports), and the numbers inside app
+    /// details key by key and element by element (so `extern-dispatch`'s
+    /// `per_instance` becomes the count per instance over all workers). Settings,
+    /// `cpu` and `tsc_hz` come from the first worker, `wall_ns` is the longest,
+    /// `rx_batch_mean` and `cycles_per_packet` are recomputed from the sums, and
+    /// `error` is the first worker's that has one. A single worker is returned as is.
+    pub fn merged(mut parts: Vec<WorkerStats>) -> Option<WorkerStats> {
+        if parts.len() <= 1 {
+            return parts.pop();
+        }
+        let mut total = parts[0].clone();
+        for p in &parts[1..] {
+            total.add(p);
+        }
+        let w = &mut total.worker;
+        let polls: u64 = w.rx_batch_hist.values().sum();
+        let frames: u64 = w.rx_batch_hist.iter().map(|(k, v)| *k as u64 * v).sum();
+        w.rx_batch_mean = if polls > 0 {
+            frames as f64 / polls as f64
+        } else {
+            0.0
+        };
+        let sent: u64 = total.ports.iter().map(|p| p.tx_packets).sum();
+        total.worker.cycles_per_packet = if sent > 0 {
+            total.worker.cycles_busy as f64 / sent as f64
+        } else {
+            0.0
+        };
+        total.per_worker = parts;
+        Some(total)
+    }
+
+    fn add(&mut self, o: &WorkerStats) {
+        let (w, x) = (&mut self.worker, &o.worker);
+        for (a, b) in [
+            (&mut w.iterations, x.iterations),
+            (&mut w.busy_polls, x.busy_polls),
+            (&mut w.idle_polls, x.idle_polls),
+            (&mut w.flush_by_size, x.flush_by_size),
+            (&mut w.flush_by_timer, x.flush_by_timer),
+            (&mut w.flush_immediate, x.flush_immediate),
+            (&mut w.rx_truncated, x.rx_truncated),
+            (&mut w.rx_link_full, x.rx_link_full),
+            (&mut w.cycles_busy, x.cycles_busy),
+            (&mut w.cycles_total, x.cycles_total),
+            (&mut w.cpu_ns, x.cpu_ns),
+            (&mut w.pool_allocations, x.pool_allocations),
+        ] {
+            *a += b;
+        }
+        w.wall_ns = w.wall_ns.max(x.wall_ns);
+        for (k, v) in &x.rx_batch_hist {
+            *w.rx_batch_hist.entry(*k).or_default() += v;
+        }
+        for (a, b) in self.ports.iter_mut().zip(&o.ports) {
+            a.rx_packets += b.rx_packets;
+            a.tx_packets += b.tx_packets;
+            a.rx_kernel_drops += b.rx_kernel_drops;
+            a.tx_ring_full += b.tx_ring_full;
+        }
+        for (a, b) in self.links.iter_mut().zip(&o.links) {
+            a.counters.tx_packets += b.counters.tx_packets;
+            a.counters.tx_bytes += b.counters.tx_bytes;
+            a.counters.tx_drops += b.counters.tx_drops;
+            a.counters.rx_packets += b.counters.rx_packets;
+        }
+        for (a, b) in self.apps.iter_mut().zip(&o.apps) {
+            a.packets_in += b.packets_in;
+            a.packets_out += b.packets_out;
+            a.drops += b.drops;
+            a.held += b.held;
+            add_json(&mut a.detail, &b.detail);
+        }
+        if self.error.is_none() {
+            self.error.clone_from(&o.error);
+        }
+    }
+}
+
+/// `a += b` for the numbers in two JSON values of the same shape: objects key by key,
+/// arrays element by element (the longer one's tail kept); anything else stays `a`.
+fn add_json(a: &mut serde_json::Value, b: &serde_json::Value) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let sum = match (x.as_u64(), y.as_u64()) {
+                (Some(p), Some(q)) => Value::from(p.saturating_add(q)),
+                _ => Value::from(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+            };
+            *x = match sum {
+                Value::Number(n) => n,
+                _ => return,
+            };
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, v) in y.iter().enumerate() {
+                match x.get_mut(i) {
+                    Some(e) => add_json(e, v),
+                    None => x.push(v.clone()),
+                }
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in y {
+                match x.get_mut(k) {
+                    Some(e) => add_json(e, v),
+                    None => {
+                        x.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (a @ Value::Null, b) => *a = b.clone(),
+        _ => {}
+    }
 }
 
 /// One worker: input port → chain → output port.
@@ -521,6 +645,7 @@ impl Worker {
             links: self.chain.link_stats(),
             apps: self.chain.app_stats(),
             error: self.error.clone(),
+            per_worker: Vec::new(),
         }
     }
 }
@@ -709,6 +834,50 @@ mod tests {
             "stamped {} ns before it was sent",
             sent_ns - got[0]
         );
+    }
+
+    #[test]
+    fn merged_counters_are_the_sums_of_the_workers() {
+        let cfg = WorkerConfig {
+            batch: 8,
+            ..WorkerConfig::default()
+        };
+        let (_, a) = run_worker(cfg, 300);
+        let (_, b) = run_worker(cfg, 500);
+        let mut a2 = a.clone();
+        let mut b2 = b.clone();
+        a2.apps[0].detail = serde_json::json!({"n": 1, "per": [1, 2], "name": "x"});
+        b2.apps[0].detail = serde_json::json!({"n": 2, "per": [10, 20, 30], "f": 0.5});
+        let m = WorkerStats::merged(vec![a2, b2]).unwrap();
+        assert_eq!(m.ports[0].rx_packets, 800);
+        assert_eq!(m.ports[1].tx_packets, 800);
+        assert_eq!(m.apps[0].packets_in, 800);
+        assert_eq!(m.links[0].counters.tx_packets, 800);
+        assert_eq!(
+            m.worker.cycles_busy,
+            a.worker.cycles_busy + b.worker.cycles_busy
+        );
+        assert_eq!(
+            m.worker.cycles_per_packet,
+            m.worker.cycles_busy as f64 / 800.0
+        );
+        let frames: u64 = m
+            .worker
+            .rx_batch_hist
+            .iter()
+            .map(|(k, v)| *k as u64 * v)
+            .sum();
+        assert_eq!(frames, 800);
+        assert_eq!(
+            m.apps[0].detail,
+            serde_json::json!({"n": 3, "per": [11, 22, 30], "name": "x", "f": 0.5})
+        );
+        assert_eq!(m.per_worker.len(), 2);
+        assert_eq!(m.per_worker[1].ports[0].rx_packets, 500);
+        // One worker is its own total, without a per-worker list.
+        let one = WorkerStats::merged(vec![a.clone()]).unwrap();
+        assert_eq!(one, a);
+        assert!(WorkerStats::merged(vec![]).is_none());
     }
 
     #[test]

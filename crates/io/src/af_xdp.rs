@@ -313,7 +313,7 @@ pub struct AfXdp {
     tx: Option<Ring<XdpDesc>>,
     fill: Ring<u64>,
     comp: Ring<u64>,
-    _xdp: Option<(OwnedFd, OwnedFd, OwnedFd)>,
+    _xdp: Option<std::sync::Arc<Redirect>>,
     fd: OwnedFd,
     umem: Mmap,
     frame_bytes: usize,
@@ -866,16 +866,51 @@ fn probe_filter_program(map_fd: i32, magic: u8) -> Vec<u64> {
 
 /// Create the XSKMAP, put the socket at `queue`, load and attach the program.
 /// Returns (link, program, map); dropping them detaches and frees everything.
+/// The redirect program on one interface and its XSKMAP (queue → socket), shared by
+/// the sockets of all its queues: an interface takes one XDP program, so the socket of
+/// a second queue adds itself to the first one's map. Detached when the last socket
+/// goes; the kernel removes a closed socket from the map itself.
+struct Redirect {
+    // Field order matters for Drop: the link (which detaches) before the program.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    map: OwnedFd,
+}
+
+/// Which program: the namespace (inode of its file), the interface and the steering.
+type RedirectKey = (u64, u32, Steer);
+
+/// Redirects in use in this process.
+static REDIRECTS: std::sync::Mutex<Vec<(RedirectKey, std::sync::Weak<Redirect>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Queues an XSKMAP has room for: more than any worker count nflab allows.
+const XSKMAP_QUEUES: u32 = 64;
+
 fn attach_redirect(
     ifname: &str,
     ifindex: u32,
     queue: u32,
     sock: &OwnedFd,
     steer: Steer,
-) -> Result<(OwnedFd, OwnedFd, OwnedFd), IoError> {
+) -> Result<std::sync::Arc<Redirect>, IoError> {
+    let netns = std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or(0);
+    let key = (netns, ifindex, steer);
+    let mut reg = REDIRECTS.lock().unwrap_or_else(|p| p.into_inner());
+    reg.retain(|(_, r)| r.strong_count() > 0);
+    let shared = reg
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, r)| r.upgrade());
+    if let Some(r) = shared {
+        probe_caps::map_update(&r.map, &queue, &(sock.as_raw_fd() as u32), ifname)?;
+        return Ok(r);
+    }
     let map = probe_caps::map_create::<u32, u32>(
         BPF_MAP_TYPE_XSKMAP,
-        queue + 1,
+        (queue + 1).max(XSKMAP_QUEUES),
         "bpf(BPF_MAP_CREATE, XSKMAP)",
         ifname,
     )?;
@@ -886,7 +921,13 @@ fn attach_redirect(
     };
     let prog = probe_caps::load_xdp(&program, ifname)?;
     let link = probe_caps::link_create(&prog, ifindex, ifname)?;
-    Ok((link, prog, map))
+    let r = std::sync::Arc::new(Redirect {
+        _link: link,
+        _prog: prog,
+        map,
+    });
+    reg.push((key, std::sync::Arc::downgrade(&r)));
+    Ok(r)
 }
 
 #[cfg(test)]

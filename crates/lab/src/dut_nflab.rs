@@ -26,10 +26,10 @@ pub const INPUT_IFACE: &str = "dut0";
 /// Interface the data plane sends on.
 pub const OUTPUT_IFACE: &str = "dut1";
 
-/// A running nflab DuT.
+/// A running nflab DuT: one thread per worker.
 pub struct NflabDut {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<WorkerStats>>,
+    handles: Vec<JoinHandle<WorkerStats>>,
 }
 
 /// The engine settings of a `[dut]` section, with their defaults.
@@ -67,14 +67,22 @@ pub fn lab_context() -> BuildContext {
 /// `af_packet` (receive through a `TPACKET_V2` frame ring, send with the data
 /// plane's `sendmmsg` socket: see [`nflab_dataplane::sock::SplitPort`]), or
 /// `auto`: AF_XDP, and AF_PACKET where AF_XDP cannot open (docs/dataplane.md
-/// has the measurements behind that order).
-pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Result<Port, LabError> {
+/// has the measurements behind that order). `queue` is the worker's queue of
+/// `queues`; AF_PACKET has no queues, so with several it is not a fallback.
+pub fn open_port(
+    io: Option<&str>,
+    ifname: &str,
+    rx: bool,
+    batch: usize,
+    (queue, queues): (u32, u32),
+) -> Result<Port, LabError> {
     let port = |io: Box<dyn nflab_io::PacketIo>| Port {
         ifname: ifname.to_string(),
         io,
     };
     match io.unwrap_or("auto") {
-        "auto" => match open_af_xdp(ifname, rx) {
+        "auto" if queues > 1 => Ok(port(open_af_xdp(ifname, rx, queue)?)),
+        "auto" => match open_af_xdp(ifname, rx, queue) {
             Ok(io) => Ok(port(io)),
             Err(e) => {
                 eprintln!("notice: {ifname}: AF_XDP is not available ({e}); the data plane uses AF_PACKET");
@@ -82,15 +90,20 @@ pub fn open_port(io: Option<&str>, ifname: &str, rx: bool, batch: usize) -> Resu
             }
         },
         "af_packet" => Ok(port(open_af_packet(ifname, rx, batch)?)),
-        "af_xdp" => Ok(port(open_af_xdp(ifname, rx)?)),
+        "af_xdp" => Ok(port(open_af_xdp(ifname, rx, queue)?)),
         other => Err(LabError::Unsupported(format!(
             "dut.io = \"{other}\" is not known: use auto, af_packet or af_xdp"
         ))),
     }
 }
 
-fn open_af_xdp(ifname: &str, rx: bool) -> Result<Box<dyn nflab_io::PacketIo>, LabError> {
+fn open_af_xdp(
+    ifname: &str,
+    rx: bool,
+    queue: u32,
+) -> Result<Box<dyn nflab_io::PacketIo>, LabError> {
     let cfg = nflab_io::AfXdpConfig {
+        queue,
         rx,
         tx: true,
         // The worker stamps packets itself, with its own clock, when it needs to.
@@ -167,67 +180,100 @@ pub fn spawn(
             cpus - 1
         )));
     }
+    let workers = dut.workers.unwrap_or(1).max(1);
     let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = Arc::clone(&stop);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LabError>>();
-    let handle = std::thread::Builder::new()
-        .name("nflab-dut".into())
-        .spawn(move || {
-            let setup = || -> Result<Worker, LabError> {
-                let _in_ns = match &ns {
-                    Some(ns) => Some(NetnsGuard::enter(ns)?),
-                    None => None,
+    let mut handles = Vec::new();
+    for i in 0..workers {
+        let (ns, ctx, io, pipeline, functions) = (
+            ns.clone(),
+            ctx.clone(),
+            io.clone(),
+            pipeline.clone(),
+            functions.clone(),
+        );
+        let (input, output) = (input.clone(), output.clone());
+        let (stop_w, ready_tx) = (Arc::clone(&stop), ready_tx.clone());
+        let cpu = (cpu + i as usize) % cpus;
+        let spawned = std::thread::Builder::new()
+            .name(if workers == 1 {
+                "nflab-dut".into()
+            } else {
+                format!("nflab-dut{i}")
+            })
+            .spawn(move || {
+                let setup = || -> Result<Worker, LabError> {
+                    let _in_ns = match &ns {
+                        Some(ns) => Some(NetnsGuard::enter(ns)?),
+                        None => None,
+                    };
+                    let ctx = match ctx {
+                        Some(c) => c,
+                        None => BuildContext {
+                            in_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&input)?),
+                            out_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&output)?),
+                            ..lab_context()
+                        },
+                    };
+                    // Worker i is instance i of an extern (extern-dispatch's VID).
+                    let ctx = BuildContext {
+                        instance: i as u16,
+                        ..ctx
+                    };
+                    let q = (i, workers);
+                    let inp = open_port(io.as_deref(), &input, true, cfg.batch, q)?;
+                    let out = open_port(io.as_deref(), &output, false, cfg.batch, q)?;
+                    let apps = build_chain(&pipeline, &functions, &ctx)
+                        .map_err(|e| LabError::Unsupported(e.0))?;
+                    let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
+                    w.set_cpu(Some(cpu));
+                    Ok(w)
                 };
-                let ctx = match ctx {
-                    Some(c) => c,
-                    None => BuildContext {
-                        in_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&input)?),
-                        out_mac: nflab_wire::MacAddr(nflab_io::iface::mac(&output)?),
-                        ..lab_context()
-                    },
+                if let Err(e) = nflab_dataplane::engine::pin_current_thread(cpu) {
+                    eprintln!("warning: {e}");
+                }
+                let mut worker = match setup() {
+                    Ok(w) => {
+                        let _ = ready_tx.send(Ok(()));
+                        w
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return empty_stats();
+                    }
                 };
-                let inp = open_port(io.as_deref(), &input, true, cfg.batch)?;
-                let out = open_port(io.as_deref(), &output, false, cfg.batch)?;
-                let apps = build_chain(&pipeline, &functions, &ctx)
-                    .map_err(|e| LabError::Unsupported(e.0))?;
-                let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
-                w.set_cpu(Some(cpu));
-                Ok(w)
-            };
-            if let Err(e) = nflab_dataplane::engine::pin_current_thread(cpu) {
-                eprintln!("warning: {e}");
+                // The error is kept in the counters (`error`); the caller reports it.
+                let _ = worker.run(&stop_w);
+                worker.stats()
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                handles.into_iter().for_each(|h| drop(h.join()));
+                return Err(LabError::Host(format!(
+                    "cannot start the data plane thread: {e}"
+                )));
             }
-            let mut worker = match setup() {
-                Ok(w) => {
-                    let _ = ready_tx.send(Ok(()));
-                    w
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return empty_stats();
-                }
-            };
-            // The error is kept in the counters (`error`); the caller reports it.
-            let _ = worker.run(&stop2);
-            worker.stats()
-        })
-        .map_err(|e| LabError::Host(format!("cannot start the data plane thread: {e}")))?;
-    match ready_rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(())) => Ok(NflabDut {
-            stop,
-            handle: Some(handle),
-        }),
-        Ok(Err(e)) => {
-            let _ = handle.join();
-            Err(e)
-        }
-        Err(_) => {
-            stop.store(true, Ordering::Relaxed);
-            Err(LabError::Other(
-                "the nflab data plane did not come up within 30 s".into(),
-            ))
         }
     }
+    let dut = NflabDut { stop, handles };
+    for _ in 0..workers {
+        match ready_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                dut.stop();
+                return Err(e);
+            }
+            Err(_) => {
+                dut.stop();
+                return Err(LabError::Other(
+                    "the nflab data plane did not come up within 30 s".into(),
+                ));
+            }
+        }
+    }
+    Ok(dut)
 }
 
 /// The file of `nflab dut CONFIG.toml`: a `[dut]` section with the keys of
@@ -310,33 +356,40 @@ fn empty_stats() -> WorkerStats {
         links: vec![],
         apps: vec![],
         error: None,
+        per_worker: vec![],
     }
 }
 
 impl NflabDut {
-    /// Whether the worker has stopped on its own (a port failed).
+    /// Whether a worker has stopped on its own (a port failed).
     pub fn has_stopped(&self) -> bool {
-        self.handle.as_ref().is_none_or(|h| h.is_finished())
+        self.handles.iter().any(|h| h.is_finished())
     }
 
-    /// Stop the worker and return its counters; `error` says if it had
-    /// stopped early (e.g. an interface vanished).
+    /// Stop the workers and return their counters, merged when there are several
+    /// ([`WorkerStats::merged`]); `error` says if one had stopped early (e.g. an
+    /// interface vanished).
     pub fn stop(mut self) -> WorkerStats {
         self.stop.store(true, Ordering::Relaxed);
-        let h = self.handle.take();
-        h.and_then(|h| h.join().ok())
-            .unwrap_or_else(|| WorkerStats {
-                error: Some("the data plane thread panicked".into()),
-                ..empty_stats()
+        let parts: Vec<WorkerStats> = self
+            .handles
+            .drain(..)
+            .map(|h| {
+                h.join().unwrap_or_else(|_| WorkerStats {
+                    error: Some("the data plane thread panicked".into()),
+                    ..empty_stats()
+                })
             })
+            .collect();
+        WorkerStats::merged(parts).unwrap_or_else(empty_stats)
     }
 }
 
 impl Drop for NflabDut {
-    /// A run that ends early (an error elsewhere) still stops the worker.
+    /// A run that ends early (an error elsewhere) still stops the workers.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
+        for h in self.handles.drain(..) {
             let _ = h.join();
         }
     }

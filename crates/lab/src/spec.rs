@@ -140,9 +140,14 @@ pub struct DutSection {
     /// nflab data plane: capacity of every link in packets (default 1024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_capacity: Option<usize>,
-    /// nflab data plane: CPU of the worker (default: the last CPU).
+    /// nflab data plane: CPU of the worker (default: the last CPU); worker *i* of
+    /// several runs on `cpu + i` (modulo the CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// nflab data plane: number of workers (default 1). Worker *i* owns queue *i* of
+    /// both ports (an AF_XDP socket each) and is instance *i* of `extern-dispatch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
     /// nflab data plane: port backend, "auto" (default), "af_packet" or "af_xdp".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<String>,
@@ -180,6 +185,7 @@ impl Default for DutSection {
             command: None,
             link_capacity: None,
             cpu: None,
+            workers: None,
             io: None,
             forward_mode: None,
             l2fwd: None,
@@ -242,6 +248,17 @@ impl DutSection {
                 ));
             }
         }
+        let workers = self.workers.unwrap_or(1);
+        if !(1..=64).contains(&workers) {
+            return bad(format!(
+                "dut.workers = {workers} is out of range: use 1 to 64"
+            ));
+        }
+        if workers > 1 && self.io.as_deref() == Some("af_packet") {
+            return bad(format!(
+                "dut.workers = {workers} needs a port per queue, which AF_PACKET has not: set dut.io = \"af_xdp\" (or \"auto\")"
+            ));
+        }
         match self.io.as_deref() {
             None | Some("auto") | Some("af_packet") | Some("af_xdp") => {}
             Some(o) => {
@@ -269,6 +286,7 @@ impl DutSection {
             ("rx_mode", self.rx_mode.is_some()),
             ("drain_us", self.drain_us.is_some()),
             ("link_capacity", self.link_capacity.is_some()),
+            ("workers", self.workers.is_some()),
             ("command", self.command.is_some()),
         ] {
             if set {
@@ -1410,6 +1428,30 @@ duration_s = 1
 "traffic.rate_pps" = [1000, 2000, 3000]
 "dut.kind" = ["loopback", "linux-router"]
 "#;
+
+    #[test]
+    fn dut_workers_are_checked_in_one_sentence() {
+        let nflab = |workers: u32, io: Option<&str>| DutSection {
+            kind: DutKind::Nflab,
+            pipeline: Some(vec!["l2fwd".into()]),
+            workers: Some(workers),
+            io: io.map(String::from),
+            ..DutSection::default()
+        };
+        nflab(2, None).check_nflab().expect("two workers on auto ports");
+        nflab(64, Some("af_xdp")).check_nflab().expect("64 workers");
+        let e = nflab(0, None).check_nflab().unwrap_err().to_string();
+        assert!(e.contains("dut.workers = 0") && e.contains("1 to 64"), "{e}");
+        let e = nflab(2, Some("af_packet")).check_nflab().unwrap_err().to_string();
+        assert!(e.contains("dut.workers = 2") && e.contains("af_xdp"), "{e}");
+        let testpmd = DutSection {
+            kind: DutKind::Testpmd,
+            workers: Some(2),
+            ..DutSection::default()
+        };
+        let e = testpmd.check_testpmd().unwrap_err().to_string();
+        assert!(e.contains("dut.workers does not apply"), "{e}");
+    }
 
     #[test]
     fn cross_product_times_repetitions() {

@@ -75,15 +75,20 @@ pub struct Topology {
     removed: bool,
 }
 
-/// Queues per veth for `spec`: one per AF_XDP TX thread (an AF_XDP socket
-/// binds one queue), else one.
+/// Queues per veth for `spec`: one per AF_XDP TX thread and one per nflab
+/// data-plane worker (an AF_XDP socket binds one queue), at least one.
 pub fn veth_queues(spec: &crate::spec::Spec) -> u32 {
     let t = &spec.traffic;
-    if t.backend == crate::spec::Backend::AfXdp {
-        u32::try_from(t.tx_threads).unwrap_or(1).max(1)
+    let gen = if t.backend == crate::spec::Backend::AfXdp {
+        u32::try_from(t.tx_threads).unwrap_or(1)
     } else {
         1
-    }
+    };
+    let dut = match spec.dut.kind {
+        DutKind::Nflab => spec.dut.workers.unwrap_or(1),
+        _ => 1,
+    };
+    gen.max(dut).max(1)
 }
 
 impl Topology {
