@@ -15,7 +15,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 #[macro_use]
 mod common;
-use common::{namespaces_of, nflab, stderr, write_spec, TempDir};
+use common::{namespaces_of, nflab, read_json, run_first, stderr, write_spec, TempDir};
 
 const TWO_DUTS: &str = r#"
 [experiment]
@@ -1212,30 +1212,12 @@ fn nflab_data_plane_forwards_with_each_port_kind_and_under_live_frames() {
                  io = \"{io}\"\n[traffic]\n{gen}{rate}duration_s = 1\nwarmup_s = 0.2\n"
             ),
         );
-        let out = nflab()
-            .args([
-                "run",
-                spec.to_str().unwrap(),
-                "--out",
-                tmp.0.to_str().unwrap(),
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{io}: nflab run failed: {}",
-            stderr(&out)
-        );
-        let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
-        let dut: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(run.join("dut.json")).unwrap()).unwrap();
+        let run = run_first(&spec, &tmp.0, io);
+        let dut = read_json(run.join("dut.json"));
         for p in dut["ports"].as_array().unwrap() {
             assert_eq!(p["backend"], *backend, "{io}: {dut}");
         }
-        let s: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+        let s = read_json(run.join("summary.json"));
         let p = &s["packets"];
         let (sent, received) = (p["sent"].as_u64().unwrap(), p["received"].as_u64().unwrap());
         if gen.is_empty() {
@@ -1269,23 +1251,9 @@ fn two_data_plane_workers_each_own_a_queue() {
          [traffic]\nbackend = \"af_xdp\"\ntx_threads = 2\nrate_pps = 4000\n\
          duration_s = 1\nwarmup_s = 0.2\n",
     );
-    let out = nflab()
-        .args([
-            "run",
-            spec.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
-    let dut: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("dut.json")).unwrap()).unwrap();
-    let s: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let run = run_first(&spec, &tmp.0, "two workers");
+    let dut = read_json(run.join("dut.json"));
+    let s = read_json(run.join("summary.json"));
     let p = &s["packets"];
     assert_eq!(p["received"], p["sent"], "{s}");
     let workers = dut["per_worker"].as_array().expect("per-worker counters");

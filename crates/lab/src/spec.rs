@@ -1438,11 +1438,19 @@ duration_s = 1
             io: io.map(String::from),
             ..DutSection::default()
         };
-        nflab(2, None).check_nflab().expect("two workers on auto ports");
+        nflab(2, None)
+            .check_nflab()
+            .expect("two workers on auto ports");
         nflab(64, Some("af_xdp")).check_nflab().expect("64 workers");
         let e = nflab(0, None).check_nflab().unwrap_err().to_string();
-        assert!(e.contains("dut.workers = 0") && e.contains("1 to 64"), "{e}");
-        let e = nflab(2, Some("af_packet")).check_nflab().unwrap_err().to_string();
+        assert!(
+            e.contains("dut.workers = 0") && e.contains("1 to 64"),
+            "{e}"
+        );
+        let e = nflab(2, Some("af_packet"))
+            .check_nflab()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("dut.workers = 2") && e.contains("af_xdp"), "{e}");
         let testpmd = DutSection {
             kind: DutKind::Testpmd,

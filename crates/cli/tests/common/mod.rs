@@ -71,3 +71,26 @@ pub fn read_json(p: PathBuf) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}")))
         .unwrap()
 }
+
+/// `nflab run SPEC --out OUT --json`, which must succeed; returns the first run's
+/// directory (`runs/000` of the experiment).
+#[allow(dead_code)] // not every test binary runs experiments
+pub fn run_first(spec: &Path, out: &Path, what: &str) -> PathBuf {
+    let o = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{what}: nflab run failed: {}",
+        stderr(&o)
+    );
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000")
+}
