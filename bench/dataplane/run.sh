@@ -97,6 +97,20 @@ rx_mode = "busy-poll"
 delay_us = 5000
 jitter_us = 100' "$T10
 drain_ms = 300"
+# 3b. Where the delayer overloads: the same delay at rising rates (AF_XDP
+# generator), until the delay or jitter error leaves seed 004's bounds or
+# packets are lost.
+for r in 50000 100000 200000 300000 400000; do
+  spec "delayer-load-$r" 'kind = "nflab"
+pipeline = ["l2fwd", "delayer"]
+batch = 32
+rx_mode = "busy-poll"
+[dut.delayer]
+delay_us = 5000
+jitter_us = 100' "rate_pps = $r
+backend = \"af_xdp\"
+drain_ms = 300"
+done
 # 4. Reorder: a jittery delayer scrambles, the POF restores the order.
 spec scramble-only 'kind = "nflab"
 pipeline = ["l2fwd", "delayer"]

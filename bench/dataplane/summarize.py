@@ -84,6 +84,20 @@ if "delayer-5ms" in runs:
                                                for a in d["apps"] if a["name"] == "delayer") / 1e3)
     print(f"worker lateness: mean {late:.1f} µs after the due time (dut.json)")
 
+loads = sorted((int(n.rsplit("-", 1)[1]), n) for n in runs if n.startswith("delayer-load-"))
+if loads:
+    print("\n## delayer under load (5 ms mean, 0.1 ms stdev; base: lat-b1-busy mean)")
+    base = med("lat-b1-busy", lat("mean")) if "lat-b1-busy" in runs else 0.0
+    print(f"{'offered pps':>12} {'rx kpps':>8} {'loss':>8} {'delay err %':>12} {'jitter err %':>13} {'p50 err %':>10} {'lateness µs':>12}")
+    for rate, n in loads:
+        m = med(n, lat("mean")) - base
+        sd = med(n, lambda s, d: s["latency_ns"]["stdev"] / 1e3)
+        p50 = med(n, lat("p50")) - base
+        late = med(n, lambda s, d: next(a["detail"]["lateness_ns_sum"] / max(1, a["detail"]["released"])
+                                        for a in d["apps"] if a["name"] == "delayer") / 1e3)
+        print(f"{rate:12d} {med(n, rx) / 1e3:8.1f} {med(n, lambda s, d: s['loss_ratio']):8.4f} "
+              f"{(m - 5000) / 50:12.3f} {(sd - 100):13.2f} {(p50 - 5000) / 50:10.3f} {late:12.1f}")
+
 for n in ["scramble-only", "scramble-reorder"]:
     if n in runs:
         s, d = runs[n][0]

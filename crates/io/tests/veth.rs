@@ -94,7 +94,11 @@ fn af_packet_puts_the_vlan_tag_back_with_either_ring() {
 
 fn moves_10k_frames(kind: RxRingKind) {
     const N: u64 = 10_000;
-    let ns = Netns::with_veth("afp");
+    // Tests run in parallel: each needs a namespace of its own name.
+    let ns = Netns::with_veth(match kind {
+        RxRingKind::Blocks => "afp",
+        RxRingKind::Frames => "afpv2",
+    });
     ns.enter(|| {
         probe_caps::af_packet().expect("AF_PACKET as root");
         let mut tx = AfPacket::open("va", &tx_only()).expect("open TX on va");
