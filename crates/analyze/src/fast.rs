@@ -20,7 +20,7 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 
-use crate::dist::{Distribution, Moments};
+use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
 use crate::input::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::metrics::{latency_block, with_resolved_thresholds};
@@ -95,8 +95,9 @@ struct Part {
     /// tx of the part's first record.
     first_tx: Option<u64>,
     moments: Moments,
-    pos: Histogram<u64>,
-    neg: Option<Histogram<u64>>,
+    /// Latencies >= 0 and magnitudes of the negative ones.
+    pos: HdrCounts,
+    neg: HdrCounts,
     tx: (u64, u64),
     rx: (u64, u64),
     clamped: u64,
@@ -104,9 +105,15 @@ struct Part {
     frags: Vec<Vec<Frag>>,
     /// Per spec: the run being built (`len == 0`: none).
     open: Vec<Frag>,
-    /// Latency and tx of the block being scanned (reused buffers).
+    /// Latencies of the block being scanned (a reused buffer).
     lat: Vec<i64>,
-    txs: Vec<u64>,
+}
+
+/// tx (ns) of record `i` of `bytes`.
+fn tx_at(bytes: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[i * TREX_RECORD_BYTES..i * TREX_RECORD_BYTES + 8]);
+    secs_to_ns(f64::from_le_bytes(b))
 }
 
 impl Part {
@@ -125,67 +132,76 @@ impl Part {
             records: 0,
             first_tx: None,
             moments: Moments::new(),
-            pos: hdr(digits),
-            neg: None,
+            pos: HdrCounts::new(digits),
+            neg: HdrCounts::new(digits),
             tx: (u64::MAX, 0),
             rx: (u64::MAX, 0),
             clamped: 0,
             frags: vec![Vec::new(); n_specs],
             open: vec![none; n_specs],
             lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
-            txs: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
         }
     }
 
     /// Feed whole 16-byte records, the first being number `seq` of the
     /// file. Works in stages over the block (convert, moments, histogram,
-    /// runs): each stage is a tight loop the compiler keeps in registers,
-    /// and the run stage skips below-threshold stretches with one compare
-    /// per packet.
-    fn scan(
-        &mut self,
-        bytes: &[u8],
-        seq: u64,
-        specs: &[AnomalySpec],
-        lows: &[Option<i64>],
-        digits: u8,
-    ) {
+    /// runs): each stage is a tight loop, the first two vectorise, and the
+    /// run stage skips below-threshold stretches with one compare per
+    /// packet.
+    fn scan(&mut self, bytes: &[u8], seq: u64, specs: &[AnomalySpec], lows: &[Option<i64>]) {
         let part_start = seq - self.records;
-        let (lat, tx) = (&mut self.lat, &mut self.txs);
-        lat.clear();
-        tx.clear();
-        let (mut tx_lo, mut tx_hi) = self.tx;
-        let (mut rx_lo, mut rx_hi) = self.rx;
-        for c in bytes.chunks_exact(TREX_RECORD_BYTES) {
-            let (t, r) = c.split_at(8);
-            let t = secs_to_ns(f64::from_le_bytes(t.try_into().unwrap_or([0; 8])));
-            let r = secs_to_ns(f64::from_le_bytes(r.try_into().unwrap_or([0; 8])));
-            let (l, clamped) = crate::engine::latency(t, r);
-            self.clamped += u64::from(clamped);
-            (tx_lo, tx_hi) = (tx_lo.min(t), tx_hi.max(t));
-            (rx_lo, rx_hi) = (rx_lo.min(r), rx_hi.max(r));
-            lat.push(l);
-            tx.push(t);
+        if self.records == 0 && bytes.len() >= TREX_RECORD_BYTES {
+            self.first_tx = Some(tx_at(bytes, 0));
         }
-        self.tx = (tx_lo, tx_hi);
-        self.rx = (rx_lo, rx_hi);
-        if self.records == 0 {
-            self.first_tx = tx.first().copied();
+        let lat = &mut self.lat;
+        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat) {
+            Some(b) => {
+                self.tx = (self.tx.0.min(b.tx.0), self.tx.1.max(b.tx.1));
+                self.rx = (self.rx.0.min(b.rx.0), self.rx.1.max(b.rx.1));
+                b.lat
+            }
+            None => {
+                // Timestamps outside 0.5 ns .. 52 days: one by one.
+                lat.clear();
+                let (mut tx_lo, mut tx_hi) = self.tx;
+                let (mut rx_lo, mut rx_hi) = self.rx;
+                for c in bytes.chunks_exact(TREX_RECORD_BYTES) {
+                    let (t, r) = c.split_at(8);
+                    let t = secs_to_ns(f64::from_le_bytes(t.try_into().unwrap_or([0; 8])));
+                    let r = secs_to_ns(f64::from_le_bytes(r.try_into().unwrap_or([0; 8])));
+                    let (l, clamped) = crate::engine::latency(t, r);
+                    self.clamped += u64::from(clamped);
+                    (tx_lo, tx_hi) = (tx_lo.min(t), tx_hi.max(t));
+                    (rx_lo, rx_hi) = (rx_lo.min(r), rx_hi.max(r));
+                    lat.push(l);
+                }
+                self.tx = (tx_lo, tx_hi);
+                self.rx = (rx_lo, rx_hi);
+                lat.iter()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)))
+            }
+        };
+        if lat.is_empty() {
+            return;
         }
-        self.moments.merge(&Moments::of_block(lat));
-        for &l in lat.iter() {
-            // Auto-resizing: recording any u64 succeeds.
-            let _ = match u64::try_from(l) {
-                Ok(v) => self.pos.record(v),
-                Err(_) => self
-                    .neg
-                    .get_or_insert_with(|| hdr(digits))
-                    .record(l.unsigned_abs()),
-            };
+        self.moments
+            .merge(&Moments::of_block_within(lat, lat_lo, lat_hi));
+        if lat_lo >= 0 {
+            self.pos.record_nonneg(lat, lat_lo, lat_hi);
+        } else {
+            for &l in lat.iter() {
+                match u64::try_from(l) {
+                    Ok(v) => self.pos.record(v),
+                    Err(_) => self.neg.record(l.unsigned_abs()),
+                }
+            }
         }
         for (k, (spec, &low)) in specs.iter().zip(lows).enumerate() {
             let Some(low) = low else { continue };
             let run = &mut self.open[k];
+            if run.len == 0 && lat_hi < low {
+                continue;
+            }
             let mut i = 0;
             while i < lat.len() {
                 if run.len == 0 {
@@ -195,24 +211,26 @@ impl Part {
                         None => break,
                     }
                     let s = seq + i as u64;
+                    let t = tx_at(bytes, i);
                     *run = Frag {
                         start_seq: s,
                         len: 0,
-                        first_tx: tx[i],
-                        last_tx: tx[i],
+                        first_tx: t,
+                        last_tx: t,
                         peak: lat[i],
-                        peak_tx: tx[i],
+                        peak_tx: t,
                         open_start: s == part_start,
                         open_end: false,
                     };
                 }
                 let l = lat[i];
                 if l >= low {
+                    let t = tx_at(bytes, i);
                     run.len += 1;
-                    run.last_tx = tx[i];
+                    run.last_tx = t;
                     if l > run.peak {
                         run.peak = l;
-                        run.peak_tx = tx[i];
+                        run.peak_tx = t;
                     }
                 } else {
                     if run.open_start || run.len >= u64::from(spec.n.max(1)) {
@@ -272,7 +290,7 @@ fn scan_part(
                 path: path.to_path_buf(),
                 source,
             })?;
-        part.scan(&buf[..want], first + done, specs, &lows, digits);
+        part.scan(&buf[..want], first + done, specs, &lows);
         done += (want / TREX_RECORD_BYTES) as u64;
     }
     part.close();
@@ -374,9 +392,11 @@ fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis 
         clamped += p.clamped;
         moments.merge(&p.moments);
         // Auto-resizing histograms of equal precision always add.
-        let _ = pos.add(&p.pos);
-        if let Some(h) = &p.neg {
-            let _ = neg.get_or_insert_with(|| hdr(opts.hdr_digits)).add(h);
+        let _ = pos.add(p.pos.to_histogram());
+        if p.neg.len() > 0 {
+            let _ = neg
+                .get_or_insert_with(|| hdr(opts.hdr_digits))
+                .add(p.neg.to_histogram());
         }
         tx = (tx.0.min(p.tx.0), tx.1.max(p.tx.1));
         rx = (rx.0.min(p.rx.0), rx.1.max(p.rx.1));
@@ -592,6 +612,32 @@ mod tests {
         let p = write_trex("bursty.data", &trace(1_003, 37, 6, 7));
         check_equal(&p, 100);
         check_equal(&p, 3); // event list truncated
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn fast_and_scalar_blocks_mix() {
+        // Over three 1 MiB blocks with small timestamps (the vectorised
+        // conversion): one block also has negative and zero latencies, a
+        // later one a timestamp in epoch seconds (the scalar path, with a
+        // clamped-size latency), and a burst straddles each block border.
+        let per_block = BLOCK_BYTES / TREX_RECORD_BYTES;
+        let mut pairs = trace(3 * per_block + 123, 41, 7, 5);
+        for (i, p) in pairs.iter_mut().enumerate() {
+            let tx = 1.0 + i as f64 * 1e-5;
+            *p = (tx, tx + (p.1 - p.0));
+        }
+        for b in 1..=3 {
+            for p in &mut pairs[b * per_block - 3..b * per_block + 3] {
+                p.1 = p.0 + 39e-6;
+            }
+        }
+        pairs[per_block + 10].1 = pairs[per_block + 10].0 - 3e-6;
+        pairs[per_block + 11].1 = pairs[per_block + 11].0;
+        pairs[2 * per_block + 500].0 = 1.7e9;
+        pairs[2 * per_block + 501].1 = -1.0;
+        let p = write_trex("mixed.data", &pairs);
+        check_equal(&p, 100);
         let _ = std::fs::remove_file(p);
     }
 
