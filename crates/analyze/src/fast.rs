@@ -582,15 +582,18 @@ mod tests {
             anomaly_events: events,
             ..Options::default()
         };
-        let full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
+        let mut full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
             .unwrap_or_else(|e| panic!("{e}"))
-            .analysis
-            .summary;
+            .analysis;
+        // Every HDR bucket (negative latencies too), not just the percentiles.
+        let full_buckets = full.latency.value_counts();
+        let full = full.summary;
         for threads in 1..=7 {
-            let fast = anomalies_only(path, &cfg, &opts, threads, 1)
+            let mut fast = anomalies_only(path, &cfg, &opts, threads, 1)
                 .unwrap_or_else(|e| panic!("{e}"))
-                .analysis
-                .summary;
+                .analysis;
+            assert_eq!(fast.latency.value_counts(), full_buckets, "{threads} parts");
+            let fast = fast.summary;
             assert_eq!(
                 fast.anomaly_details, full.anomaly_details,
                 "{threads} parts"
@@ -617,18 +620,31 @@ mod tests {
 
     #[test]
     fn fast_and_scalar_blocks_mix() {
-        // Over three 1 MiB blocks with small timestamps (the vectorised
-        // conversion): one block also has negative and zero latencies, a
-        // later one a timestamp in epoch seconds (the scalar path, with a
-        // clamped-size latency), and a burst straddles each block border.
+        // Five 1 MiB blocks with small timestamps (the vectorised
+        // conversion): block 1 also has negative and zero latencies, block 2
+        // a timestamp in epoch seconds (the scalar path, with a huge negative
+        // latency); a burst straddles the border of blocks 1 and 2, another
+        // ends right at the end of block 2, block 3 is all below every
+        // threshold and block 4 starts with a burst.
         let per_block = BLOCK_BYTES / TREX_RECORD_BYTES;
-        let mut pairs = trace(3 * per_block + 123, 41, 7, 5);
+        let mut pairs = trace(4 * per_block + 123, 41, 7, 5);
         for (i, p) in pairs.iter_mut().enumerate() {
             let tx = 1.0 + i as f64 * 1e-5;
-            *p = (tx, tx + (p.1 - p.0));
+            let lat = if (3 * per_block..4 * per_block).contains(&i) {
+                10e-6
+            } else {
+                p.1 - p.0
+            };
+            *p = (tx, tx + lat);
         }
-        for b in 1..=3 {
-            for p in &mut pairs[b * per_block - 3..b * per_block + 3] {
+        // A run open at the end of block 2 ends in block 3, whatever block 4
+        // starts with.
+        for r in [
+            2 * per_block - 3..2 * per_block + 3,
+            3 * per_block - 3..3 * per_block,
+            4 * per_block..4 * per_block + 2,
+        ] {
+            for p in &mut pairs[r] {
                 p.1 = p.0 + 39e-6;
             }
         }
