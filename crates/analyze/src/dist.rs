@@ -630,6 +630,32 @@ impl Distribution {
     }
 }
 
+/// hdrhistogram's bucket index of an integer `v` in [0, 2^53) held exactly
+/// as an f64 `l`, without a leading-zero count (no vector instruction in
+/// x86-64's baseline): with `m` = log2(sub-buckets) and `h = m − 1`, a value
+/// below 2^h is its own index; above, with exponent `e`, the bucket is
+/// `b = e − h` and `v >> b` is the leading 1 and the top h mantissa bits, so
+/// the index `(b << h) + (v >> b)` is `(bits(l) >> (53 − m)) − ((1021 + m) << h)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct F64Index {
+    shift: u32,
+    sub: u64,
+    below: f64,
+}
+
+impl F64Index {
+    /// The index of `v` (`l == v as f64`, `0 <= v < 2^53`); garbage otherwise.
+    #[inline(always)]
+    pub(crate) fn of(&self, l: f64, v: i64) -> u64 {
+        let high = (l.to_bits() >> self.shift).wrapping_sub(self.sub);
+        if l < self.below {
+            v as u64
+        } else {
+            high
+        }
+    }
+}
+
 /// Counts per HDR bucket in a flat array, folded into a
 /// [`Histogram`] at the end: equal, field for field, to recording every
 /// value into `Histogram::new(digits)` (the bucket index is hdrhistogram's
@@ -674,7 +700,7 @@ impl HdrCounts {
     /// hdrhistogram's `index_for`: bucket b = how many halvings bring `v`
     /// below the sub-bucket count, then `(b + 1)·half + (v >> b) − half`.
     #[inline]
-    fn index(&self, v: u64) -> usize {
+    pub(crate) fn index(&self, v: u64) -> usize {
         let b = self.lz_base - (v | self.sub_mask).leading_zeros();
         (((b as u64) << self.half_mag) + (v >> b)) as usize
     }
@@ -689,6 +715,31 @@ impl HdrCounts {
             (index & (half - 1)) + half
         };
         (sub as u64) << b
+    }
+
+    /// How to find bucket indices from f64 latencies: see [`F64Index`].
+    pub(crate) fn f64_index(&self) -> F64Index {
+        let m = self.half_mag + 1;
+        F64Index {
+            shift: 53 - m,
+            sub: (1021 + u64::from(m)) << self.half_mag,
+            below: (1u64 << self.half_mag) as f64,
+        }
+    }
+
+    /// Count the values `vals` (all in `lo..=hi`, `lo >= 0`) whose bucket
+    /// indices are `idx` (from [`F64Index`]).
+    pub(crate) fn record_indexed(&mut self, idx: &[u32], vals: &[i64], lo: i64, hi: i64) {
+        if vals.is_empty() {
+            return;
+        }
+        debug_assert!(lo >= 0 && lo <= hi && idx.len() == vals.len());
+        self.grow(hi as u64);
+        let counts = &mut self.counts[..];
+        for &i in idx {
+            counts[i as usize] += 1;
+        }
+        self.note(vals, lo as u64, hi as u64);
     }
 
     fn grow(&mut self, max: u64) {
@@ -725,6 +776,11 @@ impl HdrCounts {
             let b = lz_base - (v | mask).leading_zeros();
             counts[(((b as u64) << half_mag) + (v >> b)) as usize] += 1;
         }
+        self.note(vals, lo, hi);
+    }
+
+    /// Total, max and smallest non-zero after counting `vals` (in `lo..=hi`).
+    fn note(&mut self, vals: &[i64], lo: u64, hi: u64) {
         self.total += vals.len() as u64;
         self.max = self.max.max(hi);
         if lo != 0 {
@@ -928,6 +984,16 @@ mod tests {
         #[test]
         fn hdr_counts_equal_plain_record_fine(vals in hdr_values(36), digits in 4u8..=5, chunk in 1usize..40) {
             check_hdr_counts(&vals, digits, chunk)?;
+        }
+
+        /// The f64 route to a bucket index is hdrhistogram's.
+        #[test]
+        fn f64_index_equals_index(
+            v in proptest::prop_oneof![0u64..5_000, 0u64..1 << 53, (0u32..53).prop_map(|b| 1u64 << b)],
+            digits in 1u8..=5,
+        ) {
+            let c = HdrCounts::new(digits);
+            proptest::prop_assert_eq!(c.f64_index().of(v as f64, v as i64), c.index(v) as u64);
         }
 
         /// Block moments (any offset, spreads up to just under 2^32 and

@@ -105,8 +105,10 @@ struct Part {
     frags: Vec<Vec<Frag>>,
     /// Per spec: the run being built (`len == 0`: none).
     open: Vec<Frag>,
-    /// Latencies of the block being scanned (a reused buffer).
+    /// Latencies of the block being scanned and their HDR bucket indices
+    /// (reused buffers).
     lat: Vec<i64>,
+    idx: Vec<u32>,
 }
 
 /// tx (ns) of record `i` of `bytes`.
@@ -140,6 +142,7 @@ impl Part {
             frags: vec![Vec::new(); n_specs],
             open: vec![none; n_specs],
             lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+            idx: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
         }
     }
 
@@ -154,8 +157,11 @@ impl Part {
             self.first_tx = Some(tx_at(bytes, 0));
         }
         let lat = &mut self.lat;
-        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat) {
+        let hdr = self.pos.f64_index();
+        let mut indexed = false;
+        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat, hdr, &mut self.idx) {
             Some(b) => {
+                indexed = true;
                 self.tx = (self.tx.0.min(b.tx.0), self.tx.1.max(b.tx.1));
                 self.rx = (self.rx.0.min(b.rx.0), self.rx.1.max(b.rx.1));
                 b.lat
@@ -186,7 +192,9 @@ impl Part {
         }
         self.moments
             .merge(&Moments::of_block_within(lat, lat_lo, lat_hi));
-        if lat_lo >= 0 {
+        if lat_lo >= 0 && indexed {
+            self.pos.record_indexed(&self.idx, lat, lat_lo, lat_hi);
+        } else if lat_lo >= 0 {
             self.pos.record_nonneg(lat, lat_lo, lat_hi);
         } else {
             for &l in lat.iter() {

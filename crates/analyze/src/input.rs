@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
+use crate::dist::F64Index;
 use crate::engine::{Engine, Options};
 use crate::metrics::with_resolved_thresholds;
 use crate::{Analysis, AnalysisConfig, AnalyzeError, AnomalySpec, Summary};
@@ -355,8 +356,9 @@ pub(crate) struct TrexBlock {
 }
 
 /// The latencies `rx_ns - tx_ns` of whole TRex records, each timestamp
-/// converted exactly as [`secs_to_ns`] does, written to `lat`; with the
-/// min/max of tx, rx and latency. `None` (and `lat` unspecified) unless
+/// converted exactly as [`secs_to_ns`] does, written to `lat`, and for
+/// latencies >= 0 their HDR bucket index (see [`F64Index`]) to `idx`; with
+/// the min/max of tx, rx and latency. `None` (and `lat` unspecified) unless
 /// every timestamp converts to [0, 2^52) ns (52 days): then the caller must
 /// take the scalar path.
 ///
@@ -367,21 +369,27 @@ pub(crate) struct TrexBlock {
 /// which is exact. Out-of-range inputs (negative, NaN, ≥ 2^52, infinite)
 /// all give an integer outside [0, 2^52), so one OR over the results checks
 /// them. So the loop vectorises; latencies stay within ±2^52, no clamping.
-pub(crate) fn trex_latencies(bytes: &[u8], lat: &mut Vec<i64>) -> Option<TrexBlock> {
+pub(crate) fn trex_latencies(
+    bytes: &[u8],
+    lat: &mut Vec<i64>,
+    hdr: F64Index,
+    idx: &mut Vec<u32>,
+) -> Option<TrexBlock> {
     let n = bytes.len() / TREX_RECORD_BYTES;
-    lat.clear();
+    // Every slot is written below: no clearing.
     lat.resize(n, 0);
+    idx.resize(n, 0);
     if n == 0 {
         return None;
     }
-    let mut acc = Lanes::new();
+    let mut acc = Lanes::new(hdr);
     let whole = n / GROUP * GROUP;
     let (head, tail) = bytes[..n * TREX_RECORD_BYTES].split_at(whole * TREX_RECORD_BYTES);
     for (c, out) in head
         .chunks_exact(GROUP * TREX_RECORD_BYTES)
-        .zip(lat.chunks_exact_mut(GROUP))
+        .zip(lat.chunks_exact_mut(GROUP).zip(idx.chunks_exact_mut(GROUP)))
     {
-        acc.group(c, out);
+        acc.group(c, out.0, out.1);
     }
     if !tail.is_empty() {
         // Pad with copies of the last record: min, max and the range check
@@ -394,88 +402,119 @@ pub(crate) fn trex_latencies(bytes: &[u8], lat: &mut Vec<i64>) -> Option<TrexBlo
                     .unwrap_or(last),
             );
         }
-        let mut out = [0i64; GROUP];
-        acc.group(&c, &mut out);
+        let (mut out, mut out_idx) = ([0i64; GROUP], [0u32; GROUP]);
+        acc.group(&c, &mut out, &mut out_idx);
         lat[whole..].copy_from_slice(&out[..n - whole]);
+        idx[whole..].copy_from_slice(&out_idx[..n - whole]);
     }
     acc.finish()
 }
 
-/// Records per step of [`trex_latencies`]: 8 timestamps, so each lane-wise
+/// Records per step of [`trex_latencies`]: 16 timestamps, so each lane-wise
 /// operation is a few 2-wide vector instructions.
-const GROUP: usize = 4;
+const GROUP: usize = 8;
 
 /// Running state of [`trex_latencies`] per lane (even: tx, odd: rx): the
 /// smallest and largest rounded `s`, the OR of `bits(s) − bits(2^52)`, and
-/// per record slot the latency range. Plain compares, not `f64::min`, so
-/// they vectorise (a NaN is caught by `any`).
+/// the latency range (two lanes); and how to find HDR bucket indices. Each
+/// group is reduced to two lanes first (a tree, so no long dependency
+/// chain) and only then merged, which keeps the state in a few registers.
+/// Plain compares, not `f64::min`, so they vectorise (a NaN is caught by
+/// `any`).
 struct Lanes {
-    lo: [f64; 2 * GROUP],
-    hi: [f64; 2 * GROUP],
-    any: [u64; 2 * GROUP],
-    lat_lo: [f64; GROUP],
-    lat_hi: [f64; GROUP],
+    lo: [f64; 2],
+    hi: [f64; 2],
+    any: [u64; 2],
+    lat_lo: [f64; 2],
+    lat_hi: [f64; 2],
+    hdr: F64Index,
+}
+
+#[inline(always)]
+fn min(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+#[inline(always)]
+fn max(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// `a` folded pairwise with `f` down to its first two elements, keeping
+/// even and odd positions apart (`N` a power of two, at least 2).
+#[inline(always)]
+fn tree<T: Copy, const N: usize>(mut a: [T; N], f: impl Fn(T, T) -> T) -> [T; 2] {
+    let mut w = N;
+    while w > 2 {
+        w /= 2;
+        for k in 0..w {
+            a[k] = f(a[k], a[k + w]);
+        }
+    }
+    [a[0], a[1]]
 }
 
 impl Lanes {
-    fn new() -> Lanes {
+    fn new(hdr: F64Index) -> Lanes {
         Lanes {
-            lo: [f64::INFINITY; 2 * GROUP],
-            hi: [f64::NEG_INFINITY; 2 * GROUP],
-            any: [0; 2 * GROUP],
-            lat_lo: [f64::INFINITY; GROUP],
-            lat_hi: [f64::NEG_INFINITY; GROUP],
+            lo: [f64::INFINITY; 2],
+            hi: [f64::NEG_INFINITY; 2],
+            any: [0; 2],
+            lat_lo: [f64::INFINITY; 2],
+            lat_hi: [f64::NEG_INFINITY; 2],
+            hdr,
         }
     }
 
     #[inline(always)]
-    fn group(&mut self, c: &[u8], out: &mut [i64]) {
+    fn group(&mut self, c: &[u8], out: &mut [i64], idx: &mut [u32]) {
         let base = TWO52.to_bits();
         let mut s = [0f64; 2 * GROUP];
-        for (k, s) in s.iter_mut().enumerate() {
+        let mut any = [0u64; 2 * GROUP];
+        for (k, (s, any)) in s.iter_mut().zip(&mut any).enumerate() {
             let mut b = [0u8; 8];
             b.copy_from_slice(&c[8 * k..8 * k + 8]);
             *s = round_scaled(f64::from_le_bytes(b) * 1e9);
-            self.any[k] |= s.to_bits().wrapping_sub(base);
-            self.lo[k] = if *s < self.lo[k] { *s } else { self.lo[k] };
-            self.hi[k] = if *s > self.hi[k] { *s } else { self.hi[k] };
+            *any = s.to_bits().wrapping_sub(base);
         }
+        let mut lat = [0f64; GROUP];
         for j in 0..GROUP {
             out[j] = (s[2 * j + 1].to_bits() as i64).wrapping_sub(s[2 * j].to_bits() as i64);
             // Exact: both in [2^52, 2^53].
-            let l = s[2 * j + 1] - s[2 * j];
-            self.lat_lo[j] = if l < self.lat_lo[j] {
-                l
-            } else {
-                self.lat_lo[j]
-            };
-            self.lat_hi[j] = if l > self.lat_hi[j] {
-                l
-            } else {
-                self.lat_hi[j]
-            };
+            lat[j] = s[2 * j + 1] - s[2 * j];
+            // Meaningful for latencies >= 0 only (the caller checks).
+            idx[j] = self.hdr.of(lat[j], out[j]) as u32;
+        }
+        let (lo, hi, any) = (tree(s, min), tree(s, max), tree(any, |a, b| a | b));
+        let (lat_lo, lat_hi) = (tree(lat, min), tree(lat, max));
+        for k in 0..2 {
+            self.lo[k] = min(self.lo[k], lo[k]);
+            self.hi[k] = max(self.hi[k], hi[k]);
+            self.any[k] |= any[k];
+            self.lat_lo[k] = min(self.lat_lo[k], lat_lo[k]);
+            self.lat_hi[k] = max(self.lat_hi[k], lat_hi[k]);
         }
     }
 
     fn finish(&self) -> Option<TrexBlock> {
-        if self.any.iter().fold(0, |a, &b| a | b) >= 1 << 52 {
+        if self.any[0] | self.any[1] >= 1 << 52 {
             return None;
         }
         let ns = |s: f64| s.to_bits() - TWO52.to_bits();
-        let min = |v: &mut dyn Iterator<Item = &f64>| v.copied().fold(f64::INFINITY, f64::min);
-        let max = |v: &mut dyn Iterator<Item = &f64>| v.copied().fold(f64::NEG_INFINITY, f64::max);
         Some(TrexBlock {
-            tx: (
-                ns(min(&mut self.lo.iter().step_by(2))),
-                ns(max(&mut self.hi.iter().step_by(2))),
-            ),
-            rx: (
-                ns(min(&mut self.lo.iter().skip(1).step_by(2))),
-                ns(max(&mut self.hi.iter().skip(1).step_by(2))),
-            ),
+            tx: (ns(self.lo[0]), ns(self.hi[0])),
+            rx: (ns(self.lo[1]), ns(self.hi[1])),
             lat: (
-                min(&mut self.lat_lo.iter()) as i64,
-                max(&mut self.lat_hi.iter()) as i64,
+                min(self.lat_lo[0], self.lat_lo[1]) as i64,
+                max(self.lat_hi[0], self.lat_hi[1]) as i64,
             ),
         })
     }
@@ -929,7 +968,7 @@ mod tests {
         }
 
         /// `trex_latencies` equals converting record by record with
-        /// `secs_to_ns`, or declines; it accepts every block whose scaled
+        /// `secs_to_ns` (bucket indices: hdrhistogram's), or declines; it accepts every block whose scaled
         /// timestamps lie in [0, 2^52 − 1].
         #[test]
         fn trex_latencies_equal_record_by_record(
@@ -940,13 +979,15 @@ mod tests {
                 ],
                 0..40,
             ),
+            digits in 1u8..=5,
         ) {
             let bytes: Vec<u8> = pairs
                 .iter()
                 .flat_map(|(t, r)| t.to_le_bytes().into_iter().chain(r.to_le_bytes()))
                 .collect();
-            let mut lat = vec![7; 3];
-            let got = trex_latencies(&bytes, &mut lat);
+            let hdr = crate::dist::HdrCounts::new(digits);
+            let (mut lat, mut idx) = (vec![7; 3], vec![9; 50]);
+            let got = trex_latencies(&bytes, &mut lat, hdr.f64_index(), &mut idx);
             let ns: Vec<(u64, u64)> =
                 pairs.iter().map(|&(t, r)| (secs_to_ns(t), secs_to_ns(r))).collect();
             let in_range = |s: f64| (0.0..=TWO52 - 1.0).contains(&(s * 1e9));
@@ -961,6 +1002,12 @@ mod tests {
                         })
                         .collect();
                     prop_assert_eq!(&lat, &want);
+                    for (&l, &i) in want.iter().zip(&idx) {
+                        if let Ok(v) = u64::try_from(l) {
+                            prop_assert_eq!(i as usize, hdr.index(v));
+                        }
+                    }
+                    prop_assert_eq!(idx.len(), want.len());
                     let range = |v: &mut dyn Iterator<Item = u64>| {
                         v.fold((u64::MAX, 0), |(lo, hi), x| (lo.min(x), hi.max(x)))
                     };
