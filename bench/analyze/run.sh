@@ -34,9 +34,9 @@ NFLAB="$CARGO_TARGET_DIR/release/examples/analyze"
 [ -f "$DATA" ] || python3 "$HERE/gen_trex.py" "$N" "$DATA"
 cat "$DATA" > /dev/null   # warm the page cache for every tool alike
 
-t() { # label, command...: prints "label seconds peak_kib"
+t() { # label, command...: prints "label wall_s peak_kib user_s sys_s"
   local label=$1; shift
-  /usr/bin/time -f "$label %e %M" -o "$WORK/time.$label" "$@"
+  /usr/bin/time -f "$label %e %M %U %S" -o "$WORK/time.$label" "$@"
   cat "$WORK/time.$label" >&2
 }
 
@@ -49,10 +49,10 @@ for out in nflab_fast nflab_fast1 nflab; do
   printf '%s: ' "$out"
   python3 "$HERE/compare_anomalies.py" "$WORK/seed.out" "$WORK/$out.json" "$DATA"
 done
-read -r _ ts ms < "$WORK/time.seed"
+read -r _ ts ms us ss < "$WORK/time.seed"
 for out in nflab_fast nflab_fast1 nflab; do
-  read -r _ tn mn < "$WORK/time.$out"
-  python3 -c "print(f'speed-up $out vs data-postprocessor: {$ts/$tn:.2f}x  (peak RSS {$mn/1024:.0f} vs {$ms/1024:.0f} MiB)')"
+  read -r _ tn mn un sn < "$WORK/time.$out"
+  python3 -c "print(f'speed-up $out vs data-postprocessor: {$ts/$tn:.2f}x wall, {($us+$ss)/($un+$sn):.2f}x CPU (user+sys {$un+$sn:.2f} vs {$us+$ss:.2f} s; peak RSS {$mn/1024:.0f} vs {$ms/1024:.0f} MiB)')"
 done
 
 echo "== 2. exact percentiles of $N latencies"
@@ -70,7 +70,7 @@ for tool in ("polars", "numpy"):
     print(f"percentiles nflab == {tool}: {same}")
 times = {}
 for k in ("nflab_exact", "polars", "numpy", "nflab_hdr"):
-    _, s, m = open(f"{w}/time.{k}").read().split()
+    _, s, m, *_ = open(f"{w}/time.{k}").read().split()
     times[k] = (float(s), int(m))
     print(f"{k:12s} {float(s):8.2f} s  peak RSS {int(m)/1024:8.0f} MiB")
 print(f"ratio polars/nflab_exact: {times['polars'][0]/times['nflab_exact'][0]:.2f}x; numpy/nflab_exact: {times['numpy'][0]/times['nflab_exact'][0]:.2f}x")

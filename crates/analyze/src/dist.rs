@@ -207,7 +207,7 @@ impl Moments {
     }
 
     /// The moments of `vals`, the same as recording them one by one, but
-    /// in a loop without 128-bit arithmetic when the values lie within 2^31
+    /// in a loop without 128-bit arithmetic when the values lie within 2^32
     /// of each other (every latency block of a sane trace).
     pub fn of_block(vals: &[i64]) -> Moments {
         let Some(&first) = vals.first() else {
@@ -216,26 +216,50 @@ impl Moments {
         let (lo, hi) = vals
             .iter()
             .fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-        if i128::from(hi) - i128::from(lo) >= 1 << 31 || vals.len() > 1 << 32 {
+        Moments::of_block_within(vals, lo, hi)
+    }
+
+    /// [`of_block`](Moments::of_block) of values known to lie in `lo..=hi`
+    /// (the smallest and largest of them).
+    pub(crate) fn of_block_within(vals: &[i64], lo: i64, hi: i64) -> Moments {
+        let Some(&first) = vals.first() else {
+            return Moments::new();
+        };
+        let range = i128::from(hi) - i128::from(lo);
+        if range >= 1 << 32 || vals.len() > 1 << 32 {
             let mut m = Moments::new();
             vals.iter().for_each(|&v| m.record(v));
             return m;
         }
-        // |v - first| < 2^31: the difference, its square (< 2^62) and the sum
-        // of at most 2^32 differences fit 64 bits.
-        let (mut sum, mut sum2) = (0i64, 0u128);
-        for &v in vals {
-            let d = v - first;
-            sum += d;
-            sum2 += u128::from(d.unsigned_abs() * d.unsigned_abs());
+        // d = v − lo < 2^32, so d² fits a u64 (one vector multiply of 32-bit
+        // halves) and chunks of `chunk` squares fit a u64 sum.
+        let r = range as u64;
+        let chunk = u64::MAX
+            .checked_div(r * r)
+            .unwrap_or(u64::MAX)
+            .clamp(1, 1 << 20) as usize;
+        let (mut sum, mut sum2) = (0u128, 0u128);
+        for c in vals.chunks(chunk) {
+            let (mut s, mut s2) = (0u64, 0u64);
+            for &v in c {
+                let d = u64::from(v.wrapping_sub(lo) as u32);
+                s += d;
+                s2 += d * d;
+            }
+            sum += u128::from(s);
+            sum2 += u128::from(s2);
         }
+        // Re-base on the first value, as recording does: with k = first − lo,
+        // Σ(v−first) = Σd − n·k and Σ(v−first)² = Σd² − 2k·Σd + n·k².
+        let (n, k) = (vals.len() as i128, i128::from(first) - i128::from(lo));
+        let (sum, sum2) = (sum as i128, sum2 as i128);
         Moments {
             count: vals.len() as u64,
             min: lo,
             max: hi,
             shift: first,
-            sum_d: i128::from(sum),
-            sum_d2: sum2,
+            sum_d: sum - n * k,
+            sum_d2: (sum2 - 2 * k * sum + n * k * k) as u128,
             ..Moments::new()
         }
     }
@@ -606,6 +630,206 @@ impl Distribution {
     }
 }
 
+/// hdrhistogram's bucket index of an integer `v` in [0, 2^53) held exactly
+/// as an f64 `l`, without a leading-zero count (no vector instruction in
+/// x86-64's baseline): with `m` = log2(sub-buckets) and `h = m − 1`, a value
+/// below 2^h is its own index; above, with exponent `e`, the bucket is
+/// `b = e − h` and `v >> b` is the leading 1 and the top h mantissa bits, so
+/// the index `(b << h) + (v >> b)` is `(bits(l) >> (53 − m)) − ((1021 + m) << h)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct F64Index {
+    shift: u32,
+    sub: u64,
+    below: f64,
+}
+
+impl F64Index {
+    /// The index of `v` (`l == v as f64`, `0 <= v < 2^53`); garbage otherwise.
+    #[inline(always)]
+    pub(crate) fn of(&self, l: f64, v: i64) -> u64 {
+        let high = (l.to_bits() >> self.shift).wrapping_sub(self.sub);
+        if l < self.below {
+            v as u64
+        } else {
+            high
+        }
+    }
+}
+
+/// Counts per HDR bucket in a flat array, folded into a
+/// [`Histogram`] at the end: equal, field for field, to recording every
+/// value into `Histogram::new(digits)` (the bucket index is hdrhistogram's
+/// own for a lowest discernible value of 1), at a fraction of the cost —
+/// `Histogram::record` checks the range, resizes and updates min, max and
+/// the total per value.
+#[derive(Debug, Clone)]
+pub(crate) struct HdrCounts {
+    digits: u8,
+    /// log2 of half the sub-buckets per bucket.
+    half_mag: u32,
+    /// 64 − log2(sub-buckets): hdrhistogram's `leading_zero_count_base`.
+    lz_base: u32,
+    /// Values below it all lie in bucket 0.
+    sub_mask: u64,
+    counts: Vec<u64>,
+    total: u64,
+    max: u64,
+    /// Smallest non-zero value (`u64::MAX`: none).
+    min_nz: u64,
+}
+
+impl HdrCounts {
+    /// Empty counts for `digits` (clamped to 1..=5) significant digits.
+    pub(crate) fn new(digits: u8) -> HdrCounts {
+        let digits = digits.clamp(1, 5);
+        // hdrhistogram: sub-buckets = 2^ceil(log2(2·10^digits)).
+        let sub = (2u64 * 10u64.pow(u32::from(digits))).next_power_of_two();
+        let mag = sub.trailing_zeros();
+        HdrCounts {
+            digits,
+            half_mag: mag - 1,
+            lz_base: 64 - mag,
+            sub_mask: sub - 1,
+            counts: Vec::new(),
+            total: 0,
+            max: 0,
+            min_nz: u64::MAX,
+        }
+    }
+
+    /// hdrhistogram's `index_for`: bucket b = how many halvings bring `v`
+    /// below the sub-bucket count, then `(b + 1)·half + (v >> b) − half`.
+    #[inline]
+    pub(crate) fn index(&self, v: u64) -> usize {
+        let b = self.lz_base - (v | self.sub_mask).leading_zeros();
+        (((b as u64) << self.half_mag) + (v >> b)) as usize
+    }
+
+    /// The lowest value of the bucket at `index` (hdrhistogram's `value_for`).
+    fn value_at(&self, index: usize) -> u64 {
+        let half = 1usize << self.half_mag;
+        let b = (index >> self.half_mag).saturating_sub(1);
+        let sub = if index < half {
+            index
+        } else {
+            (index & (half - 1)) + half
+        };
+        (sub as u64) << b
+    }
+
+    /// How to find bucket indices from f64 latencies: see [`F64Index`].
+    pub(crate) fn f64_index(&self) -> F64Index {
+        let m = self.half_mag + 1;
+        F64Index {
+            shift: 53 - m,
+            sub: (1021 + u64::from(m)) << self.half_mag,
+            below: (1u64 << self.half_mag) as f64,
+        }
+    }
+
+    /// Count the values `vals` (all in `lo..=hi`, `lo >= 0`) whose bucket
+    /// indices are `idx` (from [`F64Index`]).
+    pub(crate) fn record_indexed(&mut self, idx: &[u32], vals: &[i64], lo: i64, hi: i64) {
+        if vals.is_empty() {
+            return;
+        }
+        debug_assert!(lo >= 0 && lo <= hi && idx.len() == vals.len());
+        self.grow(hi as u64);
+        let counts = &mut self.counts[..];
+        for &i in idx {
+            counts[i as usize] += 1;
+        }
+        self.note(vals, lo as u64, hi as u64);
+    }
+
+    fn grow(&mut self, max: u64) {
+        let need = self.index(max) + 1;
+        if self.counts.len() < need {
+            self.counts.resize(need, 0);
+        }
+    }
+
+    /// Count one value.
+    pub(crate) fn record(&mut self, v: u64) {
+        self.grow(v);
+        let i = self.index(v);
+        self.counts[i] += 1;
+        self.total += 1;
+        self.max = self.max.max(v);
+        if v != 0 {
+            self.min_nz = self.min_nz.min(v);
+        }
+    }
+
+    /// Count every value of `vals`, all in `lo..=hi` with `lo >= 0`.
+    pub(crate) fn record_nonneg(&mut self, vals: &[i64], lo: i64, hi: i64) {
+        if vals.is_empty() {
+            return;
+        }
+        debug_assert!(lo >= 0 && lo <= hi);
+        let (lo, hi) = (lo as u64, hi as u64);
+        self.grow(hi);
+        let counts = &mut self.counts[..];
+        let (lz_base, mask, half_mag) = (self.lz_base, self.sub_mask, self.half_mag);
+        for &v in vals {
+            let v = v as u64;
+            let b = lz_base - (v | mask).leading_zeros();
+            counts[(((b as u64) << half_mag) + (v >> b)) as usize] += 1;
+        }
+        self.note(vals, lo, hi);
+    }
+
+    /// Total, max and smallest non-zero after counting `vals` (in `lo..=hi`).
+    fn note(&mut self, vals: &[i64], lo: u64, hi: u64) {
+        self.total += vals.len() as u64;
+        self.max = self.max.max(hi);
+        if lo != 0 {
+            self.min_nz = self.min_nz.min(lo);
+        } else if let Some(m) = vals.iter().filter(|&&v| v != 0).min() {
+            self.min_nz = self.min_nz.min(*m as u64);
+        }
+    }
+
+    /// Number of values counted.
+    pub(crate) fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// The histogram that recording every counted value would have built.
+    /// Each bucket is recorded once, with a value inside it; the buckets of
+    /// the smallest non-zero and the largest value with those very values,
+    /// so the histogram's own min/max tracking (and auto-resize, which
+    /// depends only on the largest value) ends in the same state.
+    pub(crate) fn to_histogram(&self) -> Histogram<u64> {
+        let mut h =
+            Histogram::<u64>::new(self.digits).unwrap_or_else(|_| unreachable!("digits in 1..=5"));
+        if self.total == 0 {
+            return h;
+        }
+        let (i_min, i_max) = (
+            (self.min_nz != u64::MAX).then(|| self.index(self.min_nz)),
+            self.index(self.max),
+        );
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            // Auto-resizing: recording any u64 succeeds.
+            let _ = if Some(i) == i_min && i == i_max && self.min_nz != self.max {
+                h.record_n(self.min_nz, 1)
+                    .and_then(|()| h.record_n(self.max, c - 1))
+            } else if Some(i) == i_min {
+                h.record_n(self.min_nz, c)
+            } else if i == i_max {
+                h.record_n(self.max, c)
+            } else {
+                h.record_n(self.value_at(i), c)
+            };
+        }
+        h
+    }
+}
+
 /// `(upper, lower)` end of the HDR bucket holding the value at 1-based `rank`.
 fn hdr_at_rank(h: &Histogram<u64>, rank: u64) -> (u64, u64) {
     let mut cum = 0u64;
@@ -662,6 +886,7 @@ pub fn percentile_ladder(n: u64, ticks_per_half: u32) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::test_runner::TestCaseError;
 
     #[test]
     fn pct_parse_and_label() {
@@ -697,6 +922,102 @@ mod tests {
     }
 
     use proptest::strategy::Strategy;
+
+    /// Values for the histogram tests: clustered, spread, and huge.
+    fn hdr_values(max_bits: u32) -> impl Strategy<Value = Vec<u64>> {
+        let max = if max_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << max_bits) - 1
+        };
+        proptest::collection::vec(
+            proptest::prop_oneof![
+                0u64..4,
+                0u64..5_000,
+                15_000u64..2_000_000,
+                0u64..=max,
+                (0u32..max_bits).prop_map(|b| 1u64 << b),
+                (1u32..max_bits).prop_map(|b| (1u64 << b) - 1),
+            ],
+            0..300,
+        )
+    }
+
+    /// Counting into [`HdrCounts`] and folding gives the very histogram
+    /// (every field, by `Debug`) that `Histogram::record` builds. Values go
+    /// in blocks of `chunk`: by `record_nonneg` when they fit i64, else one
+    /// by one.
+    fn check_hdr_counts(vals: &[u64], digits: u8, chunk: usize) -> Result<(), TestCaseError> {
+        let mut plain = Histogram::<u64>::new(digits).unwrap_or_else(|e| panic!("{e}"));
+        for &v in vals {
+            plain.record(v).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut flat = HdrCounts::new(digits);
+        for c in vals.chunks(chunk) {
+            match c
+                .iter()
+                .map(|&v| i64::try_from(v))
+                .collect::<Result<Vec<i64>, _>>()
+            {
+                Ok(block) => {
+                    let lo = block.iter().copied().min().unwrap_or(0);
+                    let hi = block.iter().copied().max().unwrap_or(0);
+                    flat.record_nonneg(&block, lo, hi);
+                }
+                Err(_) => c.iter().for_each(|&v| flat.record(v)),
+            }
+        }
+        let folded = flat.to_histogram();
+        proptest::prop_assert_eq!(flat.len(), plain.len());
+        proptest::prop_assert_eq!(format!("{folded:?}"), format!("{plain:?}"));
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hdr_counts_equal_plain_record(vals in hdr_values(64), digits in 1u8..=3, chunk in 1usize..40) {
+            check_hdr_counts(&vals, digits, chunk)?;
+        }
+
+        /// 4 and 5 digits: smaller values (a histogram of 5 digits up to
+        /// 2^64 has 6 M counters).
+        #[test]
+        fn hdr_counts_equal_plain_record_fine(vals in hdr_values(36), digits in 4u8..=5, chunk in 1usize..40) {
+            check_hdr_counts(&vals, digits, chunk)?;
+        }
+
+        /// The f64 route to a bucket index is hdrhistogram's.
+        #[test]
+        fn f64_index_equals_index(
+            v in proptest::prop_oneof![0u64..5_000, 0u64..1 << 53, (0u32..53).prop_map(|b| 1u64 << b)],
+            digits in 1u8..=5,
+        ) {
+            let c = HdrCounts::new(digits);
+            proptest::prop_assert_eq!(c.f64_index().of(v as f64, v as i64), c.index(v) as u64);
+        }
+
+        /// Block moments (any offset, spreads up to just under 2^32 and
+        /// beyond) are the very accumulator recording builds.
+        #[test]
+        fn block_moments_equal_recording(
+            base in proptest::prop_oneof![
+                proptest::num::i64::ANY,
+                -1_000_000i64..1_000_000,
+            ],
+            offs in proptest::collection::vec(
+                proptest::prop_oneof![0i64..1 << 32, 0i64..1_000, (1i64 << 32) - 3..1 << 33],
+                1..200,
+            ),
+        ) {
+            let vals: Vec<i64> = offs.iter().map(|&o| base.saturating_add(o)).collect();
+            let mut one = Moments::new();
+            vals.iter().for_each(|&v| one.record(v));
+            proptest::prop_assert_eq!(
+                format!("{:?}", Moments::of_block(&vals)),
+                format!("{one:?}")
+            );
+        }
+    }
 
     proptest::proptest! {
         /// Merging the moments of two parts equals recording the whole, and

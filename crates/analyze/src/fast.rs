@@ -5,11 +5,12 @@
 //! [`Engine`](crate::Engine) keeps a dozen streaming metrics per packet in
 //! sequence order; this pass keeps only what the anomaly question needs —
 //! count, exact min / mean / stdev / max, an HDR latency histogram and the
-//! runs above each threshold — and gives every thread one contiguous part of
-//! the file, read with `pread` into the thread's own buffer. A run that
-//! touches the end of a part is handed on and joined with the run at the
-//! start of the next part, so the anomaly list (order, start, length,
-//! duration, peak) is the full pass's (checked in the tests below).
+//! runs above each threshold. The file is cut into contiguous parts (about
+//! 8 per thread) that the threads take in turn, each read with `pread` into
+//! the thread's own buffer. A run that touches the end of a part is handed
+//! on and joined with the run at the start of the next part, so the anomaly
+//! list (order, start, length, duration, peak) is the full pass's (checked
+//! in the tests below).
 //!
 //! A TRex-fork file has no sequence numbers and no lost packets (seq = the
 //! position in the file), which is what makes the split exact.
@@ -17,10 +18,11 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
 
-use crate::dist::{Distribution, Moments};
+use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
 use crate::input::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::metrics::{latency_block, with_resolved_thresholds};
@@ -89,14 +91,13 @@ impl Frag {
     }
 }
 
-/// What one thread learns from its part.
+/// What a thread learns from one part of the file (order matters: parts
+/// are joined in file order).
 struct Part {
     records: u64,
     /// tx of the part's first record.
     first_tx: Option<u64>,
     moments: Moments,
-    pos: Histogram<u64>,
-    neg: Option<Histogram<u64>>,
     tx: (u64, u64),
     rx: (u64, u64),
     clamped: u64,
@@ -104,13 +105,66 @@ struct Part {
     frags: Vec<Vec<Frag>>,
     /// Per spec: the run being built (`len == 0`: none).
     open: Vec<Frag>,
-    /// Latency and tx of the block being scanned (reused buffers).
+}
+
+/// What a thread keeps across its parts (order does not matter): the
+/// latency histograms and reused buffers.
+struct Scratch {
+    /// Latencies >= 0 and magnitudes of the negative ones.
+    pos: HdrCounts,
+    neg: HdrCounts,
+    /// The block read, its latencies and their HDR bucket indices.
+    buf: Vec<u8>,
     lat: Vec<i64>,
-    txs: Vec<u64>,
+    idx: Vec<u32>,
+}
+
+impl Scratch {
+    fn new(digits: u8) -> Scratch {
+        Scratch {
+            pos: HdrCounts::new(digits),
+            neg: HdrCounts::new(digits),
+            buf: vec![0u8; BLOCK_BYTES],
+            lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+            idx: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+        }
+    }
+}
+
+/// Position of the first of `vals` that is >= `low` (>= 0). `small`: every
+/// value lies within ±2^53 (a block of the vectorised conversion); then 16
+/// values at a time are tested without branches, by the sign of
+/// `low − 1 − v`, which vectorises.
+fn first_at_least(vals: &[i64], low: i64, small: bool) -> Option<usize> {
+    const N: usize = 16;
+    if !small {
+        return vals.iter().position(|&l| l >= low);
+    }
+    // Same answer for values below 2^53, and no overflow.
+    let low = low.min(1 << 53);
+    let mut chunks = vals.chunks_exact(N);
+    for (k, c) in (&mut chunks).enumerate() {
+        if c.iter().fold(0, |a, &l| a | (low - 1 - l)) < 0 {
+            return c.iter().position(|&l| l >= low).map(|d| k * N + d);
+        }
+    }
+    let done = vals.len() - chunks.remainder().len();
+    chunks
+        .remainder()
+        .iter()
+        .position(|&l| l >= low)
+        .map(|d| done + d)
+}
+
+/// tx (ns) of record `i` of `bytes`.
+fn tx_at(bytes: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[i * TREX_RECORD_BYTES..i * TREX_RECORD_BYTES + 8]);
+    secs_to_ns(f64::from_le_bytes(b))
 }
 
 impl Part {
-    fn new(n_specs: usize, digits: u8) -> Part {
+    fn new(n_specs: usize) -> Part {
         let none = Frag {
             start_seq: 0,
             len: 0,
@@ -125,94 +179,114 @@ impl Part {
             records: 0,
             first_tx: None,
             moments: Moments::new(),
-            pos: hdr(digits),
-            neg: None,
             tx: (u64::MAX, 0),
             rx: (u64::MAX, 0),
             clamped: 0,
             frags: vec![Vec::new(); n_specs],
             open: vec![none; n_specs],
-            lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
-            txs: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
         }
     }
 
     /// Feed whole 16-byte records, the first being number `seq` of the
     /// file. Works in stages over the block (convert, moments, histogram,
-    /// runs): each stage is a tight loop the compiler keeps in registers,
-    /// and the run stage skips below-threshold stretches with one compare
-    /// per packet.
+    /// runs): each stage is a tight loop, the first two vectorise, and the
+    /// run stage skips below-threshold stretches with one compare per
+    /// packet.
     fn scan(
         &mut self,
+        sc: &mut Scratch,
         bytes: &[u8],
         seq: u64,
         specs: &[AnomalySpec],
         lows: &[Option<i64>],
-        digits: u8,
     ) {
         let part_start = seq - self.records;
-        let (lat, tx) = (&mut self.lat, &mut self.txs);
-        lat.clear();
-        tx.clear();
-        let (mut tx_lo, mut tx_hi) = self.tx;
-        let (mut rx_lo, mut rx_hi) = self.rx;
-        for c in bytes.chunks_exact(TREX_RECORD_BYTES) {
-            let (t, r) = c.split_at(8);
-            let t = secs_to_ns(f64::from_le_bytes(t.try_into().unwrap_or([0; 8])));
-            let r = secs_to_ns(f64::from_le_bytes(r.try_into().unwrap_or([0; 8])));
-            let (l, clamped) = crate::engine::latency(t, r);
-            self.clamped += u64::from(clamped);
-            (tx_lo, tx_hi) = (tx_lo.min(t), tx_hi.max(t));
-            (rx_lo, rx_hi) = (rx_lo.min(r), rx_hi.max(r));
-            lat.push(l);
-            tx.push(t);
+        if self.records == 0 && bytes.len() >= TREX_RECORD_BYTES {
+            self.first_tx = Some(tx_at(bytes, 0));
         }
-        self.tx = (tx_lo, tx_hi);
-        self.rx = (rx_lo, rx_hi);
-        if self.records == 0 {
-            self.first_tx = tx.first().copied();
+        let lat = &mut sc.lat;
+        let hdr = sc.pos.f64_index();
+        let mut indexed = false;
+        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat, hdr, &mut sc.idx) {
+            Some(b) => {
+                indexed = true;
+                self.tx = (self.tx.0.min(b.tx.0), self.tx.1.max(b.tx.1));
+                self.rx = (self.rx.0.min(b.rx.0), self.rx.1.max(b.rx.1));
+                b.lat
+            }
+            None => {
+                // Timestamps outside 0.5 ns .. 52 days: one by one.
+                lat.clear();
+                let (mut tx_lo, mut tx_hi) = self.tx;
+                let (mut rx_lo, mut rx_hi) = self.rx;
+                for c in bytes.chunks_exact(TREX_RECORD_BYTES) {
+                    let (t, r) = c.split_at(8);
+                    let t = secs_to_ns(f64::from_le_bytes(t.try_into().unwrap_or([0; 8])));
+                    let r = secs_to_ns(f64::from_le_bytes(r.try_into().unwrap_or([0; 8])));
+                    let (l, clamped) = crate::engine::latency(t, r);
+                    self.clamped += u64::from(clamped);
+                    (tx_lo, tx_hi) = (tx_lo.min(t), tx_hi.max(t));
+                    (rx_lo, rx_hi) = (rx_lo.min(r), rx_hi.max(r));
+                    lat.push(l);
+                }
+                self.tx = (tx_lo, tx_hi);
+                self.rx = (rx_lo, rx_hi);
+                lat.iter()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)))
+            }
+        };
+        if lat.is_empty() {
+            return;
         }
-        self.moments.merge(&Moments::of_block(lat));
-        for &l in lat.iter() {
-            // Auto-resizing: recording any u64 succeeds.
-            let _ = match u64::try_from(l) {
-                Ok(v) => self.pos.record(v),
-                Err(_) => self
-                    .neg
-                    .get_or_insert_with(|| hdr(digits))
-                    .record(l.unsigned_abs()),
-            };
+        self.moments
+            .merge(&Moments::of_block_within(lat, lat_lo, lat_hi));
+        if lat_lo >= 0 && indexed {
+            sc.pos.record_indexed(&sc.idx, lat, lat_lo, lat_hi);
+        } else if lat_lo >= 0 {
+            sc.pos.record_nonneg(lat, lat_lo, lat_hi);
+        } else {
+            for &l in lat.iter() {
+                match u64::try_from(l) {
+                    Ok(v) => sc.pos.record(v),
+                    Err(_) => sc.neg.record(l.unsigned_abs()),
+                }
+            }
         }
         for (k, (spec, &low)) in specs.iter().zip(lows).enumerate() {
             let Some(low) = low else { continue };
             let run = &mut self.open[k];
+            if run.len == 0 && lat_hi < low {
+                continue;
+            }
             let mut i = 0;
             while i < lat.len() {
                 if run.len == 0 {
                     // Skip to the next packet above the threshold.
-                    match lat[i..].iter().position(|&l| l >= low) {
+                    match first_at_least(&lat[i..], low, indexed) {
                         Some(d) => i += d,
                         None => break,
                     }
                     let s = seq + i as u64;
+                    let t = tx_at(bytes, i);
                     *run = Frag {
                         start_seq: s,
                         len: 0,
-                        first_tx: tx[i],
-                        last_tx: tx[i],
+                        first_tx: t,
+                        last_tx: t,
                         peak: lat[i],
-                        peak_tx: tx[i],
+                        peak_tx: t,
                         open_start: s == part_start,
                         open_end: false,
                     };
                 }
                 let l = lat[i];
                 if l >= low {
+                    let t = tx_at(bytes, i);
                     run.len += 1;
-                    run.last_tx = tx[i];
+                    run.last_tx = t;
                     if l > run.peak {
                         run.peak = l;
-                        run.peak_tx = tx[i];
+                        run.peak_tx = t;
                     }
                 } else {
                     if run.open_start || run.len >= u64::from(spec.n.max(1)) {
@@ -250,19 +324,11 @@ fn scan_part(
     first: u64,
     count: u64,
     specs: &[AnomalySpec],
-    digits: u8,
+    lows: &[Option<i64>],
+    sc: &mut Scratch,
 ) -> Result<Part, AnalyzeError> {
-    let mut part = Part::new(specs.len(), digits);
-    // The lowest latency above each threshold: one `>=` per packet.
-    // `None`: no i64 latency is above it.
-    let lows: Vec<Option<i64>> = specs
-        .iter()
-        .map(|s| match s.cmp {
-            Cmp::Ge => i64::try_from(s.t_ns).ok(),
-            Cmp::Gt => i64::try_from(s.t_ns.saturating_add(1)).ok(),
-        })
-        .collect();
-    let mut buf = vec![0u8; BLOCK_BYTES];
+    let mut part = Part::new(specs.len());
+    let mut buf = std::mem::take(&mut sc.buf);
     let mut done = 0u64;
     while done < count {
         let want = ((count - done) as usize * TREX_RECORD_BYTES).min(BLOCK_BYTES);
@@ -272,9 +338,10 @@ fn scan_part(
                 path: path.to_path_buf(),
                 source,
             })?;
-        part.scan(&buf[..want], first + done, specs, &lows, digits);
+        part.scan(sc, &buf[..want], first + done, specs, lows);
         done += (want / TREX_RECORD_BYTES) as u64;
     }
+    sc.buf = buf;
     part.close();
     Ok(part)
 }
@@ -329,20 +396,53 @@ fn anomalies_only(
         })?;
         let specs = cfg.anomalies.as_slice();
         let digits = opts.hdr_digits;
-        let parts = std::thread::scope(|s| {
+        // The lowest latency above each threshold: one `>=` per packet.
+        // `None`: no i64 latency is above it.
+        let lows: Vec<Option<i64>> = specs
+            .iter()
+            .map(|s| match s.cmp {
+                Cmp::Ge => i64::try_from(s.t_ns).ok(),
+                Cmp::Gt => i64::try_from(s.t_ns.saturating_add(1)).ok(),
+            })
+            .collect();
+        // About 8 parts per thread, taken in turn: a thread that shares its
+        // core with another process does fewer.
+        let part_len = n.div_ceil(threads * 8).max(min_part).max(1);
+        let n_parts = n.div_ceil(part_len);
+        let next = AtomicU64::new(0);
+        let (file, lows, next) = (&file, lows.as_slice(), &next);
+        let done = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
-                .map(|i| {
-                    let (a, b) = (n * i / threads, n * (i + 1) / threads);
-                    let file = &file;
-                    s.spawn(move || scan_part(file, path, a, b - a, specs, digits))
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut sc = Scratch::new(digits);
+                        let mut parts = Vec::new();
+                        loop {
+                            let k = next.fetch_add(1, Ordering::Relaxed);
+                            if k >= n_parts {
+                                break;
+                            }
+                            let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
+                            parts.push((k, scan_part(file, path, a, b - a, specs, lows, &mut sc)?));
+                        }
+                        Ok((parts, sc))
+                    })
                 })
                 .collect();
             handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect::<Result<Vec<Part>, AnalyzeError>>()
+                .collect::<Result<Vec<(Vec<(u64, Part)>, Scratch)>, AnalyzeError>>()
         })?;
-        Ok(assemble(parts, cfg, opts))
+        let mut parts = Vec::with_capacity(n_parts as usize);
+        let mut hists = Vec::with_capacity(done.len());
+        for (p, sc) in done {
+            parts.extend(p);
+            hists.push((sc.pos, sc.neg));
+        }
+        parts.sort_unstable_by_key(|(k, _)| *k);
+        let parts = parts.into_iter().map(|(_, p)| p).collect();
+        Ok(assemble(parts, &hists, cfg, opts))
     };
     let mut analysis = with_resolved_thresholds(cfg, pass)?;
     let notes = &mut analysis.summary.notes;
@@ -362,8 +462,14 @@ fn anomalies_only(
     Ok(crate::input::trex_outcome(path, analysis, leftover, n))
 }
 
-/// Join the parts (in file order) into an [`Analysis`].
-fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis {
+/// Join the parts (in file order) and the threads' histograms into an
+/// [`Analysis`].
+fn assemble(
+    parts: Vec<Part>,
+    hists: &[(HdrCounts, HdrCounts)],
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Analysis {
     let mut moments = Moments::new();
     let mut pos = hdr(opts.hdr_digits);
     let mut neg: Option<Histogram<u64>> = None;
@@ -373,13 +479,17 @@ fn assemble(parts: Vec<Part>, cfg: &AnalysisConfig, opts: &Options) -> Analysis 
         n += p.records;
         clamped += p.clamped;
         moments.merge(&p.moments);
-        // Auto-resizing histograms of equal precision always add.
-        let _ = pos.add(&p.pos);
-        if let Some(h) = &p.neg {
-            let _ = neg.get_or_insert_with(|| hdr(opts.hdr_digits)).add(h);
-        }
         tx = (tx.0.min(p.tx.0), tx.1.max(p.tx.1));
         rx = (rx.0.min(p.rx.0), rx.1.max(p.rx.1));
+    }
+    for (p, q) in hists {
+        // Auto-resizing histograms of equal precision always add.
+        let _ = pos.add(p.to_histogram());
+        if q.len() > 0 {
+            let _ = neg
+                .get_or_insert_with(|| hdr(opts.hdr_digits))
+                .add(q.to_histogram());
+        }
     }
     // Hour 0 starts at the first packet's tx, as in the full pass.
     let origin = parts.iter().find_map(|p| p.first_tx);
@@ -562,15 +672,18 @@ mod tests {
             anomaly_events: events,
             ..Options::default()
         };
-        let full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
+        let mut full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
             .unwrap_or_else(|e| panic!("{e}"))
-            .analysis
-            .summary;
+            .analysis;
+        // Every HDR bucket (negative latencies too), not just the percentiles.
+        let full_buckets = full.latency.value_counts();
+        let full = full.summary;
         for threads in 1..=7 {
-            let fast = anomalies_only(path, &cfg, &opts, threads, 1)
+            let mut fast = anomalies_only(path, &cfg, &opts, threads, 1)
                 .unwrap_or_else(|e| panic!("{e}"))
-                .analysis
-                .summary;
+                .analysis;
+            assert_eq!(fast.latency.value_counts(), full_buckets, "{threads} parts");
+            let fast = fast.summary;
             assert_eq!(
                 fast.anomaly_details, full.anomaly_details,
                 "{threads} parts"
@@ -592,6 +705,45 @@ mod tests {
         let p = write_trex("bursty.data", &trace(1_003, 37, 6, 7));
         check_equal(&p, 100);
         check_equal(&p, 3); // event list truncated
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn fast_and_scalar_blocks_mix() {
+        // Five 1 MiB blocks with small timestamps (the vectorised
+        // conversion): block 1 also has negative and zero latencies, block 2
+        // a timestamp in epoch seconds (the scalar path, with a huge negative
+        // latency); a burst straddles the border of blocks 1 and 2, another
+        // ends right at the end of block 2, block 3 is all below every
+        // threshold and block 4 starts with a burst.
+        let per_block = BLOCK_BYTES / TREX_RECORD_BYTES;
+        let mut pairs = trace(4 * per_block + 123, 41, 7, 5);
+        for (i, p) in pairs.iter_mut().enumerate() {
+            let tx = 1.0 + i as f64 * 1e-5;
+            let lat = if (3 * per_block..4 * per_block).contains(&i) {
+                10e-6
+            } else {
+                p.1 - p.0
+            };
+            *p = (tx, tx + lat);
+        }
+        // A run open at the end of block 2 ends in block 3, whatever block 4
+        // starts with.
+        for r in [
+            2 * per_block - 3..2 * per_block + 3,
+            3 * per_block - 3..3 * per_block,
+            4 * per_block..4 * per_block + 2,
+        ] {
+            for p in &mut pairs[r] {
+                p.1 = p.0 + 39e-6;
+            }
+        }
+        pairs[per_block + 10].1 = pairs[per_block + 10].0 - 3e-6;
+        pairs[per_block + 11].1 = pairs[per_block + 11].0;
+        pairs[2 * per_block + 500].0 = 1.7e9;
+        pairs[2 * per_block + 501].1 = -1.0;
+        let p = write_trex("mixed.data", &pairs);
+        check_equal(&p, 100);
         let _ = std::fs::remove_file(p);
     }
 
@@ -640,6 +792,20 @@ mod tests {
     }
 
     proptest! {
+        /// The chunked search equals `position`.
+        #[test]
+        fn first_at_least_equals_position(
+            vals in proptest::prop_oneof![
+                proptest::collection::vec(-(1i64 << 53) + 1..1 << 53, 0..100),
+                proptest::collection::vec(-5i64..100, 0..100),
+            ],
+            low in proptest::prop_oneof![0i64..1 << 54, 0i64..120, Just(i64::MAX)],
+        ) {
+            let want = vals.iter().position(|&l| l >= low);
+            prop_assert_eq!(first_at_least(&vals, low, true), want);
+            prop_assert_eq!(first_at_least(&vals, low, false), want);
+        }
+
         /// The libm-free rounding equals `round()` for every finite input.
         #[test]
         fn secs_to_ns_equals_round(s in proptest::num::f64::ANY) {
