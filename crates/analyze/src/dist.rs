@@ -410,6 +410,19 @@ impl Distribution {
         }
     }
 
+    /// A distribution in exact mode assembled elsewhere (the parallel pass):
+    /// exact `moments` and every value, in any order.
+    pub(crate) fn from_exact(moments: Moments, values: Vec<i64>, digits: u8) -> Distribution {
+        Distribution {
+            moments,
+            exact_limit: values.len() as u64,
+            exact: Some(values),
+            digits: digits.clamp(1, 5),
+            pos: None,
+            neg: None,
+        }
+    }
+
     /// Reserve room for `n` more values in exact mode (no effect when they
     /// would exceed the exact limit).
     pub fn reserve(&mut self, n: u64) {

@@ -4,8 +4,9 @@
 //! Seed 001 runs its anomaly detector over files of hundreds of GB. The full
 //! [`Engine`](crate::Engine) keeps a dozen streaming metrics per packet in
 //! sequence order; this pass keeps only what the anomaly question needs —
-//! count, exact min / mean / stdev / max, an HDR latency histogram and the
-//! runs above each threshold. The file is cut into contiguous parts (about
+//! count, exact min / mean / stdev / max, an HDR latency histogram (or, with
+//! `--exact`, every latency, which the threads write straight into one vector
+//! for exact percentiles) and the runs above each threshold. The file is cut into contiguous parts (about
 //! 8 per thread) that the threads take in turn, each read with `pread` into
 //! the thread's own buffer. A run that touches the end of a part is handed
 //! on and joined with the run at the start of the next part, so the anomaly
@@ -317,15 +318,16 @@ fn hdr(digits: u8) -> Histogram<u64> {
         .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
 
-/// Read records `first..first + count` of `file` into a [`Part`].
+/// Read records `first..first + count` of `file` into a [`Part`], and their
+/// latencies into `exact` (one slot per record) when given.
 fn scan_part(
     file: &File,
     path: &Path,
-    first: u64,
-    count: u64,
+    (first, count): (u64, u64),
     specs: &[AnomalySpec],
     lows: &[Option<i64>],
     sc: &mut Scratch,
+    mut exact: Option<&mut [i64]>,
 ) -> Result<Part, AnalyzeError> {
     let mut part = Part::new(specs.len());
     let mut buf = std::mem::take(&mut sc.buf);
@@ -339,7 +341,12 @@ fn scan_part(
                 source,
             })?;
         part.scan(sc, &buf[..want], first + done, specs, lows);
-        done += (want / TREX_RECORD_BYTES) as u64;
+        let m = want / TREX_RECORD_BYTES;
+        if let Some(out) = exact.as_deref_mut() {
+            // The block's latencies, kept at their records' places in the part.
+            out[done as usize..done as usize + m].copy_from_slice(&sc.lat[..m]);
+        }
+        done += m as u64;
     }
     sc.buf = buf;
     part.close();
@@ -348,7 +355,8 @@ fn scan_part(
 
 /// Analyse the TRex-fork file at `path` for anomalies only, on `threads`
 /// threads (0: one per available core). Computes packet counts, exact
-/// min / mean / stdev / max, HDR percentiles (`opts.hdr_digits`) and every anomaly detail of the full pass;
+/// min / mean / stdev / max, HDR percentiles (`opts.hdr_digits`; exact ones when
+/// `opts.exact_limit` holds every record) and every anomaly detail of the full pass;
 /// the IPDV, RFC 3550, consecutive-difference and window figures stay
 /// `null`, and a note says so. Relative thresholds take a first pass (a
 /// percentile base is then resolved from the HDR histogram).
@@ -377,8 +385,8 @@ fn anomalies_only(
     let bad = unsupported(opts);
     if !bad.is_empty() {
         return Err(AnalyzeError::Invalid(format!(
-            "--anomalies-only computes counts, min/mean/stdev/max, HDR percentiles and anomalies \
-             only; it cannot honour {} (drop {} or --anomalies-only)",
+            "--anomalies-only computes counts, min/mean/stdev/max, percentiles (HDR, or exact with \
+             --exact) and anomalies only; it cannot honour {} (drop {} or --anomalies-only)",
             bad.join(", "),
             if bad.len() == 1 { "it" } else { "them" }
         )));
@@ -410,7 +418,22 @@ fn anomalies_only(
         let part_len = n.div_ceil(threads * 8).max(min_part).max(1);
         let n_parts = n.div_ceil(part_len);
         let next = AtomicU64::new(0);
-        let (file, lows, next) = (&file, lows.as_slice(), &next);
+        // --exact: every latency, written by the threads straight into one vector
+        // (record i at index i), which becomes the exact distribution.
+        let keep_all = opts.exact_limit >= n;
+        let mut all: Vec<i64> = if keep_all {
+            vec![0; n as usize]
+        } else {
+            Vec::new()
+        };
+        let slot_vec: Vec<std::sync::Mutex<Option<&mut [i64]>>> = if keep_all {
+            all.chunks_mut(part_len as usize)
+                .map(|c| std::sync::Mutex::new(Some(c)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (file, lows, next, slots) = (&file, lows.as_slice(), &next, slot_vec.as_slice());
         let done = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
@@ -423,7 +446,13 @@ fn anomalies_only(
                                 break;
                             }
                             let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
-                            parts.push((k, scan_part(file, path, a, b - a, specs, lows, &mut sc)?));
+                            let out = slots
+                                .get(k as usize)
+                                .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
+                            parts.push((
+                                k,
+                                scan_part(file, path, (a, b - a), specs, lows, &mut sc, out)?,
+                            ));
                         }
                         Ok((parts, sc))
                     })
@@ -442,17 +471,20 @@ fn anomalies_only(
         }
         parts.sort_unstable_by_key(|(k, _)| *k);
         let parts = parts.into_iter().map(|(_, p)| p).collect();
-        Ok(assemble(parts, &hists, cfg, opts))
+        drop(slot_vec);
+        Ok(assemble(parts, &hists, keep_all.then_some(all), cfg, opts))
     };
     let mut analysis = with_resolved_thresholds(cfg, pass)?;
     let notes = &mut analysis.summary.notes;
     notes.push(crate::input::trex_note(path));
-    if cfg.anomalies.iter().any(|s| {
-        matches!(
-            s.threshold,
-            Threshold::Plus(Base::Pct(_), _) | Threshold::Times(Base::Pct(_), _)
-        )
-    }) {
+    if opts.exact_limit < n
+        && cfg.anomalies.iter().any(|s| {
+            matches!(
+                s.threshold,
+                Threshold::Plus(Base::Pct(_), _) | Threshold::Times(Base::Pct(_), _)
+            )
+        })
+    {
         notes.push(
             "--anomalies-only resolved the percentile base of a relative anomaly threshold from \
              the HDR histogram (see percentiles.bound), not exactly"
@@ -467,6 +499,7 @@ fn anomalies_only(
 fn assemble(
     parts: Vec<Part>,
     hists: &[(HdrCounts, HdrCounts)],
+    exact: Option<Vec<i64>>,
     cfg: &AnalysisConfig,
     opts: &Options,
 ) -> Analysis {
@@ -563,7 +596,10 @@ fn assemble(
             "{clamped} packets have a latency outside the i64 range and were clamped; the timestamps are garbage"
         ));
     }
-    let mut latency = Distribution::from_hdr(moments, Some(pos), neg, opts.hdr_digits);
+    let mut latency = match exact {
+        Some(all) => Distribution::from_exact(moments, all, opts.hdr_digits),
+        None => Distribution::from_hdr(moments, Some(pos), neg, opts.hdr_digits),
+    };
     let (latency_ns, latency_quantiles, percentiles) =
         latency_block(&mut latency, &opts.percentiles, &mut notes);
     let summary = Summary {
@@ -663,13 +699,19 @@ mod tests {
     /// The anomalies-only pass against the full pass (HDR mode, so even the
     /// percentiles must agree) for every split into 1..=7 parts.
     fn check_equal(path: &Path, events: usize) {
+        check_equal_with(path, events, 0);
+    }
+
+    /// [`check_equal`] holding `exact_limit` values exactly (`u64::MAX`: --exact).
+    fn check_equal_with(path: &Path, events: usize, exact_limit: u64) {
         let cfg = AnalysisConfig {
             anomalies: specs(),
             ..Default::default()
         };
         let opts = Options {
-            exact_limit: 0,
+            exact_limit,
             anomaly_events: events,
+            percentiles: vec![Pct::parse("0.1").unwrap(), Pct::parse("33.3").unwrap()],
             ..Options::default()
         };
         let mut full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
@@ -696,6 +738,25 @@ mod tests {
             assert_eq!(fast.span, full.span);
             assert_eq!(fast.percentiles, full.percentiles);
         }
+    }
+
+    #[test]
+    fn exact_percentiles_equal_the_full_pass_in_exact_mode() {
+        let path = write_trex("exact", &trace(20_000, 997, 5, 3));
+        check_equal_with(&path, 1_000, u64::MAX);
+        let fast = anomalies_only(
+            &path,
+            &AnalysisConfig::default(),
+            &Options {
+                exact_limit: u64::MAX,
+                ..Options::default()
+            },
+            2,
+            1,
+        )
+        .unwrap();
+        assert_eq!(fast.analysis.latency.method(), crate::dist::Method::Exact);
+        std::fs::remove_file(path).ok();
     }
 
     #[test]
