@@ -1098,30 +1098,11 @@ fn run_with_xdp_live_frames_records_kernel_stamped_probes() {
         "[experiment]\nname = \"live\"\n[dut]\nkind = \"linux-router\"\n[traffic]\n\
          backend = \"xdp_live\"\nrate_pps = \"max\"\nduration_s = 1\nwarmup_s = 0.2\n",
     );
-    let child = nflab()
-        .args([
-            "run",
-            spec.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-        ])
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
-    assert!(namespaces_of(pid).is_empty());
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
-    let gen: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("gen.json")).unwrap()).unwrap();
+    let run = run_first(&spec, &tmp.0);
+    let gen = read_json(run.join("gen.json"));
     assert_eq!(gen["backend"], "xdp_live");
     assert_eq!(gen["tx_timestamp"], "kernel-xdp");
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let summary = read_json(run.join("summary.json"));
     // At the maximum rate the router and the recorder drop some; what arrives
     // is counted against what was sent, and carries kernel stamps.
     let p = &summary["packets"];
@@ -1133,53 +1114,39 @@ fn run_with_xdp_live_frames_records_kernel_stamped_probes() {
     );
     assert!(summary["latency_ns"]["min"].as_i64().unwrap() > 0);
 
-    // Socket TX stamps on top of the program's own: refused in one sentence.
-    let both = write_spec(
-        &tmp.0,
-        "live3",
-        "[experiment]\nname = \"live3\"\n[traffic]\nbackend = \"xdp_live\"\n\
-         tx_timestamp = \"kernel\"\nrate_pps = \"max\"\nduration_s = 1\n",
-    );
-    expect_one_line_error(
-        &[
-            "run",
-            both.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-        ],
-        &["xdp_live", "tx_timestamp"],
-    );
-    // A paced pattern, or more than one flow, is refused in one sentence.
-    let paced = write_spec(
-        &tmp.0,
-        "live1",
-        "[experiment]\nname = \"live1\"\n[traffic]\nbackend = \"xdp_live\"\nrate_pps = 1000\n\
-         duration_s = 1\n",
-    );
-    expect_one_line_error(
-        &[
-            "run",
-            paced.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-        ],
-        &["xdp_live", "rate = \"max\""],
-    );
-    let bad = write_spec(
-        &tmp.0,
-        "live2",
-        "[experiment]\nname = \"live2\"\n[traffic]\nbackend = \"xdp_live\"\nflows = 4\n\
-         rate_pps = \"max\"\nduration_s = 1\n",
-    );
-    expect_one_line_error(
-        &[
-            "run",
-            bad.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-        ],
-        &["xdp_live", "one flow"],
-    );
+    // Socket TX stamps on top of the program's own, a paced pattern, or more than one
+    // flow: each refused in one sentence.
+    for (name, traffic, want) in [
+        (
+            "live3",
+            "tx_timestamp = \"kernel\"\nrate_pps = \"max\"",
+            ["xdp_live", "tx_timestamp"],
+        ),
+        ("live1", "rate_pps = 1000", ["xdp_live", "rate = \"max\""]),
+        (
+            "live2",
+            "flows = 4\nrate_pps = \"max\"",
+            ["xdp_live", "one flow"],
+        ),
+    ] {
+        let spec = write_spec(
+            &tmp.0,
+            name,
+            &format!(
+                "[experiment]\nname = \"{name}\"\n[traffic]\nbackend = \"xdp_live\"\n\
+                 {traffic}\nduration_s = 1\n"
+            ),
+        );
+        expect_one_line_error(
+            &[
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                tmp.0.to_str().unwrap(),
+            ],
+            &want,
+        );
+    }
 }
 
 #[test]
@@ -1212,7 +1179,7 @@ fn nflab_data_plane_forwards_with_each_port_kind_and_under_live_frames() {
                  io = \"{io}\"\n[traffic]\n{gen}{rate}duration_s = 1\nwarmup_s = 0.2\n"
             ),
         );
-        let run = run_first(&spec, &tmp.0, io);
+        let run = run_first(&spec, &tmp.0);
         let dut = read_json(run.join("dut.json"));
         for p in dut["ports"].as_array().unwrap() {
             assert_eq!(p["backend"], *backend, "{io}: {dut}");
@@ -1251,7 +1218,7 @@ fn two_data_plane_workers_each_own_a_queue() {
          [traffic]\nbackend = \"af_xdp\"\ntx_threads = 2\nrate_pps = 4000\n\
          duration_s = 1\nwarmup_s = 0.2\n",
     );
-    let run = run_first(&spec, &tmp.0, "two workers");
+    let run = run_first(&spec, &tmp.0);
     let dut = read_json(run.join("dut.json"));
     let s = read_json(run.join("summary.json"));
     let p = &s["packets"];

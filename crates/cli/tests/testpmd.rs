@@ -5,10 +5,9 @@
 //! is checked everywhere.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 
 mod common;
-use common::{is_root, namespaces_of, nflab, read_json, stderr, TempDir};
+use common::{is_root, nflab, read_json, run_ok, stderr, TempDir};
 
 fn have_testpmd() -> bool {
     std::env::var_os("PATH")
@@ -45,22 +44,7 @@ fn testpmd_forwards_and_its_counters_land_in_dut_json() {
     let tmp = TempDir::new("testpmd");
     let spec = tmp.0.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
-    let child = nflab()
-        .args([
-            "run",
-            spec.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    let (_, result, pid) = run_ok(&spec, &tmp.0);
     // EAL's run-time files of this run's testpmd are gone too.
     let left: Vec<_> = std::fs::read_dir("/var/run/dpdk")
         .map(|d| {
@@ -72,7 +56,6 @@ fn testpmd_forwards_and_its_counters_land_in_dut_json() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let dir = PathBuf::from(result["dir"].as_str().unwrap());
     for (run, io) in [("000", "af_xdp"), ("001", "af_packet")] {
         let r = dir.join("runs").join(run);

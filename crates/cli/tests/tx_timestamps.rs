@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
 
 use nflab_record::flags;
 
 mod common;
-use common::{is_root, namespaces_of, read_json as json, TempDir};
+use common::{is_root, read_json as json, run_ok, TempDir};
 
 const SPEC: &str = r#"
 [experiment]
@@ -32,28 +31,11 @@ fn kernel_tx_stamps_replace_the_application_ones_in_the_records() {
         eprintln!("skipped: needs root (network namespaces); CI runs it as root");
         return;
     }
-    let tmp = TempDir(std::env::temp_dir().join(format!("nflab-e2e-txts-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&tmp.0);
-    std::fs::create_dir_all(&tmp.0).unwrap();
+    let tmp = TempDir::new("txts");
     let spec = tmp.0.join("txts.toml");
     std::fs::write(&spec, SPEC).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_nflab"))
-        .args([
-            "run",
-            spec.to_str().unwrap(),
-            "--out",
-            tmp.0.to_str().unwrap(),
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
+    let (out, result, _) = run_ok(&spec, &tmp.0);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "nflab run failed: {err}");
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
     // veth has no hardware stamps: one notice line per end, only for the kernel run.
     let notices: Vec<&str> = err.lines().filter(|l| l.starts_with("notice:")).collect();
     assert_eq!(
@@ -72,7 +54,6 @@ fn kernel_tx_stamps_replace_the_application_ones_in_the_records() {
         1,
         "{err}"
     );
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let dir = PathBuf::from(result["dir"].as_str().unwrap());
 
     // Run 000: application stamps, as before.

@@ -72,11 +72,11 @@ pub fn read_json(p: PathBuf) -> serde_json::Value {
         .unwrap()
 }
 
-/// `nflab run SPEC --out OUT --json`, which must succeed; returns the first run's
-/// directory (`runs/000` of the experiment).
-#[allow(dead_code)] // not every test binary runs experiments
-pub fn run_first(spec: &Path, out: &Path, what: &str) -> PathBuf {
-    let o = nflab()
+/// `nflab run SPEC --out OUT --json`, which must succeed and leave no namespace of
+/// its own behind. Returns its output (stderr holds the notices), the parsed JSON
+/// result and its pid.
+pub fn run_ok(spec: &Path, out: &Path) -> (Output, serde_json::Value, u32) {
+    let child = nflab()
         .args([
             "run",
             spec.to_str().unwrap(),
@@ -84,13 +84,20 @@ pub fn run_first(spec: &Path, out: &Path, what: &str) -> PathBuf {
             out.to_str().unwrap(),
             "--json",
         ])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{what}: nflab run failed: {}",
-        stderr(&o)
-    );
-    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "nflab run failed: {}", stderr(&o));
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    let result = serde_json::from_slice(&o.stdout).unwrap();
+    (o, result, pid)
+}
+
+/// [`run_ok`], returning the first run's directory (`runs/000` of the experiment).
+pub fn run_first(spec: &Path, out: &Path) -> PathBuf {
+    let (_, result, _) = run_ok(spec, out);
     PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000")
 }
