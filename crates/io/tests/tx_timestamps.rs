@@ -42,16 +42,26 @@ fn drain_all(
     let deadline = Instant::now() + Duration::from_secs(5);
     while got.len() < n && Instant::now() < deadline {
         io.wait_tx_stamps(Duration::from_millis(20)).expect("poll");
-        io.drain_tx_stamps(1024, &mut |s, f| {
-            got.push(Got {
-                id: s.id,
-                ns: s.ns,
-                source: s.source,
-                copy_seq: copy(f),
-            })
-        })
-        .expect("drain");
+        drain_some(io, 1024, got, copy);
     }
+}
+
+/// Take up to `max` stamps that are ready from `io`, without waiting.
+fn drain_some(
+    io: &mut dyn PacketIo,
+    max: usize,
+    got: &mut Vec<Got>,
+    copy: &dyn Fn(&[u8]) -> Option<u64>,
+) {
+    io.drain_tx_stamps(max, &mut |s, f| {
+        got.push(Got {
+            id: s.id,
+            ns: s.ns,
+            source: s.source,
+            copy_seq: copy(f),
+        })
+    })
+    .expect("drain");
 }
 
 /// Check: one stamp per id 0..n, software, app[id] <= stamp <= rx[id], and (when the
@@ -195,15 +205,7 @@ fn af_packet_round(n: usize, tsonly: bool) {
                 .expect("tx_batch");
             tx.flush_tx().expect("flush");
             sent += q;
-            tx.drain_tx_stamps(256, &mut |s, f| {
-                got.push(Got {
-                    id: s.id,
-                    ns: s.ns,
-                    source: s.source,
-                    copy_seq: copy(f),
-                })
-            })
-            .expect("drain");
+            drain_some(&mut tx, 256, &mut got, &copy);
             rx.rx_batch(1024, Duration::ZERO, &mut |f, m| {
                 if let Some(seq) = parse_frame(f) {
                     rxs[seq as usize] = m.ts_ns;
@@ -330,15 +332,7 @@ fn udp_socket_stamps_every_datagram_by_id() {
                     udp_payload(buf, (sent + i) as u64)
                 })
                 .expect("sendmmsg");
-            tx.drain_tx_stamps(256, &mut |s, f| {
-                got.push(Got {
-                    id: s.id,
-                    ns: s.ns,
-                    source: s.source,
-                    copy_seq: copy(f),
-                })
-            })
-            .expect("drain");
+            drain_some(&mut tx, 256, &mut got, &copy);
             rx.rx_batch(256, Duration::ZERO, &mut |p, m| {
                 if let Some(seq) = parse_udp_payload(p) {
                     assert_eq!(m.ts_source, TsSource::KernelSoftware);
