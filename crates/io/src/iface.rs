@@ -60,15 +60,20 @@ fn ifreq_ioctl(name: &str, req: libc::c_ulong, call: &'static str) -> Result<lib
     // IFNAMSIZ); SIOCGIFHWADDR/SIOCGIFMTU write only inside it.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut ifr) };
     if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENODEV) {
-            return Err(IoError::NoSuchInterface {
-                ifname: name.to_string(),
-            });
-        }
-        return Err(sys::err_from(call, name, e));
+        return Err(ioctl_error(call, name));
     }
     Ok(ifr)
+}
+
+/// The error of an interface ioctl that just failed: no such interface, or the call's.
+pub(crate) fn ioctl_error(call: &'static str, name: &str) -> IoError {
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        return IoError::NoSuchInterface {
+            ifname: name.to_string(),
+        };
+    }
+    sys::err_from(call, name, e)
 }
 
 /// The hardware (MAC) address of `name`; all zero for interfaces without one (lo).

@@ -178,13 +178,7 @@ fn ifr_data_ioctl<T>(
     // layout the request expects; the kernel reads and writes only inside both.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut ifr) };
     if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENODEV) {
-            return Err(IoError::NoSuchInterface {
-                ifname: ifname.to_string(),
-            });
-        }
-        return Err(sys::err_from(call, ifname, e));
+        return Err(crate::iface::ioctl_error(call, ifname));
     }
     Ok(())
 }
