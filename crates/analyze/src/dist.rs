@@ -123,6 +123,13 @@ pub struct Distribution {
     neg: Option<Histogram<u64>>,
 }
 
+/// An empty auto-resizing HDR histogram with `digits` significant digits
+/// (clamped to 1..=5).
+pub(crate) fn new_histogram(digits: u8) -> Histogram<u64> {
+    Histogram::new(digits.clamp(1, 5))
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+}
+
 /// HDR significant digits used when none is configured.
 pub const DEFAULT_HDR_DIGITS: u8 = 3;
 /// Values held exactly before switching to HDR, when not configured:
@@ -452,10 +459,7 @@ impl Distribution {
 
     fn hdr_record(&mut self, v: i64) {
         let digits = self.digits;
-        let make = || {
-            Histogram::<u64>::new(digits)
-                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
-        };
+        let make = || new_histogram(digits);
         let h = if v >= 0 {
             self.pos.get_or_insert_with(make)
         } else {

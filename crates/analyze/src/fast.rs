@@ -118,11 +118,14 @@ struct Scratch {
     buf: Vec<u8>,
     lat: Vec<i64>,
     idx: Vec<u32>,
+    /// Count latencies into the histograms (not when every latency is kept).
+    histogram: bool,
 }
 
 impl Scratch {
-    fn new(digits: u8) -> Scratch {
+    fn new(digits: u8, histogram: bool) -> Scratch {
         Scratch {
+            histogram,
             pos: HdrCounts::new(digits),
             neg: HdrCounts::new(digits),
             buf: vec![0u8; BLOCK_BYTES],
@@ -241,7 +244,9 @@ impl Part {
         }
         self.moments
             .merge(&Moments::of_block_within(lat, lat_lo, lat_hi));
-        if lat_lo >= 0 && indexed {
+        if !sc.histogram {
+            // --exact: the latencies go to the exact vector instead (scan_part).
+        } else if lat_lo >= 0 && indexed {
             sc.pos.record_indexed(&sc.idx, lat, lat_lo, lat_hi);
         } else if lat_lo >= 0 {
             sc.pos.record_nonneg(lat, lat_lo, lat_hi);
@@ -311,11 +316,6 @@ impl Part {
             }
         }
     }
-}
-
-fn hdr(digits: u8) -> Histogram<u64> {
-    Histogram::new(digits.clamp(1, 5))
-        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
 
 /// Read records `first..first + count` of `file` into a [`Part`], and their
@@ -438,7 +438,7 @@ fn anomalies_only(
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(move || {
-                        let mut sc = Scratch::new(digits);
+                        let mut sc = Scratch::new(digits, !keep_all);
                         let mut parts = Vec::new();
                         loop {
                             let k = next.fetch_add(1, Ordering::Relaxed);
@@ -504,7 +504,7 @@ fn assemble(
     opts: &Options,
 ) -> Analysis {
     let mut moments = Moments::new();
-    let mut pos = hdr(opts.hdr_digits);
+    let mut pos = crate::dist::new_histogram(opts.hdr_digits);
     let mut neg: Option<Histogram<u64>> = None;
     let (mut tx, mut rx) = ((u64::MAX, 0), (u64::MAX, 0));
     let (mut n, mut clamped) = (0u64, 0u64);
@@ -520,7 +520,7 @@ fn assemble(
         let _ = pos.add(p.to_histogram());
         if q.len() > 0 {
             let _ = neg
-                .get_or_insert_with(|| hdr(opts.hdr_digits))
+                .get_or_insert_with(|| crate::dist::new_histogram(opts.hdr_digits))
                 .add(q.to_histogram());
         }
     }

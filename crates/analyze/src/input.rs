@@ -734,12 +734,15 @@ pub fn analyze_file_with(
             let ts = timestamp_sources(&meta);
             if let Some(n) = ts.tx_application_fallbacks.filter(|n| *n > 0) {
                 notes.push(format!(
-                    "{n} received probes got no kernel TX timestamp and keep the application                      one (record flags say which stamp each record carries)"
+                    "{n} received probes got no kernel TX timestamp and keep the application \
+                     one (record flags say which stamp each record carries)"
                 ));
             }
             if ts.tx.contains("hardware") || ts.rx.contains("hardware") {
                 notes.push(format!(
-                    "timestamps are tx: {}, rx: {}; hardware stamps are the NIC clock's (PHC)                      time: latency mixing them with another clock is only meaningful when that                      PHC is synchronised to it",
+                    "timestamps are tx: {}, rx: {}; hardware stamps are the NIC clock's (PHC) \
+                     time: latency mixing them with another clock is only meaningful when that \
+                     PHC is synchronised to it",
                     ts.tx, ts.rx
                 ));
             }

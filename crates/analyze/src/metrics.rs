@@ -70,17 +70,21 @@ pub(crate) fn with_resolved_thresholds<E>(
         anomalies: Vec::new(),
         ..cfg.clone()
     };
-    let mut first = pass(&first_cfg)?;
     let mut cfg2 = cfg.clone();
-    let min = first.latency.min();
-    let mean = first.latency.mean();
-    for spec in &mut cfg2.anomalies {
-        let lat = &mut first.latency;
-        spec.resolve(|b| match b {
-            Base::Min => min.map(|v| v as f64),
-            Base::Mean => mean,
-            Base::Pct(p) => lat.quantiles(&[p])[0].map(|q| q.value as f64),
-        });
+    {
+        // The first pass's data goes before the second pass starts (with every
+        // latency held, each pass needs 8 bytes per packet).
+        let mut first = pass(&first_cfg)?;
+        let min = first.latency.min();
+        let mean = first.latency.mean();
+        for spec in &mut cfg2.anomalies {
+            let lat = &mut first.latency;
+            spec.resolve(|b| match b {
+                Base::Min => min.map(|v| v as f64),
+                Base::Mean => mean,
+                Base::Pct(p) => lat.quantiles(&[p])[0].map(|q| q.value as f64),
+            });
+        }
     }
     pass(&cfg2)
 }
