@@ -558,7 +558,12 @@ impl Worker {
                     }
                 })
                 .map_err(|e| classify(&self.input.ifname, e))?;
-            let now = if timeout.is_zero() { now } else { clock() };
+            // After a wait: the time the batch was read, if a frame came.
+            let now = if timeout.is_zero() {
+                now
+            } else {
+                rx_ns.unwrap_or_else(clock)
+            };
             if n > 0 {
                 self.stats.busy_polls += 1;
                 self.hist[n.min(batch)] += 1;

@@ -159,8 +159,7 @@ struct RxRing {
     kind: RxRingKind,
     block_bytes: usize,
     blocks: usize,
-    /// Frame slots per block and in all ([`RxRingKind::Frames`] only).
-    frames_per_block: usize,
+    /// Frame slots in all ([`RxRingKind::Frames`] only).
     frames: usize,
     timestamps: bool,
     /// Block (or, for frame rings, slot) the next frame comes from.
@@ -400,7 +399,6 @@ impl RxRing {
             kind: cfg.rx_ring,
             block_bytes: cfg.rx_block_bytes,
             blocks: cfg.rx_blocks,
-            frames_per_block,
             frames,
             timestamps: cfg.kernel_timestamps,
             cur: 0,
@@ -478,13 +476,12 @@ impl RxRing {
         Ok(left.is_some())
     }
 
-    /// Start of frame slot `i` of a [`RxRingKind::Frames`] ring.
+    /// Start of frame slot `i` of a [`RxRingKind::Frames`] ring. Blocks are whole
+    /// pages, so 2 KiB slots fill them without gaps: slot `i` is at `i` slots.
     fn slot_ptr(&self, i: usize) -> *mut u8 {
         debug_assert!(i < self.frames);
-        let off = (i / self.frames_per_block) * self.block_bytes
-            + (i % self.frames_per_block) * RX_FRAME_BYTES;
         // SAFETY: i < frames, so the slot lies inside the blocks * block_bytes mapping.
-        unsafe { self.map.ptr.add(off) }
+        unsafe { self.map.ptr.add(i * RX_FRAME_BYTES) }
     }
 
     /// `tp_status` of frame slot `i`, the first u32 of its `tpacket2_hdr`.
@@ -532,7 +529,10 @@ impl RxRing {
             // Release: our reads of the slot finish before the kernel may refill it.
             self.slot_status(self.cur)
                 .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-            self.cur = (self.cur + 1) % self.frames;
+            self.cur += 1;
+            if self.cur == self.frames {
+                self.cur = 0;
+            }
             n += 1;
         }
         Ok(n)

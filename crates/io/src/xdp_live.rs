@@ -104,8 +104,6 @@ pub struct XdpLive {
     frame: Vec<u8>,
     prog: OwnedFd,
     map: OwnedFd,
-    /// Frames handed to the kernel (accepted by `XDP_TX`, not necessarily sent).
-    submitted: u64,
 }
 
 impl XdpLive {
@@ -143,7 +141,6 @@ impl XdpLive {
             frame: frame.to_vec(),
             prog,
             map,
-            submitted: 0,
         };
         let mut head = [0u8; HEAD_BYTES];
         let n = frame.len().min(HEAD_BYTES);
@@ -169,11 +166,6 @@ impl XdpLive {
     /// The sequence number the next frame will carry.
     pub fn next_seq(&self) -> Result<u64, IoError> {
         Ok(self.read_state()?.next_seq)
-    }
-
-    /// Frames submitted so far.
-    pub fn submitted(&self) -> u64 {
-        self.submitted
     }
 
     /// Send `n` frames (at most [`MAX_BURST`]) back to back; returns when the
@@ -211,7 +203,6 @@ impl XdpLive {
                 _ => probe_caps::bpf_err("bpf(BPF_PROG_TEST_RUN)", &self.ifname, e),
             }
         })?;
-        self.submitted += u64::from(n);
         Ok(())
     }
 }
