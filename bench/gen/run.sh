@@ -5,9 +5,12 @@
 #   sudo bench/gen/run.sh [path/to/nflab]      # default: $CARGO_TARGET_DIR/release/nflab
 #
 # 1. Peak rate, 64 B frames, one TX core, 5 s: nflab xdp_live, nflab AF_XDP, nflab
-#    AF_PACKET, trafgen; counted as the rx_packets delta of the receiving veth end, once
-#    with an XDP_DROP sink there (the generators' own speed) and once through the
-#    kernel stack (XDP_PASS; live frames need an XDP program on a veth peer).
+#    AF_PACKET, trafgen; counted as the rx_packets delta of the receiving veth end, with
+#    three receivers: an XDP_DROP sink whose NAPI runs on the TX core (veth's default:
+#    the sender's CPU pays for the receive), the same sink on its own core (threaded NAPI
+#    pinned to RX_CPU: the arrangement of two machines), and the kernel stack (XDP_PASS;
+#    live frames need an XDP program on a veth peer). REPS interleaved rounds, median.
+#    trafgen gets the socket memory it sets itself on a host (it cannot inside a netns).
 # 2. Precision at 100 kpps CBR, 64 B, 10 s: the same receiver (`nflab recv --ipg-ns`,
 #    kernel RX timestamps) checks both nflab and trafgen (--gap 10us) against a 10 µs gap.
 # Prints the machine, the figures and the ratios. Needs root, trafgen, gcc and a release build.
@@ -18,6 +21,7 @@ NS=nflabbench-gen-$$
 TX_CPU=0
 RX_CPU=1
 PEAK_S=${PEAK_S:-5}
+REPS=${REPS:-3}
 PREC_S=${PREC_S:-10}
 RATE=100000
 # PREC_RT=1 runs both generators of the precision test under SCHED_FIFO (chrt -f 50).
@@ -59,48 +63,89 @@ assert len(frame) == 60
 open(sys.argv[1], 'w').write('{ ' + ', '.join('0x%02x' % b for b in frame) + ' }\n')
 PY
 
-peak() { # name, command...
-  local name=$1; shift
+peak() { # command...: prints the packets per second that arrived at vb
   local a b
   a=$(rx_count)
   "$@" >/dev/null 2>&1 || true
   b=$(rx_count)
-  echo "$name $(( (b - a) / PEAK_S ))"
+  echo $(( (b - a) / PEAK_S ))
 }
 
 gcc -O2 -o "$WORK/xdp_sink" "$(dirname "$0")/xdp_sink.c"
 SINK=""
 sink_on() { ip netns exec "$NS" "$WORK/xdp_sink" vb "$1" & SINK=$!; sleep 0.5; }
 sink_off() { if [ -n "$SINK" ]; then kill "$SINK" 2>/dev/null || true; wait "$SINK" 2>/dev/null || true; fi; SINK=""; }
-trap 'sink_off; cleanup' EXIT
+# Threaded NAPI on vb, its thread pinned to RX_CPU: the receive work leaves the TX core.
+napi_thread() { # on|off
+  ip netns exec "$NS" sh -c "echo $([ "$1" = on ] && echo 1 || echo 0) > /sys/class/net/vb/threaded"
+  [ "$1" = on ] || return 0
+  local pid
+  pid=$(pgrep -n -x "napi/vb-[0-9]*")
+  [ -n "$pid" ] || { echo "no NAPI thread for vb" >&2; exit 1; }
+  taskset -pc $RX_CPU "$pid" >/dev/null
+}
+
+# trafgen raises the system socket memory at start (rmem/wmem_max 100 MiB, defaults 4 MiB,
+# netsniff-ng's sock.c) and restores it at exit; inside a netns it cannot, and without it
+# its TX ring stops with EAGAIN once the receiver runs on another core. Do it for it.
+SOCKMEM_KEYS="net.core.rmem_max net.core.rmem_default net.core.wmem_max net.core.wmem_default"
+SOCKMEM_SAVED=$(for k in $SOCKMEM_KEYS; do echo "$k=$(sysctl -n "$k")"; done)
+sockmem_restore() { for kv in $SOCKMEM_SAVED; do sysctl -qw "$kv"; done; }
+sockmem_trafgen() {
+  for k in $SOCKMEM_KEYS; do
+    case $k in *_max) want=104857600 ;; *) want=4194304 ;; esac
+    [ "$(sysctl -n "$k")" -ge $want ] || sysctl -qw "$k=$want"
+  done
+}
+trap 'sink_off; sockmem_restore; cleanup' EXIT
 
 gen_max() { # backend: nflab at max rate for PEAK_S on one core
   ip netns exec "$NS" taskset -c $TX_CPU "$NFLAB" gen --iface va --backend "$1" \
     --dst-mac 02:4e:46:00:00:02 --rate max --duration "$PEAK_S" --batch 64
 }
-peak_all() { # receiver label: prints one line per generator, sets P_*
-  P_LIVE=$(peak nflab-xdp_live gen_max xdp-live | cut -d' ' -f2)
-  P_XDP=$(peak nflab-af_xdp gen_max af-xdp | cut -d' ' -f2)
-  P_PKT=$(peak nflab-af_packet gen_max af-packet | cut -d' ' -f2)
-  P_TG=$(peak trafgen ip netns exec "$NS" timeout -s INT "$PEAK_S" taskset -c $TX_CPU trafgen --dev va \
-    --conf "$WORK/probe.cfg" --cpus 1 | cut -d' ' -f2)
-  printf "%-18s %12s pps\n" "nflab xdp_live" "$P_LIVE" "nflab AF_XDP" "$P_XDP" "nflab AF_PACKET" "$P_PKT" "trafgen" "$P_TG"
-  python3 -c "l,x,p,t=$P_LIVE,$P_XDP,$P_PKT,$P_TG
+trafgen_max() {
+  sockmem_trafgen
+  ip netns exec "$NS" timeout -s INT "$PEAK_S" taskset -c $TX_CPU trafgen --dev va \
+    --conf "$WORK/probe.cfg" --cpus 1
+  local rc=$?
+  sockmem_restore
+  return $rc
+}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+peak_all() { # REPS interleaved rounds; one line per generator (median and every round)
+  local live="" xdp="" pkt="" tg=""
+  for _ in $(seq "$REPS"); do
+    live="$live $(peak gen_max xdp-live)"
+    xdp="$xdp $(peak gen_max af-xdp)"
+    pkt="$pkt $(peak gen_max af-packet)"
+    tg="$tg $(peak trafgen_max)"
+  done
+  P_LIVE=$(echo "$live" | median); P_XDP=$(echo "$xdp" | median)
+  P_PKT=$(echo "$pkt" | median); P_TG=$(echo "$tg" | median)
+  printf "%-16s %9s pps median; rounds:%s\n" "nflab xdp_live" "$P_LIVE" "$live" \
+    "nflab AF_XDP" "$P_XDP" "$xdp" "nflab AF_PACKET" "$P_PKT" "$pkt" "trafgen" "$P_TG" "$tg"
+  python3 -c "l,x,p,t=$P_LIVE,$P_XDP,$P_PKT,max($P_TG,1)
 print('ratio nflab xdp_live / trafgen  = %.2f (goal >= 2)' % (l/t))
-print('ratio nflab AF_XDP / trafgen    = %.2f' % (x/t))
+print('ratio nflab AF_XDP / trafgen    = %.2f (goal >= 2)' % (x/t))
 print('ratio nflab AF_PACKET / trafgen = %.2f' % (p/t))"
 }
 
-# Receiver 1: an XDP_DROP program on vb — the cheapest possible sink, so the figure is
-# the generator's. Every generator's frames arrive through vb's XDP receive path.
-echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, counted at vb (XDP_DROP sink)"
+# Receiver 1: an XDP_DROP program on vb, the cheapest sink. veth runs the receive in
+# the sender's softirq, so the TX core pays for both ends (a one-core loopback).
+echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, $REPS rounds, counted at vb (XDP_DROP sink on the TX core)"
 sink_on drop
 peak_all
+# Receiver 2: the same sink with vb's NAPI in its own thread on RX_CPU, as the
+# receiving machine of a two-machine setup: the TX core does only the sending.
+echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, $REPS rounds, counted at vb (XDP_DROP sink on CPU $RX_CPU, threaded NAPI)"
+napi_thread on
+peak_all
+napi_thread off
 sink_off
-# Receiver 2: the kernel stack (netif_receive, IP input, drop for lack of a socket). veth
+# Receiver 3: the kernel stack (netif_receive, IP input, drop for lack of a socket). veth
 # takes live frames only with an XDP program on the peer, so vb carries XDP_PASS here
 # (for every generator alike).
-echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, counted at vb (XDP_PASS, kernel stack)"
+echo "== peak rate, 64 B, one TX core (CPU $TX_CPU), ${PEAK_S} s, $REPS rounds, counted at vb (XDP_PASS, kernel stack)"
 sink_on pass
 peak_all
 sink_off
@@ -122,8 +167,10 @@ ip netns exec "$NS" $RT taskset -c $TX_CPU "$NFLAB" gen --iface va --backend af-
 wait $R
 recv_ipg "$WORK/trafgen.nfr" & R=$!
 sleep 1
+sockmem_trafgen
 ip netns exec "$NS" $RT taskset -c $TX_CPU trafgen --dev va --conf "$WORK/probe.cfg" --cpus 1 \
   --gap 10us --num $((RATE * PREC_S)) >/dev/null 2>&1 || true
+sockmem_restore
 wait $R
 summ "$WORK/nflab.nfr.json" "nflab AF_XDP"
 summ "$WORK/trafgen.nfr.json" "trafgen -t 10us"
