@@ -423,6 +423,46 @@ fn gen_rejects_bad_input_in_one_sentence() {
         ],
         &["40", "64"],
     );
+    expect_one_line_error(
+        &[
+            "gen",
+            "--iface",
+            "lo",
+            "--frame-bytes",
+            "70000",
+            "--count",
+            "1",
+        ],
+        &["70000", "MTU"],
+    );
+    expect_one_line_error(
+        &["gen", "--iface", "lo", "--rate=-5", "--count", "1"],
+        &["--rate -5", "positive"],
+    );
+    expect_one_line_error(
+        &["gen", "--iface", "lo", "--pattern", "burst", "--burst", "0"],
+        &["burst = 0"],
+    );
+    let tmp = TempDir::new("badtrace");
+    let text = tmp.0.join("notes.txt");
+    std::fs::write(&text, "hello\n").unwrap();
+    // A classic pcap header announcing a 60-byte packet, cut off 2 bytes into it.
+    let mut cut = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    cut.extend([0; 8]);
+    cut.extend([0xff, 0xff, 0, 0, 1, 0, 0, 0]);
+    cut.extend([1, 0, 0, 0, 0, 0, 0, 0, 60, 0, 0, 0, 60, 0, 0, 0, 1, 2]);
+    let truncated = tmp.0.join("cut.pcap");
+    std::fs::write(&truncated, cut).unwrap();
+    for (trace, says) in [
+        (&text, &["notes.txt", "not a pcap"][..]),
+        (&truncated, &["cut.pcap", "truncated at byte 42"][..]),
+    ] {
+        let t = trace.to_str().unwrap();
+        expect_one_line_error(
+            &["gen", "--iface", "lo", "--pattern", "replay", "--trace", t],
+            says,
+        );
+    }
 }
 
 #[test]
@@ -465,6 +505,31 @@ fn without_root_run_says_so() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("root") && err.lines().count() == 1, "{err}");
+
+    // AF_XDP not permitted: a notice names the fallback, then AF_PACKET's own refusal.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+        .args([
+            "gen",
+            "--iface",
+            "lo",
+            "--backend",
+            "af-xdp",
+            "--count",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.trim().lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with("notice: AF_XDP is not available on lo")
+            && lines[0].contains("CAP_NET_RAW"),
+        "{err}"
+    );
+    assert!(lines[1].contains("CAP_NET_RAW"), "{err}");
 }
 
 #[test]
