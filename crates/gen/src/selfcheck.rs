@@ -46,20 +46,22 @@ pub struct SelfCheck {
     pub packets: u64,
     /// Gaps between consecutive received packets used for precision.
     pub gaps: u64,
-    /// Configured mean rate over the received span, packets/s.
-    pub configured_pps: f64,
+    /// Configured mean rate over the received span, packets/s; `None` when the schedule
+    /// has no timing (`rate = "max"`).
+    pub configured_pps: Option<f64>,
     /// Achieved rate over the same packets, packets/s.
     pub achieved_pps: f64,
-    /// achieved / configured (1 = exact).
-    pub rate_accuracy: f64,
+    /// achieved / configured (1 = exact); `None` at `rate = "max"`.
+    pub rate_accuracy: Option<f64>,
     /// The configured gap when it is constant (CBR), ns.
     pub configured_ipg_ns: Option<f64>,
     /// Mean received gap, ns.
     pub ipg_mean_ns: f64,
-    /// Mean squared error of the received gaps against the configured ones, ns².
-    pub ipg_mse_ns2: f64,
+    /// Mean squared error of the received gaps against the configured ones, ns²; `None`
+    /// at `rate = "max"`, where no gap is configured.
+    pub ipg_mse_ns2: Option<f64>,
     /// Square root of the MSE, ns.
-    pub ipg_rmse_ns: f64,
+    pub ipg_rmse_ns: Option<f64>,
     /// Share of judged gaps that arrived at under a quarter of their configured length.
     pub compressed_gap_fraction: f64,
     /// Width of a histogram bucket, ns.
@@ -98,10 +100,15 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
     let sched_span = sched_ns[n1 as usize].saturating_sub(sched_ns[n0 as usize]) as f64;
     let rx_span = r1.saturating_sub(r0) as f64;
     let npk = (n1 - n0) as f64;
-    if sched_span > 0.0 && rx_span > 0.0 {
-        sc.configured_pps = npk * 1e9 / sched_span;
+    // A schedule without timing (rate = "max") sends every packet at once: it has an
+    // achieved rate but no configured one and no configured gaps to err from.
+    let paced = sched_span > 0.0;
+    if rx_span > 0.0 {
         sc.achieved_pps = npk * 1e9 / rx_span;
-        sc.rate_accuracy = sched_span / rx_span;
+        if paced {
+            sc.configured_pps = Some(npk * 1e9 / sched_span);
+            sc.rate_accuracy = Some(sched_span / rx_span);
+        }
     }
 
     let mut gaps: Vec<(u64, u64)> = Vec::with_capacity(v.len());
@@ -135,8 +142,11 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
         }
     }
     sc.ipg_mean_ns = sum / sc.gaps as f64;
-    sc.ipg_mse_ns2 = se / sc.gaps as f64;
-    sc.ipg_rmse_ns = sc.ipg_mse_ns2.sqrt();
+    if paced {
+        let mse = se / sc.gaps as f64;
+        sc.ipg_mse_ns2 = Some(mse);
+        sc.ipg_rmse_ns = Some(mse.sqrt());
+    }
     sc.compressed_gap_fraction = if judged > 0 {
         compressed as f64 / judged as f64
     } else {
@@ -163,13 +173,14 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
             sc.compressed_gap_fraction * 100.0
         ));
     }
-    if sc.rate_accuracy > 0.0 && (sc.rate_accuracy - 1.0).abs() > ACCURACY_BOUND {
-        sc.warnings.push(format!(
-            "the generator fell behind or ran ahead: it achieved {:.0} pps of the configured {:.0} pps ({:+.3} %)",
-            sc.achieved_pps,
-            sc.configured_pps,
-            (sc.rate_accuracy - 1.0) * 100.0
-        ));
+    if let (Some(acc), Some(configured)) = (sc.rate_accuracy, sc.configured_pps) {
+        if (acc - 1.0).abs() > ACCURACY_BOUND {
+            sc.warnings.push(format!(
+                "the generator fell behind or ran ahead: it achieved {:.0} pps of the configured {configured:.0} pps ({:+.3} %)",
+                sc.achieved_pps,
+                (acc - 1.0) * 100.0
+            ));
+        }
     }
     sc
 }
@@ -222,8 +233,8 @@ mod tests {
         let sched: Vec<u64> = (0..1000).map(|i| i * 10_000).collect();
         let rx: Vec<(u64, u64)> = (0..1000).map(|i| (i, 5_000_000 + i * 10_000)).collect();
         let sc = check(&rx, &sched, "test");
-        assert_eq!(sc.ipg_mse_ns2, 0.0);
-        assert!((sc.rate_accuracy - 1.0).abs() < 1e-12);
+        assert_eq!(sc.ipg_mse_ns2, Some(0.0));
+        assert!((sc.rate_accuracy.unwrap() - 1.0).abs() < 1e-12);
         assert_eq!(sc.configured_ipg_ns, Some(10_000.0));
         assert_eq!(
             sc.histogram,
@@ -244,8 +255,9 @@ mod tests {
             .map(|i| (i, i * 10_000 - if i % 2 == 1 { 1_000 } else { 0 }))
             .collect();
         let sc = check(&rx, &sched, "test");
-        assert!((sc.ipg_mse_ns2 - 1e6).abs() < 1e-6, "{}", sc.ipg_mse_ns2);
-        assert!((sc.rate_accuracy - 1.0).abs() < 1e-12);
+        let mse = sc.ipg_mse_ns2.unwrap();
+        assert!((mse - 1e6).abs() < 1e-6, "{mse}");
+        assert!((sc.rate_accuracy.unwrap() - 1.0).abs() < 1e-12);
         assert_eq!(sc.histogram.len(), 2);
     }
 
@@ -264,7 +276,7 @@ mod tests {
         // 1 % slow.
         let rx: Vec<(u64, u64)> = (0..1000).map(|i| (i, i * 10_100)).collect();
         let sc = check(&rx, &sched, "test");
-        assert!((sc.rate_accuracy - 1.0 / 1.01).abs() < 1e-9);
+        assert!((sc.rate_accuracy.unwrap() - 1.0 / 1.01).abs() < 1e-9);
         assert!(sc.warnings.iter().any(|w| w.contains("fell behind")));
     }
 
@@ -274,7 +286,22 @@ mod tests {
         let rx: Vec<(u64, u64)> = [0u64, 1, 2, 5, 6].iter().map(|&i| (i, i * 1_000)).collect();
         let sc = check(&rx, &sched, "test");
         assert_eq!(sc.gaps, 3);
-        assert_eq!(sc.ipg_mse_ns2, 0.0);
+        assert_eq!(sc.ipg_mse_ns2, Some(0.0));
+    }
+
+    #[test]
+    fn max_rate_has_an_achieved_rate_but_nothing_configured() {
+        // rate = "max": every slot at 0. 1001 packets over 1 ms arrive at 1 Mpps.
+        let sched = vec![0u64; 1001];
+        let rx: Vec<(u64, u64)> = (0..1001u64).map(|i| (i, 7_000 + i * 1_000)).collect();
+        let sc = check(&rx, &sched, "test");
+        assert!((sc.achieved_pps - 1e6).abs() < 1e-6, "{}", sc.achieved_pps);
+        assert_eq!(sc.configured_pps, None);
+        assert_eq!(sc.rate_accuracy, None);
+        assert_eq!(sc.ipg_mse_ns2, None);
+        assert_eq!(sc.ipg_rmse_ns, None);
+        assert_eq!(sc.ipg_mean_ns, 1_000.0);
+        assert!(sc.warnings.is_empty(), "{:?}", sc.warnings);
     }
 
     #[test]

@@ -462,15 +462,22 @@ fn print_report(args: &Args, r: &nflab_gen::GenReport) {
         if r.interrupted { "; interrupted" } else { "" }
     );
     if let Some(sc) = &r.selfcheck {
+        // At rate = "max" nothing is configured to compare with: the achieved rate only.
+        let against_schedule = match (sc.rate_accuracy, sc.ipg_mse_ns2, sc.ipg_rmse_ns) {
+            (Some(acc), Some(mse), Some(rmse)) => format!(
+                "rate accuracy {acc:.5} ({:+.3} %), IPG mean {:.0} ns, MSE {mse:.0} ns² (RMSE {rmse:.0} ns)",
+                (acc - 1.0) * 100.0,
+                sc.ipg_mean_ns
+            ),
+            _ => format!(
+                "achieved {} at rate max (no configured rate or gap to compare with), IPG mean {:.0} ns",
+                human(Some(sc.achieved_pps)),
+                sc.ipg_mean_ns
+            ),
+        };
         println!(
-            "self-check ({}): {} packets, rate accuracy {:.5} ({:+.3} %), IPG mean {:.0} ns, MSE {:.0} ns² (RMSE {:.0} ns)",
-            sc.measured_on,
-            sc.packets,
-            sc.rate_accuracy,
-            (sc.rate_accuracy - 1.0) * 100.0,
-            sc.ipg_mean_ns,
-            sc.ipg_mse_ns2,
-            sc.ipg_rmse_ns
+            "self-check ({}): {} packets, {against_schedule}",
+            sc.measured_on, sc.packets
         );
         let total: u64 = sc.histogram.iter().map(|b| b.count).sum();
         let mut top: Vec<_> = sc.histogram.iter().collect();
