@@ -784,9 +784,14 @@ pub fn run_traffic(
         interrupted: gen_report.interrupted,
         extra,
     })?;
+    let mut substituted = None;
     if let Some(sc) = &sidecar {
         sc.finish()?;
-        crate::txstamps::apply(records_path, sc.path(), &mut gen_report)?;
+        substituted = Some(crate::txstamps::apply(
+            records_path,
+            sc.path(),
+            &mut gen_report,
+        )?);
         if let Some(t) = &gen_report.tx_stamps {
             if t.unmatched + t.duplicates + t.kernel_before_app > 0 {
                 gen_report.warnings.push(format!(
@@ -796,7 +801,10 @@ pub fn run_traffic(
             }
         }
     }
-    let file = nflab_record::read_all(records_path)?;
+    let file = match substituted {
+        Some(f) => f,
+        None => nflab_record::read_all(records_path)?,
+    };
     let measured_on = format!(
         "receive side of {} ({} rx timestamps)",
         topo.dut.as_str(),

@@ -122,14 +122,15 @@ impl Sidecar {
     }
 }
 
-/// Put the kernel stamps of `stamps` into the records at `records` and record in `report`
-/// the spread of kernel − application stamp over the stamped probes.
+/// Put the kernel stamps of `stamps` into the records at `records`, record in `report`
+/// the spread of kernel − application stamp over the stamped probes, and warn there when
+/// the stamps file was cut off or a record's probe did not match its stamp. Returns the
+/// rewritten records (each file is read once).
 pub fn apply(
     records: &Path,
     stamps: &Path,
     report: &mut GenReport,
-) -> Result<TxSubstitution, LabError> {
-    let sub = nflab_record::substitute_tx(records, stamps)?;
+) -> Result<nflab_record::RecordFile, LabError> {
     let st = nflab_record::read_tx_stamps(stamps)?;
     let mut d: Vec<i64> = st
         .entries
@@ -140,5 +141,57 @@ pub fn apply(
     if let Some(t) = report.tx_stamps.as_mut() {
         t.kernel_minus_app_ns = nflab_gen::txstamps::spread(&mut d);
     }
-    Ok(sub)
+    drop(d);
+    let (sub, file) = nflab_record::substitute_tx_from(records, st, stamps)?;
+    report.warnings.extend(substitution_warnings(&sub));
+    Ok(file)
+}
+
+/// What a user must know about a substitution: a cut-off stamps file, foreign probes.
+fn substitution_warnings(sub: &TxSubstitution) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(nflab_record::TailState::Truncated { reason, .. }) = &sub.stamps_tail {
+        out.push(format!(
+            "{TX_STAMPS_FILE} is cut off ({reason}): the {} records whose stamps were lost keep their application TX stamp",
+            sub.application_fallbacks
+        ));
+    }
+    if sub.app_mismatch > 0 {
+        out.push(format!(
+            "{} records carry an application TX stamp other than the one the generator sent for their (flow, seq): they keep it, and may not be this run's probes",
+            sub.app_mismatch
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_substitution_says_nothing_and_a_cut_or_foreign_one_says_why() {
+        let clean = TxSubstitution {
+            stamps_tail: Some(nflab_record::TailState::Complete),
+            ..TxSubstitution::default()
+        };
+        assert!(substitution_warnings(&clean).is_empty());
+        let cut = TxSubstitution {
+            application_fallbacks: 7,
+            app_mismatch: 2,
+            stamps_tail: Some(nflab_record::TailState::Truncated {
+                discarded_bytes: 100,
+                reason: "block 3 at byte 4096 is partial".into(),
+            }),
+            ..TxSubstitution::default()
+        };
+        let w = substitution_warnings(&cut);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("cut off (block 3 at byte 4096 is partial)")
+                && w[0].contains("7 records"),
+            "{w:?}"
+        );
+        assert!(w[1].starts_with("2 records"), "{w:?}");
+    }
 }

@@ -54,7 +54,8 @@ mod writer;
 pub use prescan::{prescan, Prescan};
 pub use reader::{read_all, RecordFile, RecordReader, TailState};
 pub use tx_stamps::{
-    read_tx_stamps, substitute_tx, TxStampEntry, TxStampWriter, TxStampsMeta, TxSubstitution,
+    read_tx_stamps, substitute_tx, substitute_tx_from, TxStampEntry, TxStampWriter, TxStampsFile,
+    TxStampsMeta, TxSubstitution,
 };
 pub use writer::RecordWriter;
 

@@ -31,8 +31,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    flags, ClockInfo, Metadata, RecordError, RecordWriter, TailState, BLOCK_HEADER_BYTES,
-    BLOCK_MAGIC, MAX_JSON_BYTES,
+    flags, ClockInfo, Metadata, RecordError, RecordFile, RecordWriter, TailState,
+    BLOCK_HEADER_BYTES, BLOCK_MAGIC, MAX_JSON_BYTES,
 };
 
 /// The 8 bytes a TX stamps file starts with.
@@ -365,6 +365,16 @@ pub struct TxSubstitution {
 /// probe sent.
 pub fn substitute_tx(records: &Path, stamps: &Path) -> Result<TxSubstitution, RecordError> {
     let st = read_tx_stamps(stamps)?;
+    substitute_tx_from(records, st, stamps).map(|(sub, _)| sub)
+}
+
+/// [`substitute_tx`] with the TX stamps already read (from `stamps_path`, named in the
+/// metadata); also returns the rewritten records, so the caller need not read them again.
+pub fn substitute_tx_from(
+    records: &Path,
+    st: TxStampsFile,
+    stamps_path: &Path,
+) -> Result<(TxSubstitution, RecordFile), RecordError> {
     // Per flow, by seq: kernel stamp (0 = none), its flags, and the application stamp.
     let mut by_flow: HashMap<u16, Vec<(u64, u64, u16)>> = HashMap::new();
     let mut out = TxSubstitution {
@@ -417,11 +427,12 @@ pub fn substitute_tx(records: &Path, stamps: &Path) -> Result<TxSubstitution, Re
     };
     let mut meta: Metadata = file.meta;
     meta.tx_timestamp.clone_from(&out.tx_timestamp);
+    let (trailer, tail) = (file.trailer, file.tail);
     meta.extra.insert(
         "tx_stamps".into(),
         serde_json::json!({
             "requested": "kernel",
-            "file": stamps.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "file": stamps_path.file_name().map(|n| n.to_string_lossy().into_owned()),
             "substituted": out.substituted,
             "hardware": out.hardware,
             "application_fallbacks": out.application_fallbacks,
@@ -433,7 +444,7 @@ pub fn substitute_tx(records: &Path, stamps: &Path) -> Result<TxSubstitution, Re
         for r in &recs {
             w.push(r)?;
         }
-        match &file.trailer {
+        match &trailer {
             Some(t) => {
                 w.finish(t)?;
             }
@@ -445,7 +456,13 @@ pub fn substitute_tx(records: &Path, stamps: &Path) -> Result<TxSubstitution, Re
         what: "the records with kernel TX stamps (rename)".into(),
         source,
     })?;
-    Ok(out)
+    let file = RecordFile {
+        meta,
+        records: recs,
+        trailer,
+        tail,
+    };
+    Ok((out, file))
 }
 
 #[cfg(test)]
