@@ -753,6 +753,21 @@ impl Backend {
             Backend::Udp => "udp",
         }
     }
+
+    /// Why this backend cannot give kernel TX timestamps (`SO_TIMESTAMPING`); `None` for
+    /// the socket backends that can (af_packet, udp). The spec and `nflab gen` both ask.
+    pub fn no_kernel_tx_stamps(&self) -> Option<&'static str> {
+        match self {
+            Backend::AfXdp => {
+                Some("AF_XDP frames bypass the kernel's TX path and get no kernel TX timestamp")
+            }
+            Backend::XdpLive => Some(
+                "xdp_live frames get no SO_TIMESTAMPING stamp; their tx stamp is already \
+                 taken in the kernel, by the XDP program (\"kernel-xdp\")",
+            ),
+            Backend::AfPacket | Backend::Udp => None,
+        }
+    }
 }
 
 /// `traffic.tx_timestamp`.
@@ -1035,22 +1050,12 @@ impl Spec {
             ));
         }
         if t.tx_timestamp == TxTimestampMode::Kernel {
-            let why = match t.backend {
-                Backend::AfXdp => {
-                    Some("AF_XDP frames bypass the kernel's TX path and get no kernel TX timestamp")
-                }
-                Backend::XdpLive => Some(
-                    "xdp_live frames get no SO_TIMESTAMPING stamp; their tx stamp is already \
-                     taken in the kernel, by the XDP program (\"kernel-xdp\")",
-                ),
-                _ => None,
-            };
-            if let Some(why) = why {
+            if let Some(why) = t.backend.no_kernel_tx_stamps() {
                 return Err(err(
                     "traffic",
                     "tx_timestamp",
                     format!(
-                        "traffic.tx_timestamp = \"kernel\" needs traffic.backend = \"af_packet\": {why}"
+                        "traffic.tx_timestamp = \"kernel\" needs traffic.backend = \"af_packet\" or \"udp\": {why}"
                     ),
                 ));
             }

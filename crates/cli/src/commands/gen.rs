@@ -302,13 +302,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let kernel = args.tx_timestamp == TxTimestampArg::Kernel;
-    if kernel && matches!(args.backend, BackendArg::AfXdp | BackendArg::XdpLive) {
-        bail!("--tx-timestamp kernel needs --backend af-packet or udp: AF_XDP and XDP live frames get no SO_TIMESTAMPING TX timestamp");
-    }
     if args.tx_stamps.is_some() && (!kernel || args.selfcheck) {
         bail!("--tx-stamps FILE needs --tx-timestamp kernel and no --selfcheck (nflab run and the self-check keep their own tx_stamps.nfts)");
     }
     let traffic = traffic_section(&args)?;
+    if let Some(why) = traffic.backend.no_kernel_tx_stamps().filter(|_| kernel) {
+        bail!("--tx-timestamp kernel needs --backend af-packet or udp: {why}");
+    }
     let stop = super::stop_flag()?;
     let report = if args.selfcheck {
         selfcheck(&args, &traffic, &stop)?
