@@ -477,20 +477,6 @@ fn anomalies_only(
     let mut analysis = with_resolved_thresholds(cfg, pass)?;
     let notes = &mut analysis.summary.notes;
     notes.push(crate::input::trex_note(path));
-    if opts.exact_limit < n
-        && cfg.anomalies.iter().any(|s| {
-            matches!(
-                s.threshold,
-                Threshold::Plus(Base::Pct(_), _) | Threshold::Times(Base::Pct(_), _)
-            )
-        })
-    {
-        notes.push(
-            "--anomalies-only resolved the percentile base of a relative anomaly threshold from \
-             the HDR histogram (see percentiles.bound), not exactly"
-                .into(),
-        );
-    }
     Ok(crate::input::trex_outcome(path, analysis, leftover, n))
 }
 

@@ -71,6 +71,8 @@ pub(crate) fn with_resolved_thresholds<E>(
         ..cfg.clone()
     };
     let mut cfg2 = cfg.clone();
+    // Percentile bases read from an HDR histogram: the bucket that holds them.
+    let mut approximate = Vec::new();
     {
         // The first pass's data goes before the second pass starts (with every
         // latency held, each pass needs 8 bytes per packet).
@@ -82,11 +84,26 @@ pub(crate) fn with_resolved_thresholds<E>(
             spec.resolve(|b| match b {
                 Base::Min => min.map(|v| v as f64),
                 Base::Mean => mean,
-                Base::Pct(p) => lat.quantiles(&[p])[0].map(|q| q.value as f64),
+                Base::Pct(p) => {
+                    let q = lat.quantiles(&[p])[0]?;
+                    if q.lower < q.value {
+                        approximate.push(format!("{} in [{}, {}] ns", p.label(), q.lower, q.value));
+                    }
+                    Some(q.value as f64)
+                }
             });
         }
     }
-    pass(&cfg2)
+    let mut analysis = pass(&cfg2)?;
+    approximate.dedup();
+    if !approximate.is_empty() {
+        analysis.summary.notes.push(format!(
+            "a relative anomaly threshold took its percentile base from the HDR histogram, \
+             not exactly: the upper end of the bucket that holds it ({}); see percentiles.bound",
+            approximate.join(", ")
+        ));
+    }
+    Ok(analysis)
 }
 
 /// Value at 1-based rank `ceil(num/den * N)`, clamped to `1..=N`, of sorted

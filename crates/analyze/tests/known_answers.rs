@@ -393,3 +393,37 @@ fn summary_json_has_every_design_key() {
     let back: Summary = serde_json::from_value(v).expect("deserialize");
     assert_eq!(back, s);
 }
+
+/// A relative threshold `p50*3` over latencies 1..=100 000 ns: exact mode resolves p50 to
+/// 50 000 exactly and says nothing; with the HDR histogram (exact limit 1 000, 2 digits)
+/// the base is a bucket's upper end, and the summary says which bucket.
+#[test]
+fn a_percentile_base_from_the_hdr_histogram_is_noted() {
+    let recs: Vec<Record> = (1..=100_000u64)
+        .map(|l| r(0, l - 1, 10_000 * l, 10_000 * l + l))
+        .collect();
+    let cfg = AnalysisConfig {
+        anomalies: vec!["1:p50*3".parse().unwrap()],
+        ..AnalysisConfig::default()
+    };
+    let exact = analyze(&recs, &[sent(0, 100_000, 0)], &cfg);
+    assert!(
+        !exact.notes.iter().any(|n| n.contains("percentile base")),
+        "{:?}",
+        exact.notes
+    );
+    let hdr = Options {
+        exact_limit: 1_000,
+        hdr_digits: 2,
+        ..Options::default()
+    };
+    let s = analyze_with(&recs, &[sent(0, 100_000, 0)], &cfg, &hdr).summary;
+    let note = s
+        .notes
+        .iter()
+        .find(|n| n.contains("percentile base"))
+        .unwrap_or_else(|| panic!("no note: {:?}", s.notes));
+    // 2 digits: 256 sub-buckets, so values in 32 768..65 535 share buckets of 256 ns;
+    // p50 = 50 000 lies in [195·256, 196·256 − 1] = [49 920, 50 175].
+    assert!(note.contains("p50 in [49920, 50175] ns"), "{note}");
+}
