@@ -15,7 +15,8 @@ fn main() -> ExitCode {
     let mut cfg = AnalysisConfig::default();
     let mut opts = Options::default();
     let mut format = None;
-    let mut threads: Option<usize> = None;
+    let mut anomalies_only = false;
+    let mut threads = 0usize;
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
         match a.as_str() {
@@ -31,8 +32,9 @@ fn main() -> ExitCode {
             "--hdr" => opts.exact_limit = 0,
             "--percentile" => opts.percentiles.extend(Pct::parse(&val())),
             "--events" => opts.anomaly_events = val().parse().unwrap_or(100),
-            "--anomalies-only" => threads = Some(0),
-            "--threads" => threads = Some(val().parse().unwrap_or(0)),
+            "--anomalies-only" => anomalies_only = true,
+            // Threads of the anomalies-only pass (0: one per core); the full pass has one.
+            "--threads" => threads = val().parse().unwrap_or(0),
             _ => file = Some(PathBuf::from(a)),
         }
     }
@@ -40,9 +42,10 @@ fn main() -> ExitCode {
         eprintln!("usage: analyze FILE [--format F] [--anomaly N:T]... [--exact|--hdr]");
         return ExitCode::from(2);
     };
-    let result = match threads {
-        Some(t) => analyze_trex_anomalies_only(&file, &cfg, &opts, t),
-        None => analyze_file_with(&file, &cfg, &opts, format),
+    let result = if anomalies_only {
+        analyze_trex_anomalies_only(&file, &cfg, &opts, threads)
+    } else {
+        analyze_file_with(&file, &cfg, &opts, format)
     };
     match result {
         Ok(fa) => {
