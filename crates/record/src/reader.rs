@@ -86,74 +86,7 @@ impl<R: Read> RecordReader<R> {
 
     /// Like [`new`](Self::new), with `name` (e.g. a path) used in error messages.
     pub fn with_name(mut r: R, name: String) -> Result<Self, RecordError> {
-        let mut offset = 0u64;
-        let mut magic = [0u8; 8];
-        let n = read_full(&mut r, &mut magic, &name, offset)?;
-        offset += n as u64;
-        if n < magic.len() {
-            return Err(RecordError::NotRecordFile {
-                name,
-                reason: format!("it is only {n} bytes long, shorter than the 8-byte magic"),
-            });
-        }
-        if magic != FILE_MAGIC {
-            return Err(RecordError::NotRecordFile {
-                name,
-                reason: format!(
-                    "it starts with {:?} instead of the magic \"NFLABREC\"",
-                    String::from_utf8_lossy(&magic)
-                ),
-            });
-        }
-        let mut fixed = [0u8; 8];
-        let n = read_full(&mut r, &mut fixed, &name, offset)?;
-        offset += n as u64;
-        if n < fixed.len() {
-            return Err(RecordError::CorruptHeader {
-                name,
-                reason: format!("the file ends at byte {offset}, inside the version/length fields"),
-            });
-        }
-        let version = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
-        if version != FORMAT_VERSION {
-            return Err(RecordError::UnsupportedVersion { name, version });
-        }
-        let meta_len = u32::from_le_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
-        if meta_len > MAX_JSON_BYTES {
-            return Err(RecordError::CorruptHeader {
-                name,
-                reason: format!(
-                    "the metadata length field says {meta_len} bytes, more than the limit of {MAX_JSON_BYTES}"
-                ),
-            });
-        }
-        let mut json = vec![0u8; meta_len as usize + 4];
-        let n = read_full(&mut r, &mut json, &name, offset)?;
-        offset += n as u64;
-        if n < json.len() {
-            return Err(RecordError::CorruptHeader {
-                name,
-                reason: format!(
-                    "the file ends at byte {offset}, inside the {meta_len}-byte metadata or its CRC"
-                ),
-            });
-        }
-        let crc_bytes = json.split_off(meta_len as usize);
-        let stored = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
-        let computed = crc32fast::hash(&json);
-        if stored != computed {
-            return Err(RecordError::CorruptHeader {
-                name,
-                reason: format!(
-                    "the metadata CRC32 is {computed:#010x} but the header says {stored:#010x}"
-                ),
-            });
-        }
-        let meta: Metadata =
-            serde_json::from_slice(&json).map_err(|e| RecordError::CorruptHeader {
-                reason: format!("the metadata is not valid metadata JSON: {e}"),
-                name: name.clone(),
-            })?;
+        let (meta, offset) = read_file_header(&mut r, &name, &FILE_MAGIC, FORMAT_VERSION)?;
         Ok(Self {
             inner: r,
             name,
@@ -400,6 +333,92 @@ pub struct RecordFile {
     pub trailer: Option<Trailer>,
     /// How the file ended.
     pub tail: TailState,
+}
+
+/// Read a file header as [`crate::writer`]'s `write_file_header` writes it: `magic`,
+/// `version` (u32 LE), the metadata length (u32 LE), the metadata JSON and its CRC32.
+/// Returns the metadata and the offset of the first block. A wrong magic is
+/// [`RecordError::NotRecordFile`], another version [`RecordError::UnsupportedVersion`],
+/// anything else wrong [`RecordError::CorruptHeader`]; each names `name`.
+pub(crate) fn read_file_header<R: Read, M: serde::de::DeserializeOwned>(
+    r: &mut R,
+    name: &str,
+    magic: &[u8; 8],
+    version: u32,
+) -> Result<(M, u64), RecordError> {
+    let name = name.to_string();
+    let mut offset = 0u64;
+    let mut head = [0u8; 8];
+    let n = read_full(r, &mut head, &name, offset)?;
+    offset += n as u64;
+    if n < head.len() {
+        return Err(RecordError::NotRecordFile {
+            name,
+            reason: format!("it is only {n} bytes long, shorter than the 8-byte magic"),
+        });
+    }
+    if &head != magic {
+        return Err(RecordError::NotRecordFile {
+            name,
+            reason: format!(
+                "it starts with {:?} instead of the magic {:?}",
+                String::from_utf8_lossy(&head),
+                String::from_utf8_lossy(magic)
+            ),
+        });
+    }
+    let mut fixed = [0u8; 8];
+    let n = read_full(r, &mut fixed, &name, offset)?;
+    offset += n as u64;
+    if n < fixed.len() {
+        return Err(RecordError::CorruptHeader {
+            name,
+            reason: format!("the file ends at byte {offset}, inside the version/length fields"),
+        });
+    }
+    let found = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
+    if found != version {
+        return Err(RecordError::UnsupportedVersion {
+            name,
+            version: found,
+        });
+    }
+    let meta_len = u32::from_le_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+    if meta_len > MAX_JSON_BYTES {
+        return Err(RecordError::CorruptHeader {
+            name,
+            reason: format!(
+                "the metadata length field says {meta_len} bytes, more than the limit of {MAX_JSON_BYTES}"
+            ),
+        });
+    }
+    let mut json = vec![0u8; meta_len as usize + 4];
+    let n = read_full(r, &mut json, &name, offset)?;
+    offset += n as u64;
+    if n < json.len() {
+        return Err(RecordError::CorruptHeader {
+            name,
+            reason: format!(
+                "the file ends at byte {offset}, inside the {meta_len}-byte metadata or its CRC"
+            ),
+        });
+    }
+    let crc_bytes = json.split_off(meta_len as usize);
+    let stored = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
+    let computed = crc32fast::hash(&json);
+    if stored != computed {
+        return Err(RecordError::CorruptHeader {
+            name,
+            reason: format!(
+                "the metadata CRC32 is {computed:#010x} but the header says {stored:#010x}"
+            ),
+        });
+    }
+    let meta = serde_json::from_slice(&json).map_err(|e| RecordError::CorruptHeader {
+        reason: format!("the metadata is not valid metadata JSON: {e}"),
+        name: name.clone(),
+    })?;
+    Ok((meta, offset))
 }
 
 /// Read the whole file at `path`.

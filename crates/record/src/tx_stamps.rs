@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     flags, ClockInfo, Metadata, RecordError, RecordFile, RecordWriter, TailState,
-    BLOCK_HEADER_BYTES, BLOCK_MAGIC, MAX_JSON_BYTES,
+    BLOCK_HEADER_BYTES, BLOCK_MAGIC,
 };
 
 /// The 8 bytes a TX stamps file starts with.
@@ -241,51 +241,8 @@ pub fn read_tx_stamps(path: &Path) -> Result<TxStampsFile, RecordError> {
         source,
     })?;
     let mut r = BufReader::with_capacity(1 << 17, f);
-    let mut head = [0u8; 16];
-    let n = crate::reader::read_full(&mut r, &mut head, &name, 0)?;
-    if n < 8 || head[..8] != TX_STAMPS_MAGIC {
-        return Err(RecordError::NotRecordFile {
-            name,
-            reason: "it does not start with the TX stamps magic \"NFLABTXS\"".into(),
-        });
-    }
-    if n < 16 {
-        return Err(RecordError::CorruptHeader {
-            name,
-            reason: format!("the file ends at byte {n}, inside the version/length fields"),
-        });
-    }
-    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-    if version != TX_STAMPS_VERSION {
-        return Err(RecordError::UnsupportedVersion { name, version });
-    }
-    let meta_len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
-    if meta_len > MAX_JSON_BYTES {
-        return Err(RecordError::CorruptHeader {
-            name,
-            reason: format!("metadata length {meta_len} is implausible"),
-        });
-    }
-    let mut meta = vec![0u8; meta_len as usize + 4];
-    if crate::reader::read_full(&mut r, &mut meta, &name, 16)? < meta.len() {
-        return Err(RecordError::CorruptHeader {
-            name,
-            reason: "the file ends inside the metadata".into(),
-        });
-    }
-    let (json, crc) = meta.split_at(meta_len as usize);
-    if crc32fast::hash(json).to_le_bytes() != crc {
-        return Err(RecordError::CorruptHeader {
-            name,
-            reason: "the metadata CRC does not match".into(),
-        });
-    }
-    let meta: TxStampsMeta =
-        serde_json::from_slice(json).map_err(|e| RecordError::CorruptHeader {
-            name: name.clone(),
-            reason: format!("the metadata is not a JSON object: {e}"),
-        })?;
-    let mut offset = 16 + meta_len as u64 + 4;
+    let (meta, mut offset): (TxStampsMeta, u64) =
+        crate::reader::read_file_header(&mut r, &name, &TX_STAMPS_MAGIC, TX_STAMPS_VERSION)?;
     let mut entries = Vec::new();
     let mut payload = Vec::new();
     let mut block = 0u64;
