@@ -137,6 +137,34 @@ pub(crate) fn wait_left(
     (now < end).then(|| end - now)
 }
 
+/// Point the first `iov.len()` message headers of one `recvmmsg` call at their buffers:
+/// message i receives into `data[i·data_len..][..data_len]` and its control messages
+/// into `ctrl[i·ctrl_elems..][..ctrl_elems]` (elements of `T`, so the caller picks the
+/// alignment). `msgs` must be as long as `iov`; the headers must not outlive `iov`,
+/// `data` and `ctrl`.
+pub(crate) fn point_recv_msgs<T>(
+    iov: &mut [libc::iovec],
+    msgs: &mut [libc::mmsghdr],
+    data: &mut [u8],
+    data_len: usize,
+    ctrl: &mut [T],
+    ctrl_elems: usize,
+) {
+    debug_assert!(msgs.len() >= iov.len());
+    debug_assert!(data.len() >= iov.len() * data_len && ctrl.len() >= iov.len() * ctrl_elems);
+    let chunks = data
+        .chunks_exact_mut(data_len)
+        .zip(ctrl.chunks_exact_mut(ctrl_elems));
+    for ((v, m), (d, c)) in iov.iter_mut().zip(msgs.iter_mut()).zip(chunks) {
+        v.iov_base = d.as_mut_ptr().cast();
+        v.iov_len = data_len;
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+        m.msg_hdr.msg_controllen = (ctrl_elems * std::mem::size_of::<T>()) as _;
+    }
+}
+
 /// The socket's pending error (`SO_ERROR`, which reading clears), if any.
 pub(crate) fn take_socket_error(fd: &OwnedFd) -> Option<c_int> {
     let mut err: c_int = 0;

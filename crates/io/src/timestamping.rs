@@ -589,16 +589,14 @@ impl TxStamper {
             let mut iov: [libc::iovec; ERRQ_BATCH] = unsafe { std::mem::zeroed() };
             // SAFETY: as above.
             let mut msgs: [libc::mmsghdr; ERRQ_BATCH] = unsafe { std::mem::zeroed() };
-            for i in 0..want {
-                iov[i].iov_base =
-                    self.data[i * ERRQ_DATA_BYTES..].as_mut_ptr() as *mut libc::c_void;
-                iov[i].iov_len = ERRQ_DATA_BYTES;
-                msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-                msgs[i].msg_hdr.msg_control =
-                    self.ctrl[i * ERRQ_CTRL_BYTES..].as_mut_ptr() as *mut libc::c_void;
-                msgs[i].msg_hdr.msg_controllen = ERRQ_CTRL_BYTES as _;
-            }
+            sys::point_recv_msgs(
+                &mut iov[..want],
+                &mut msgs,
+                &mut self.data,
+                ERRQ_DATA_BYTES,
+                &mut self.ctrl,
+                ERRQ_CTRL_BYTES,
+            );
             // SAFETY: `msgs[..want]` point to live iovecs over `data` and to control
             // buffers in `ctrl` of the sizes given, valid for the call.
             let rc = unsafe {

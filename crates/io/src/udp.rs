@@ -288,16 +288,14 @@ impl PacketIo for UdpIo {
             let mut iov: [libc::iovec; UDP_BATCH] = unsafe { std::mem::zeroed() };
             // SAFETY: as above.
             let mut msgs: [libc::mmsghdr; UDP_BATCH] = unsafe { std::mem::zeroed() };
-            for i in 0..want {
-                iov[i].iov_base =
-                    self.rx_bufs[i * RX_BUF_BYTES..].as_mut_ptr() as *mut libc::c_void;
-                iov[i].iov_len = RX_BUF_BYTES;
-                msgs[i].msg_hdr.msg_iov = &mut iov[i];
-                msgs[i].msg_hdr.msg_iovlen = 1;
-                msgs[i].msg_hdr.msg_control =
-                    self.rx_ctrl[i * CTRL_WORDS..].as_mut_ptr() as *mut libc::c_void;
-                msgs[i].msg_hdr.msg_controllen = CTRL_WORDS * 8;
-            }
+            sys::point_recv_msgs(
+                &mut iov[..want],
+                &mut msgs,
+                &mut self.rx_bufs,
+                RX_BUF_BYTES,
+                &mut self.rx_ctrl,
+                CTRL_WORDS,
+            );
             // MSG_TRUNC makes msg_len the datagram's real length even if it did not fit.
             // SAFETY: `msgs[..want]` point to live iovecs over `rx_bufs` and control
             // buffers in `rx_ctrl` with the sizes given, valid for the call.
