@@ -613,26 +613,16 @@ impl RxRing {
     }
 
     fn drops(&self) -> u64 {
-        let read = match self.kind {
-            RxRingKind::Blocks => {
-                let mut st = libc::tpacket_stats_v3 {
-                    tp_packets: 0,
-                    tp_drops: 0,
-                    tp_freeze_q_cnt: 0,
-                };
-                sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)
-                    .map(|()| st.tp_drops)
-            }
-            RxRingKind::Frames => {
-                let mut st = libc::tpacket_stats {
-                    tp_packets: 0,
-                    tp_drops: 0,
-                };
-                sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)
-                    .map(|()| st.tp_drops)
-            }
+        // TPACKET_V3 answers with `tpacket_stats_v3`, V2 with the shorter `tpacket_stats`
+        // (the kernel copies only as many bytes as its own struct has); both begin with
+        // tp_packets and tp_drops, so one read of the longer struct serves both rings.
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
         };
-        read.map_or(0, u64::from)
+        sys::getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st)
+            .map_or(0, |()| u64::from(st.tp_drops))
     }
 }
 

@@ -428,14 +428,22 @@ fn af_packet_counts_kernel_drops_when_the_rx_ring_overflows() {
     if !root_or_skip("af_packet_counts_kernel_drops_when_the_rx_ring_overflows") {
         return;
     }
-    let ns = Netns::with_veth("drop");
+    // Each ring kind answers PACKET_STATISTICS with its own struct.
+    for (kind, tag) in [(RxRingKind::Blocks, "drop"), (RxRingKind::Frames, "dropv2")] {
+        overflow_counts_drops(kind, tag);
+    }
+}
+
+fn overflow_counts_drops(kind: RxRingKind, tag: &str) {
+    let ns = Netns::with_veth(tag);
     ns.enter(|| {
         let mut tx = AfPacket::open("va", &tx_only()).unwrap();
-        // 2 x 64 KiB blocks hold well under 1000 small frames.
+        // 2 x 64 KiB blocks hold well under 1000 small frames (64 frames of 2 KiB each
+        // in a frame ring).
         let cfg = AfPacketConfig {
             rx_block_bytes: 1 << 16,
             rx_blocks: 2,
-            ..rx_only()
+            ..rx_only_ring(kind)
         };
         let mut rx = AfPacket::open("vb", &cfg).unwrap();
         let (src, dst) = (iface::mac("va").unwrap(), iface::mac("vb").unwrap());
