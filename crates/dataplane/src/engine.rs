@@ -247,7 +247,15 @@ impl WorkerStats {
         for p in &parts[1..] {
             total.add(p);
         }
-        let w = &mut total.worker;
+        total.derive();
+        total.per_worker = parts;
+        Some(total)
+    }
+
+    /// Set the figures derived from the counts: `rx_batch_mean` from the batch
+    /// histogram, `cycles_per_packet` from the busy cycles and the frames both ports sent.
+    fn derive(&mut self) {
+        let w = &mut self.worker;
         let polls: u64 = w.rx_batch_hist.values().sum();
         let frames: u64 = w.rx_batch_hist.iter().map(|(k, v)| *k as u64 * v).sum();
         w.rx_batch_mean = if polls > 0 {
@@ -255,14 +263,12 @@ impl WorkerStats {
         } else {
             0.0
         };
-        let sent: u64 = total.ports.iter().map(|p| p.tx_packets).sum();
-        total.worker.cycles_per_packet = if sent > 0 {
-            total.worker.cycles_busy as f64 / sent as f64
+        let sent: u64 = self.ports.iter().map(|p| p.tx_packets).sum();
+        w.cycles_per_packet = if sent > 0 {
+            w.cycles_busy as f64 / sent as f64
         } else {
             0.0
         };
-        total.per_worker = parts;
-        Some(total)
     }
 
     fn add(&mut self, o: &WorkerStats) {
@@ -623,35 +629,18 @@ impl Worker {
             .filter(|(_, &c)| c > 0)
             .map(|(i, &c)| (i, c))
             .collect();
-        let polls: u64 = self.hist.iter().sum();
-        w.rx_batch_mean = if polls > 0 {
-            self.hist
-                .iter()
-                .enumerate()
-                .map(|(i, &c)| i as f64 * c as f64)
-                .sum::<f64>()
-                / polls as f64
-        } else {
-            0.0
-        };
-        let out = PortStats::new(&self.output);
-        let input = PortStats::new(&self.input);
-        let sent = out.tx_packets + input.tx_packets;
-        w.cycles_per_packet = if sent > 0 {
-            w.cycles_busy as f64 / sent as f64
-        } else {
-            0.0
-        };
-        WorkerStats {
+        let mut stats = WorkerStats {
             cpu: self.cpu,
             pipeline: self.chain.names().iter().map(|s| s.to_string()).collect(),
             worker: w,
-            ports: vec![input, out],
+            ports: vec![PortStats::new(&self.input), PortStats::new(&self.output)],
             links: self.chain.link_stats(),
             apps: self.chain.app_stats(),
             error: self.error.clone(),
             per_worker: Vec::new(),
-        }
+        };
+        stats.derive();
+        stats
     }
 }
 
@@ -849,6 +838,13 @@ mod tests {
         };
         let (_, a) = run_worker(cfg, 300);
         let (_, b) = run_worker(cfg, 500);
+        // One worker's derived figures: 300 frames over its busy polls and its sends.
+        let polls: u64 = a.worker.rx_batch_hist.values().sum();
+        assert_eq!(a.worker.rx_batch_mean, 300.0 / polls as f64);
+        assert_eq!(
+            a.worker.cycles_per_packet,
+            a.worker.cycles_busy as f64 / 300.0
+        );
         let mut a2 = a.clone();
         let mut b2 = b.clone();
         a2.apps[0].detail = serde_json::json!({"n": 1, "per": [1, 2], "name": "x"});
