@@ -79,10 +79,11 @@ impl Default for ModelSection {
     }
 }
 
-/// `"RATE_HZ:DURATION_NS"` as `(rate_hz, duration_ns)`, or why not.
+/// `"RATE_HZ:DURATION_NS"` as `(rate_hz, duration_ns)`, or why not (a sentence the
+/// caller prefixes with the key or flag it came from).
 pub fn parse_interrupt(s: &str) -> Result<(f64, f64), String> {
     let bad = || {
-        format!("model.interrupts: {s:?} is not RATE_HZ:DURATION_NS with two positive numbers, e.g. \"250:10900\"")
+        format!("{s:?} is not RATE_HZ:DURATION_NS with two positive numbers, e.g. \"250:10900\"")
     };
     let (r, d) = s.split_once(':').ok_or_else(bad)?;
     let r: f64 = r.trim().parse().map_err(|_| bad())?;
@@ -140,7 +141,7 @@ impl ModelSection {
             ));
         }
         for i in &self.interrupts {
-            parse_interrupt(i).map_err(|m| ("interrupts", m))?;
+            parse_interrupt(i).map_err(|m| ("interrupts", format!("model.interrupts: {m}")))?;
         }
         Ok(())
     }

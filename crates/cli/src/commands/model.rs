@@ -341,17 +341,8 @@ fn f(v: f64) -> String {
 }
 
 fn parse_interrupt(s: &str) -> anyhow::Result<InterruptLoad> {
-    let (r, d) = s
-        .split_once(':')
-        .with_context(|| format!("--interrupt {s:?}: write RATE_HZ:DURATION_NS, e.g. 250:10900"))?;
-    let rate_hz: f64 = r
-        .trim()
-        .parse()
-        .with_context(|| format!("--interrupt {s:?}: the rate {r:?} is not a number"))?;
-    let duration_ns: f64 = d
-        .trim()
-        .parse()
-        .with_context(|| format!("--interrupt {s:?}: the duration {d:?} is not a number (ns)"))?;
+    let (rate_hz, duration_ns) =
+        nflab_lab::model::parse_interrupt(s).map_err(|m| anyhow::anyhow!("--interrupt {m}"))?;
     Ok(InterruptLoad {
         rate_hz,
         duration_ns,
