@@ -173,13 +173,7 @@ pub fn spawn(
     let io = dut.io.clone();
     let (input, output) = (input.to_string(), output.to_string());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = dut.cpu.unwrap_or(cpus - 1);
-    if cpu >= cpus {
-        return Err(LabError::Unsupported(format!(
-            "dut.cpu = {cpu} does not exist on this host: use 0 to {}",
-            cpus - 1
-        )));
-    }
+    let cpu = dut.dut_cpu()?;
     let workers = dut.workers.unwrap_or(1).max(1);
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LabError>>();

@@ -259,14 +259,8 @@ impl DutSection {
                 "dut.workers = {workers} needs a port per queue, which AF_PACKET has not: set dut.io = \"af_xdp\" (or \"auto\")"
             ));
         }
-        match self.io.as_deref() {
-            None | Some("auto") | Some("af_packet") | Some("af_xdp") => {}
-            Some(o) => {
-                return bad(format!(
-                    "dut.io = \"{o}\" is not known: use auto, af_packet or af_xdp"
-                ))
-            }
-        }
+        self.check_io("use auto (default), af_xdp or af_packet")?;
+        self.dut_cpu()?;
         nflab_dataplane::config::validate(
             pipeline,
             &self.functions(),
@@ -278,6 +272,30 @@ impl DutSection {
 }
 
 impl DutSection {
+    /// The CPU of the DuT's (first) worker: `dut.cpu`, by default the host's last CPU;
+    /// an error when this host has no such CPU.
+    pub fn dut_cpu(&self) -> Result<usize, LabError> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match self.cpu {
+            None => Ok(cpus - 1),
+            Some(c) if c < cpus => Ok(c),
+            Some(c) => Err(LabError::Unsupported(format!(
+                "dut.cpu = {c} does not exist on this host: use 0 to {}",
+                cpus - 1
+            ))),
+        }
+    }
+
+    /// `dut.io` is a port kind of the software DuTs; `valid` says which this DuT takes.
+    fn check_io(&self, valid: &str) -> Result<(), LabError> {
+        match self.io.as_deref() {
+            None | Some("auto") | Some("af_xdp") | Some("af_packet") => Ok(()),
+            Some(o) => Err(LabError::Unsupported(format!(
+                "dut.io = \"{o}\" is not known: {valid}"
+            ))),
+        }
+    }
+
     /// Check a testpmd DuT section: its keys and their ranges.
     pub fn check_testpmd(&self) -> Result<(), LabError> {
         let bad = |m: String| Err(LabError::Unsupported(m));
@@ -303,21 +321,8 @@ impl DutSection {
                 ));
             }
         }
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if let Some(c) = self.cpu.filter(|c| *c >= cpus) {
-            return bad(format!(
-                "dut.cpu = {c} does not exist on this host: use 0 to {}",
-                cpus - 1
-            ));
-        }
-        match self.io.as_deref() {
-            None | Some("auto") | Some("af_xdp") | Some("af_packet") => {}
-            Some(o) => {
-                return bad(format!(
-                    "dut.io = \"{o}\" is not known for testpmd: use af_xdp (default) or af_packet"
-                ))
-            }
-        }
+        self.dut_cpu()?;
+        self.check_io("use af_xdp (default) or af_packet")?;
         match self.forward_mode.as_deref() {
             None | Some("io") | Some("mac") => Ok(()),
             Some(m) => bad(format!(
@@ -1464,6 +1469,36 @@ duration_s = 1
         };
         let e = testpmd.check_testpmd().unwrap_err().to_string();
         assert!(e.contains("dut.workers does not apply"), "{e}");
+    }
+
+    #[test]
+    fn dut_cpu_and_io_are_checked_alike_for_both_software_duts() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for kind in [DutKind::Nflab, DutKind::Testpmd] {
+            let dut = |cpu: Option<usize>, io: Option<&str>| DutSection {
+                kind,
+                pipeline: (kind == DutKind::Nflab).then(|| vec!["l2fwd".into()]),
+                cpu,
+                io: io.map(String::from),
+                ..DutSection::default()
+            };
+            let check = |d: DutSection| match kind {
+                DutKind::Nflab => d.check_nflab(),
+                _ => d.check_testpmd(),
+            };
+            assert_eq!(dut(None, None).dut_cpu().unwrap(), cpus - 1);
+            check(dut(Some(cpus - 1), Some("af_packet"))).expect("last CPU, AF_PACKET");
+            let e = check(dut(Some(cpus), None)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("dut.cpu = {cpus} does not exist")),
+                "{kind:?}: {e}"
+            );
+            let e = check(dut(None, Some("dpdk"))).unwrap_err().to_string();
+            assert!(
+                e.contains("dut.io = \"dpdk\" is not known") && e.contains("af_packet"),
+                "{kind:?}: {e}"
+            );
+        }
     }
 
     #[test]
