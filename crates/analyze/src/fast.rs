@@ -406,13 +406,7 @@ fn anomalies_only(
         let digits = opts.hdr_digits;
         // The lowest latency above each threshold: one `>=` per packet.
         // `None`: no i64 latency is above it.
-        let lows: Vec<Option<i64>> = specs
-            .iter()
-            .map(|s| match s.cmp {
-                Cmp::Ge => i64::try_from(s.t_ns).ok(),
-                Cmp::Gt => i64::try_from(s.t_ns.saturating_add(1)).ok(),
-            })
-            .collect();
+        let lows: Vec<Option<i64>> = specs.iter().map(AnomalySpec::lowest_above).collect();
         // About 8 parts per thread, taken in turn: a thread that shares its
         // core with another process does fewer.
         let part_len = n.div_ceil(threads * 8).max(min_part).max(1);

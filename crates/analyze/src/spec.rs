@@ -131,6 +131,15 @@ impl AnomalySpec {
             Cmp::Gt => i128::from(lat_ns) > t,
         }
     }
+
+    /// The lowest latency that is [`above`](Self::above) the threshold, so that a scan
+    /// can test `lat >= low` for either comparison; `None` when no i64 latency is.
+    pub fn lowest_above(&self) -> Option<i64> {
+        match self.cmp {
+            Cmp::Ge => i64::try_from(self.t_ns).ok(),
+            Cmp::Gt => i64::try_from(self.t_ns.saturating_add(1)).ok(),
+        }
+    }
 }
 
 fn parse_base(s: &str) -> Option<Base> {
@@ -320,6 +329,21 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, AnalyzeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lowest_above_agrees_with_above() {
+        for text in ["1:250ns", "1:250ns:gt", "1:0ns", "1:0ns:gt"] {
+            let s: AnomalySpec = text.parse().unwrap();
+            let low = s.lowest_above().unwrap();
+            for lat in [-1, 0, 1, 249, 250, 251, 252] {
+                assert_eq!(s.above(lat), lat >= low, "{text} at {lat}");
+            }
+        }
+        let mut never: AnomalySpec = "1:1ns:gt".parse().unwrap();
+        never.t_ns = i64::MAX as u64;
+        assert_eq!(never.lowest_above(), None);
+        assert!(!never.above(i64::MAX));
+    }
 
     #[test]
     fn durations() {
