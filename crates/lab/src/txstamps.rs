@@ -152,7 +152,7 @@ fn substitution_warnings(sub: &TxSubstitution) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(nflab_record::TailState::Truncated { reason, .. }) = &sub.stamps_tail {
         out.push(format!(
-            "{TX_STAMPS_FILE} is cut off ({reason}): the {} records whose stamps were lost keep their application TX stamp",
+            "{TX_STAMPS_FILE} is cut off ({reason}): the {} records left without a kernel stamp keep their application TX stamp",
             sub.application_fallbacks
         ));
     }
