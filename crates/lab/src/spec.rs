@@ -373,7 +373,8 @@ impl DutKind {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TrafficSection {
-    /// I/O backend of generator and recorder.
+    /// I/O backend of the generator (the recorder always reads an AF_PACKET ring, for
+    /// kernel RX timestamps).
     #[serde(default)]
     pub backend: Backend,
     /// Traffic pattern.
@@ -1060,7 +1061,7 @@ impl Spec {
                     "traffic",
                     "tx_timestamp",
                     format!(
-                        "traffic.tx_timestamp = \"kernel\" needs traffic.backend = \"af_packet\" or \"udp\": {why}"
+                        "traffic.tx_timestamp = \"kernel\" needs traffic.backend = \"af_packet\": {why}"
                     ),
                 ));
             }
@@ -1139,9 +1140,10 @@ impl Spec {
             return unsupported(
                 "traffic.backend",
                 self.traffic.backend.as_str(),
-                "af_packet, af_xdp",
+                "af_packet, af_xdp, xdp_live",
             );
         }
+        self.check_dut_carries_traffic()?;
         // Every pattern, size and flow parameter (and a replayed trace file) is checked
         // here, before any topology exists or anything is recorded.
         crate::runner::build_plan(
@@ -1149,6 +1151,33 @@ impl Spec {
             self.experiment.seed,
             &crate::runner::default_probe_base(),
         )?;
+        Ok(())
+    }
+
+    /// Frames the DuT cannot forward would be lost to the last one, after a readiness
+    /// check (untagged IPv4) that passed: refuse them before the run.
+    fn check_dut_carries_traffic(&self) -> Result<(), LabError> {
+        let t = &self.traffic;
+        if t.pcp != 0 && t.vlan.is_none() {
+            return Err(LabError::Unsupported(format!(
+                "traffic.pcp = {} needs traffic.vlan: the priority travels in the 802.1Q tag",
+                t.pcp
+            )));
+        }
+        if self.dut.kind != DutKind::LinuxRouter {
+            return Ok(());
+        }
+        let others = "loopback, linux-bridge, nflab or testpmd";
+        if t.ip_version == 6 {
+            return Err(LabError::Unsupported(format!(
+                "traffic.ip_version = 6 cannot cross dut.kind = \"linux-router\", which routes IPv4 only: use dut.kind = {others}"
+            )));
+        }
+        if let Some(v) = t.vlan {
+            return Err(LabError::Unsupported(format!(
+                "traffic.vlan = {v} cannot cross dut.kind = \"linux-router\", which has no VLAN interfaces: use dut.kind = {others}"
+            )));
+        }
         Ok(())
     }
 
@@ -1469,6 +1498,38 @@ duration_s = 1
         };
         let e = testpmd.check_testpmd().unwrap_err().to_string();
         assert!(e.contains("dut.workers does not apply"), "{e}");
+    }
+
+    #[test]
+    fn traffic_the_dut_cannot_forward_is_refused_before_the_run() {
+        let check = |dut: &str, traffic: &str| {
+            let text = format!(
+                "[experiment]\nname = \"x\"\n[dut]\nkind = \"{dut}\"\n[traffic]\n{traffic}\n"
+            );
+            Spec::parse(&text, "t")
+                .unwrap()
+                .check_supported()
+                .map_err(|e| e.to_string())
+        };
+        let e = check("linux-router", "ip_version = 6").unwrap_err();
+        assert!(
+            e.contains("traffic.ip_version = 6") && e.contains("IPv4 only"),
+            "{e}"
+        );
+        let e = check("linux-router", "vlan = 100").unwrap_err();
+        assert!(
+            e.contains("traffic.vlan = 100") && e.contains("linux-bridge"),
+            "{e}"
+        );
+        let e = check("linux-bridge", "pcp = 6").unwrap_err();
+        assert!(e.contains("traffic.pcp = 6 needs traffic.vlan"), "{e}");
+        check(
+            "linux-bridge",
+            "ip_version = 6\nvlan = 100\npcp = 6\nframe_bytes = 128",
+        )
+        .expect("a bridge carries both");
+        check("loopback", "ip_version = 6\nvlan = 100\nframe_bytes = 128")
+            .expect("loopback carries both");
     }
 
     #[test]
