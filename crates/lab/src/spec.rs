@@ -1158,11 +1158,18 @@ impl Spec {
     /// check (untagged IPv4) that passed: refuse them before the run.
     fn check_dut_carries_traffic(&self) -> Result<(), LabError> {
         let t = &self.traffic;
-        if t.pcp != 0 && t.vlan.is_none() {
-            return Err(LabError::Unsupported(format!(
-                "traffic.pcp = {} needs traffic.vlan: the priority travels in the 802.1Q tag",
-                t.pcp
-            )));
+        let pcps = std::iter::once(("traffic.pcp".to_string(), t.pcp)).chain(
+            t.background
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (format!("traffic.background[{i}].pcp"), b.pcp)),
+        );
+        for (key, pcp) in pcps.filter(|(_, p)| *p != 0) {
+            if t.vlan.is_none() {
+                return Err(LabError::Unsupported(format!(
+                    "{key} = {pcp} needs traffic.vlan: the priority travels in the 802.1Q tag"
+                )));
+            }
         }
         if self.dut.kind != DutKind::LinuxRouter {
             return Ok(());
