@@ -61,16 +61,22 @@ pub enum PatternArg {
 #[derive(clap::Args)]
 pub struct Args {
     /// Interface to send on (not with --selfcheck).
-    #[arg(long, required_unless_present = "selfcheck")]
+    #[arg(
+        long,
+        required_unless_present = "selfcheck",
+        conflicts_with = "selfcheck"
+    )]
     iface: Option<String>,
-    /// Network namespace the interface lives in (from `ip netns list`).
-    #[arg(long)]
+    /// Network namespace the interface lives in (from `ip netns list`; not with
+    /// --selfcheck, which makes its own).
+    #[arg(long, conflicts_with = "selfcheck")]
     netns: Option<String>,
     /// Backend.
     #[arg(long, value_enum, default_value = "af-packet")]
     backend: BackendArg,
     /// Send on a fresh loopback topology, record on its far end and print the
-    /// generator's rate accuracy and inter-packet-gap precision (seed 000 §3.3).
+    /// generator's rate accuracy and inter-packet-gap precision (seed 000 §3.3). The
+    /// topology sets the MACs and addresses; the pattern, shape and backend flags apply.
     #[arg(long)]
     selfcheck: bool,
     /// Destination MAC (af-packet, af-xdp).
@@ -430,9 +436,18 @@ fn selfcheck(
         &nflab_lab::runner::default_probe_base(),
     )?;
     drop(plan_check);
-    let topo = nflab_lab::topology::Topology::create(spec::DutKind::Loopback)?;
-    let plan =
+    // One veth queue per AF_XDP TX thread, as `nflab run` gives them.
+    let queues = match traffic.backend {
+        spec::Backend::AfXdp => u32::try_from(traffic.tx_threads).unwrap_or(1),
+        _ => 1,
+    };
+    let topo = nflab_lab::topology::Topology::create_with_queues(spec::DutKind::Loopback, queues)?;
+    let mut plan =
         nflab_lab::runner::build_plan(traffic, args.seed, &nflab_lab::runner::probe_base(&topo))?;
+    if let Some(c) = args.count {
+        plan.count = Some(c);
+        plan.duration_ns = None;
+    }
     let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let records = dir.join("records.nfr");
