@@ -559,7 +559,13 @@ pub fn open_tx(
                     },
                 ) {
                     Ok(x) => v.push(Box::new(x)),
-                    Err(e @ nflab_io::IoError::NoSuchInterface { .. }) => return Err(e.into()),
+                    // A wrong name or missing privilege is the user's to fix, not a
+                    // reason to send through another backend.
+                    Err(
+                        e @ (nflab_io::IoError::NoSuchInterface { .. }
+                        | nflab_io::IoError::NeedCapNetRaw { .. }
+                        | nflab_io::IoError::NeedCapBpf { .. }),
+                    ) => return Err(e.into()),
                     Err(e) => {
                         eprintln!("notice: AF_XDP is not available on {iface} ({e}); using AF_PACKET");
                         v.clear();
