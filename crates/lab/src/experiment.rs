@@ -40,6 +40,10 @@ pub struct RunOptions {
     pub version: String,
     /// git commit.
     pub commit: String,
+    /// Called with the experiment directory when the experiment fails after it was
+    /// created (the completed runs and `results.parquet` are written by then): the CLI
+    /// writes the report of what exists there.
+    pub after_failure: Option<fn(&Path)>,
 }
 
 /// What an experiment produced.
@@ -78,6 +82,22 @@ pub fn run_experiment(
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<ExperimentResult, LabError> {
+    let mut dir = None;
+    let result = run_experiment_in(spec_path, opts, stop, &mut dir);
+    if let (Err(_), Some(f), Some(d)) = (&result, opts.after_failure, dir) {
+        if d.join("runs").is_dir() {
+            f(&d);
+        }
+    }
+    result
+}
+
+fn run_experiment_in(
+    spec_path: &Path,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+    dir_out: &mut Option<PathBuf>,
+) -> Result<ExperimentResult, LabError> {
     let (dir, spec, text) = match &opts.resume {
         Some(dir) => {
             let stored = dir.join("spec.toml");
@@ -100,6 +120,7 @@ pub fn run_experiment(
             )
         }
     };
+    *dir_out = Some(dir.clone());
     let plans = spec.expand(&text)?;
     for p in &plans {
         p.spec.check_supported()?;

@@ -56,6 +56,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         progress: std::io::stderr().is_terminal() && !args.json,
         version,
         commit,
+        after_failure: Some(report_after_failure),
     };
     let spec_path = args.spec.clone().unwrap_or_default();
     let result = nflab_lab::run_experiment(&spec_path, &opts, stop)?;
@@ -150,6 +151,14 @@ fn write_model(dir: &Path) -> Option<(PathBuf, String)> {
             let _ = std::fs::write(dir.join("model.json"), json.to_string() + "\n");
             None
         }
+    }
+}
+
+/// The report of what a failed experiment left (its completed runs). The failure is
+/// what the user must read, so a report that cannot be written (a full disk) adds nothing.
+fn report_after_failure(dir: &std::path::Path) {
+    if let Ok(path) = nflab_report::write_report(dir) {
+        eprintln!("report of the completed runs: {}", path.display());
     }
 }
 
