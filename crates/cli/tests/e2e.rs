@@ -312,6 +312,17 @@ fn interrupt_run(signal: i32) {
         String::from_utf8_lossy(&out.stdout).contains("000*"),
         "table marks the interrupted run"
     );
+    // The report says what is missing: the cut run and the run never started.
+    let exp = run.parent().unwrap().parent().unwrap();
+    let html = std::fs::read_to_string(exp.join("report.html")).unwrap();
+    assert!(
+        html.contains("the run was interrupted"),
+        "report: no interrupted note"
+    );
+    assert!(
+        html.contains("the spec plans 2 runs and 1 are here"),
+        "report: no missing-run note"
+    );
 }
 
 #[test]

@@ -149,6 +149,14 @@ fn run_experiment_in(
         write_json(&dir.join(format!("env-resume-{n}.json")), &env)?;
     }
 
+    // The report compares it with the runs it finds (an RFC 2544 search plans as it goes).
+    if spec.rfc2544.is_none() {
+        write_json(
+            &dir.join("plan.json"),
+            &serde_json::json!({ "runs": plans.len() }),
+        )?;
+    }
+
     let mut rows: Vec<RunRow> = Vec::new();
     let mut resumed_runs = 0;
     let mut interrupted = false;

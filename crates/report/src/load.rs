@@ -327,6 +327,18 @@ pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
     if run_dirs.is_empty() {
         problems.push("runs/ is missing or empty: the experiment produced no run".into());
     }
+    let planned = read_json(&dir.join("plan.json"))
+        .ok()
+        .flatten()
+        .and_then(|p| p.get("runs").and_then(Value::as_u64));
+    if let Some(n) = planned.filter(|n| *n > run_dirs.len() as u64) {
+        problems.push(format!(
+            "the spec plans {n} runs and {} are here: the experiment stopped before run {:03} (`nflab run --resume {}` finishes it)",
+            run_dirs.len(),
+            run_dirs.len(),
+            dir.display()
+        ));
+    }
     let mut runs: Vec<(Run, bool)> = run_dirs.iter().map(|d| load_run(d)).collect();
 
     // Group runs into configurations by their swept values (or, without a
@@ -446,7 +458,16 @@ fn load_run(dir: &Path) -> (Run, bool) {
         }
     };
     let summary = match read_json(&dir.join("summary.json")) {
-        Ok(Some(v)) => Some(v),
+        Ok(Some(v)) => {
+            if v.get("interrupted").and_then(Value::as_bool) == Some(true) {
+                problems.push(
+                    "the run was interrupted (Ctrl-C or a signal): its row and figures hold \
+                     the packets recorded before the stop"
+                        .into(),
+                );
+            }
+            Some(v)
+        }
         Ok(None) => {
             problems.push(
                 "summary.json is missing: the run did not finish (interrupted or failed); \
