@@ -12,7 +12,9 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cp -r "$root/python" "$tmp/python"
-"$py" -m pip install --quiet --disable-pip-version-check "$tmp/python[test]"
+# A distribution's own Python (PEP 668) refuses plain installs: then say so explicitly.
+pip=("$py" -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" "$tmp/python[test]" || "${pip[@]}" --break-system-packages "$tmp/python[test]"
 cd "$root/python"
 set +e
 # -p no:cacheprovider: keep the tree clean.

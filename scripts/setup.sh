@@ -11,6 +11,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v sysctl >/dev/null || need+=(procps)
 command -v cc >/dev/null || need+=(build-essential)
 command -v git >/dev/null || need+=(git)
+# The report's PNG figures are drawn with this font; without it only SVGs are written.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

@@ -242,9 +242,10 @@ pub fn selfcheck(ctx: &Ctx) -> Option<Figure> {
         id: "ipg".into(),
         title: "Generator self-check: inter-packet gaps".into(),
         caption: format!(
-            "Histogram (10 log-spaced bins per decade; the self-check's linear buckets are re-binned by their midpoint) of the gaps between consecutive probes of the first run of each configuration (pairs with a lost packet between them are skipped), log axes; the dotted vertical lines mark the configured gap 1/rate, and the legend gives the mean squared error of the gaps against it in ns² (ideal: one bar at the target, MSE 0). Source: {}. A software generator that falls behind sends the missed packets back to back: that shows as a second peak at short gaps. Timestamps from {}.",
+            "Histogram (10 log-spaced bins per decade; the self-check's linear buckets are re-binned by their midpoint) of the gaps between consecutive probes of the first run of each configuration (pairs with a lost packet between them are skipped), log axes; the dotted vertical lines mark the configured gap 1/rate, and the legend gives the mean squared error of the gaps against it in ns² (ideal: one bar at the target, MSE 0). Source: {}. A software generator that falls behind sends the missed packets back to back: that shows as a second peak at short gaps. Timestamps from {} (resolution {} ns).",
             sources.join("; "),
-            e.clock().0
+            e.clock().0,
+            e.clock().1
         ),
         svg: p.finish(),
         data: t,

@@ -329,8 +329,9 @@ pub fn throughput(ctx: &Ctx) -> Option<Figure> {
         id: "throughput".into(),
         title: "Throughput and loss against offered load".into(),
         caption: format!(
-            "Top: received rate (rx_pps of summary.json: received packets over the span of their receive timestamps) against the offered rate of the spec; the grey diagonal is lossless forwarding. Bottom: loss ratio (lost / sent after warm-up). One colour per value of the other swept parameters; error bars are 95 % confidence intervals over repetitions where there are several. Rates are measured with {}.",
-            e.clock().0
+            "Top: received rate (rx_pps of summary.json: received packets over the span of their receive timestamps) against the offered rate of the spec; the grey diagonal is lossless forwarding. Bottom: loss ratio (lost / sent after warm-up). One colour per value of the other swept parameters; error bars are 95 % confidence intervals over repetitions where there are several. Rates are measured with {} (resolution {} ns).",
+            e.clock().0,
+            e.clock().1
         ),
         svg: stack(&[(top.finish(), 320.0), (bot.finish(), 220.0)], W),
         data: t,

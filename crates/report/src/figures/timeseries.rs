@@ -144,7 +144,7 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         id: "timeseries".into(),
         title: "Latency over time".into(),
         caption: format!(
-            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted, and no spike can fall between pixels, so 10⁹ packets draw as fast as 10⁴. Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset.{} {}",
+            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted and no spike can fall between pixels, and the figure has as many points for 10⁹ packets as for 10⁴ (the pass over the records grows with N: docs/benchmarks.md § Report). Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset.{} {}",
             fmt_ns(col_ns),
             super::streamed_note(
                 &streamed,
