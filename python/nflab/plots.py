@@ -9,6 +9,8 @@ matches ``figures/<id>.csv`` of the artifact tree.
 
 from __future__ import annotations
 
+import math
+
 from collections import OrderedDict
 from typing import Dict, List, Optional
 
@@ -305,9 +307,28 @@ def window_series(exp: Experiment, window_s: float = 1.0) -> "OrderedDict[str, t
     return out
 
 
-def windows(exp: Experiment, ax=None, window_s: float = 1.0):
-    """p99 (solid) and max (dotted) latency per time window of ``window_s`` seconds (1 s unless
-    given), one colour per configuration (its first run), drawn at the window's middle."""
+def default_window_s(exp: Experiment) -> float:
+    """The report's window: about 60 windows over the longest run, a 1-2-5 number of ms."""
+    span = 1.0
+    for runs in configs(exp).values():
+        for r in runs:
+            t, _, _, _ = _run_frame(exp, r)
+            if len(t) > 1:
+                span = max(span, float(t[-1] - t[0]))
+                break
+    raw_ms = span / 60.0 / 1e6
+    nice_ms = 1.0
+    if raw_ms > 0 and math.isfinite(raw_ms):
+        p = 10 ** math.floor(math.log10(raw_ms))
+        nice_ms = next((m * p for m in (1, 2, 2.5, 5) if m * p >= raw_ms * 0.999), 10 * p)
+    return max(nice_ms * 1e6, 1e3) / 1e9
+
+
+def windows(exp: Experiment, ax=None, window_s: Optional[float] = None):
+    """p99 (solid) and max (dotted) latency per time window of ``window_s`` seconds (by default
+    the report's: about 60 windows over the longest run), one colour per configuration (its
+    first run), drawn at the window's middle."""
+    window_s = window_s or default_window_s(exp)
     fig, ax = _ax(ax)
     series = window_series(exp, window_s)
     order = list(configs(exp).keys())
@@ -532,7 +553,15 @@ def why_not(exp: Experiment, figure: str) -> Optional[str]:
         return "no model.json with predictions that match a run's summary.json"
     if figure == "ipg" and not ipg_histograms(exp):
         return "no run has a gen.json selfcheck or CBR records with consecutive packets"
+    if figure == "sweep" and _x_key(exp) is None:
+        return "no numeric parameter is swept over two or more values"
+    if figure == "throughput" and len(_swept_values(exp, "traffic.rate_pps")) < 2:
+        return "traffic.rate_pps is not swept over two or more values"
     return None
+
+
+def _swept_values(exp: Experiment, key: str) -> set:
+    return {r.sweep.get(key) for r in exp.runs if isinstance(r.sweep.get(key), (int, float))}
 
 
 def draw(exp: Experiment, figure: str, **kw):

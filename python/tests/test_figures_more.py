@@ -51,7 +51,7 @@ def test_windows_known_p99_and_max(tmp_path):
     w = plots.window_series(exp)
     (run, win), = w.values()
     assert [(s, p99, mx, k) for s, _, p99, mx, k in win] == [(0, 99_000, 100_000, 100), (2_000_000_000, 7000, 7000, 2)]
-    fig = plots.windows(exp)
+    fig = plots.windows(exp, window_s=1.0)
     p99_line, max_line = fig.axes[0].lines
     assert list(p99_line.get_xdata()) == [0.5, 2.5]
     assert list(p99_line.get_ydata()) == [99_000, 7000] and list(max_line.get_ydata()) == [100_000, 7000]
@@ -66,6 +66,8 @@ def test_windows_match_the_rust_report():
     rust = rows("windows.csv")
     assert rust
     win_ns = int(rust[0]["window_ns"])
+    # The default window is the report's.
+    assert round(plots.default_window_s(exp) * 1e9) == win_ns
     for r in exp.runs:
         t, lat, _, _ = plots._run_frame(exp, r)
         mine = stats.windows(t, lat, win_ns)
@@ -180,3 +182,5 @@ def test_cli_all_skips_what_does_not_apply(tmp_path):
     assert main(["plot", str(exp_dir), "all", "-o", str(out)]) == 0
     made = {p.stem for p in out.iterdir()}
     assert "model" not in made and "anomalies" not in made and {"windows", "ipg", "hdr"} <= made
+    # One run, nothing swept: neither a sweep nor a throughput figure, as in the report.
+    assert "sweep" not in made and "throughput" not in made
