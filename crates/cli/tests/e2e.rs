@@ -92,6 +92,15 @@ fn run_writes_the_artifact_tree_and_measures_linux_router() {
             serde_json::from_str(&std::fs::read_to_string(rd.join("params.json")).unwrap())
                 .unwrap();
         assert_eq!(params["dut"]["kind"], dut);
+        // Every run measures the generator's own precision where the packets arrive.
+        let gen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(rd.join("gen.json")).unwrap()).unwrap();
+        let sc = &gen["selfcheck"];
+        assert!(sc["packets"].as_u64().unwrap() > 100, "{sc}");
+        let acc = sc["rate_accuracy"].as_f64().unwrap();
+        assert!((0.9..1.1).contains(&acc), "rate accuracy {acc}");
+        assert!(sc["ipg_mse_ns2"].as_f64().unwrap() >= 0.0, "{sc}");
+        assert!(!sc["histogram"].as_array().unwrap().is_empty(), "{sc}");
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(rd.join("summary.json")).unwrap())
                 .unwrap();
@@ -472,6 +481,64 @@ fn gen_rejects_bad_input_in_one_sentence() {
         expect_one_line_error(
             &["gen", "--iface", "lo", "--pattern", "replay", "--trace", t],
             says,
+        );
+    }
+}
+
+/// `nflab gen --selfcheck` with every pattern, as a user runs it: all frames sent reach
+/// the recorder, and the mean rate at the receiver is the configured one.
+#[test]
+fn gen_selfcheck_runs_every_pattern_from_the_command_line() {
+    require_root!();
+    let tmp = TempDir::new("patterns");
+    // A classic pcap of 50 60-byte frames 1 ms apart: replayed at 1000 pps.
+    let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    pcap.extend([0; 8]);
+    pcap.extend([0xff, 0xff, 0, 0, 1, 0, 0, 0]);
+    for i in 0..50u32 {
+        pcap.extend(0u32.to_le_bytes());
+        pcap.extend((i * 1000).to_le_bytes());
+        pcap.extend(60u32.to_le_bytes());
+        pcap.extend(60u32.to_le_bytes());
+        pcap.extend([0u8; 60]);
+    }
+    let trace = tmp.0.join("t.pcap");
+    std::fs::write(&trace, pcap).unwrap();
+    let trace = trace.to_str().unwrap();
+    let cases: [(&str, &[&str], f64); 6] = [
+        ("cbr", &["--rate", "5000"], 5000.0),
+        ("poisson", &["--rate", "5000"], 5000.0),
+        ("burst", &["--rate", "5000", "--burst", "8"], 5000.0),
+        (
+            "onoff",
+            &["--rate", "5000", "--on-ms", "20", "--off-ms", "20"],
+            2500.0,
+        ),
+        (
+            "periodic",
+            &["--frequency-hz", "1000", "--per-cycle", "4"],
+            4000.0,
+        ),
+        ("replay", &["--trace", trace, "--speed", "1"], 1000.0),
+    ];
+    for (pattern, flags, mean_pps) in cases {
+        let out = nflab()
+            .args(["gen", "--selfcheck", "--json", "--pattern", pattern])
+            .args(["--duration", "1", "--warmup", "0"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{pattern}: {}", stderr(&out));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sc = &r["selfcheck"];
+        let sent = r["sent"].as_u64().unwrap();
+        assert!(sent >= 40, "{pattern}: sent {sent}");
+        assert_eq!(sc["packets"].as_u64(), Some(sent), "{pattern}: {sc}");
+        // The rate of the whole run, from the receive stamps of the first and last probe.
+        let achieved = sc["achieved_pps"].as_f64().unwrap();
+        assert!(
+            (achieved / mean_pps - 1.0).abs() < 0.25,
+            "{pattern}: {achieved} pps at the receiver, {mean_pps} configured on average"
         );
     }
 }
