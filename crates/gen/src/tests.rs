@@ -357,3 +357,44 @@ fn frames_too_small_or_too_large_are_one_sentence() {
     .unwrap_err();
     assert!(e.to_string().contains("above the maximum"), "{e}");
 }
+
+#[test]
+fn a_host_that_falls_behind_is_told_so() {
+    let plan_of = |pattern: Pattern| GenPlan {
+        streams: vec![StreamPlan::new(
+            stream(pattern, Rate::Pps(100_000.0), 1),
+            Role::Probe,
+            0,
+            &base(),
+            FlowVary::default(),
+        )
+        .unwrap()],
+        warmup_ns: 0,
+        duration_ns: Some(1_000_000_000),
+        count: None,
+        batch: 32,
+        tx_timestamp: TxTimestamp::App,
+    };
+    let report = |tx_pps: f64, late: u64| GenReport {
+        sent: 100_000,
+        offered_pps: Some(100_000.0),
+        tx_pps: Some(tx_pps),
+        late_packets: late,
+        max_lateness_ns: 5_000_000,
+        ..GenReport::default()
+    };
+    // On time and at the rate: nothing to say.
+    let mut r = report(99_950.0, 0);
+    add_rate_warnings(&mut r, &plan_of(Pattern::Cbr));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    // 10 % short of a CBR rate, and 1 % of the packets late: both said.
+    let mut r = report(90_000.0, 1_000);
+    add_rate_warnings(&mut r, &plan_of(Pattern::Cbr));
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("1000 of 100000 packets left more than one mean gap"));
+    assert!(r.warnings[1].contains("above what this host achieved: 90000 of 100000 pps (90.00 %)"));
+    // A Poisson mean rate varies by chance: only lateness counts there.
+    let mut r = report(90_000.0, 0);
+    add_rate_warnings(&mut r, &plan_of(Pattern::Poisson));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
