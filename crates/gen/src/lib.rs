@@ -349,6 +349,9 @@ pub struct StreamReport {
 pub struct GenReport {
     /// Backend the frames left through.
     pub backend: String,
+    /// Its mode where it has several: AF_XDP's "zero-copy" or "copy".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_mode: Option<String>,
     /// TX threads.
     pub threads: usize,
     /// Frames handed to the backend, all streams, warm-up included.
@@ -590,6 +593,7 @@ pub fn run_part_stamped(
     let mut stream_sent = vec![0u64; plan.streams.len()];
     let mut report = GenReport {
         backend: io.name().to_string(),
+        backend_mode: io.mode().map(str::to_string),
         threads: opts.of,
         offered_pps: plan.streams[0].spec.mean_pps(),
         tx_timestamp: "application".into(),

@@ -612,6 +612,10 @@ impl PacketIo for AfXdp {
         "af_xdp"
     }
 
+    fn mode(&self) -> Option<&'static str> {
+        Some(if self.zero_copy { "zero-copy" } else { "copy" })
+    }
+
     fn layer(&self) -> Layer {
         Layer::Ethernet
     }

@@ -128,6 +128,11 @@ pub enum Layer {
 pub trait PacketIo: Send {
     /// Short backend name: "af_packet", "udp", "mem".
     fn name(&self) -> &'static str;
+    /// The mode the backend runs in where it has several, e.g. AF_XDP's "zero-copy" or
+    /// "copy"; `None` for backends with one.
+    fn mode(&self) -> Option<&'static str> {
+        None
+    }
     /// What the frames passed to and from this backend are.
     fn layer(&self) -> Layer;
     /// Longest frame `tx_batch` accepts, in bytes.

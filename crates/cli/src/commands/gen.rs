@@ -465,12 +465,15 @@ fn selfcheck(
 fn print_report(args: &Args, r: &nflab_gen::GenReport) {
     let human = nflab_lab::results::human_pps;
     println!(
-        "sent {} frames ({} streams, {} flows) on {} via {}, {} thread(s); achieved {} (offered {}){}",
+        "sent {} frames ({} streams, {} flows) on {} via {}{}, {} thread(s); achieved {} (offered {}){}",
         r.sent,
         r.streams.len(),
         r.flows.len(),
         args.iface.as_deref().unwrap_or("a loopback topology"),
         r.backend,
+        r.backend_mode
+            .as_deref()
+            .map_or(String::new(), |m| format!(" ({m} mode)")),
         r.threads,
         human(r.tx_pps),
         human(r.offered_pps),
