@@ -441,6 +441,16 @@ fn generator_selfcheck_and_model_overlay_are_read_from_the_tree() {
         serde_json::from_str(&std::fs::read_to_string(exp.join("runs/004/summary.json")).unwrap())
             .unwrap();
     assert_eq!(p99[meas], summary["latency_ns"]["p99"].to_string());
+    // The predictions are also laid over the sweep, at run 004's configuration.
+    let sw = csv(&exp, "sweep");
+    let (metric, mean) = (col(&sw, "metric"), col(&sw, "mean_ns"));
+    let model: Vec<(&str, &str)> = sw[1..]
+        .iter()
+        .filter(|r| r[metric].ends_with("(model)"))
+        .map(|r| (r[metric].as_str(), r[mean].as_str()))
+        .collect();
+    assert_eq!(model, [("p99 (model)", "12000"), ("p50 (model)", "4000")]);
+    assert!(html.contains("the model's prediction of the same percentile"));
 }
 
 fn write_streamed(dir: &std::path::Path) {

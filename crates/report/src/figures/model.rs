@@ -11,7 +11,8 @@
 //! ```
 //!
 //! and draws, per run configuration, the measured value (points) next to the
-//! predicted one (open diamonds) for every metric both have.
+//! predicted one (open diamonds) for every latency metric both have. The sweep
+//! figure also draws the predicted p50 and p99 over the measured ones.
 
 use serde_json::Value;
 
@@ -25,7 +26,8 @@ const METRICS: [(&str, &str); 4] = [
     ("max_ns", "/latency_ns/max"),
 ];
 
-fn predictions(ctx: &Ctx) -> Vec<(usize, Value)> {
+/// Each run's predictions (run index, its entry of `model.json`).
+pub(super) fn predictions(ctx: &Ctx) -> Vec<(usize, Value)> {
     let e = ctx.e;
     let mut out = Vec::new();
     let top: Option<Value> = std::fs::read_to_string(e.dir.join("model.json"))

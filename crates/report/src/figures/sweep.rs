@@ -13,6 +13,8 @@ use crate::svg::{num, Axis, Fmt, Plot, Style};
 const W: f64 = 860.0;
 
 /// (group, series name, dash, [(x, mean, ci lo, ci hi, repetitions)]).
+/// A model line of the sweep figure: group, name, (x, predicted ns).
+type ModelLine = (usize, String, Vec<(f64, f64)>);
 type SweepLine<'a> = (usize, String, &'a str, Vec<(f64, f64, f64, f64, usize)>);
 /// (offered, (rx mean, rx ci), (loss mean, loss ci), repetitions).
 type LoadPoint = (f64, (f64, f64), (f64, f64), usize);
@@ -123,6 +125,33 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
     if pts.is_empty() {
         return None;
     }
+    // The model's prediction of the same percentile (model.json), mean over the runs of
+    // each configuration, as a dotted line in the group's colour.
+    let predicted = super::model::predictions(ctx);
+    let mut model_lines: Vec<ModelLine> = Vec::new();
+    for (gi, (gl, cfgs)) in gs.iter().enumerate() {
+        for (mname, _, _) in metrics {
+            let key = format!("{mname}_ns");
+            let mut v = Vec::new();
+            for (x, ci) in cfgs {
+                let vals: Vec<f64> = predicted
+                    .iter()
+                    .filter(|(ri, _)| e.runs[*ri].config == *ci)
+                    .filter_map(|(_, pr)| pr.get(&key).and_then(serde_json::Value::as_f64))
+                    .filter(|v| *v > 0.0)
+                    .collect();
+                if !vals.is_empty() {
+                    let m = vals.iter().sum::<f64>() / vals.len() as f64;
+                    lo = lo.min(m);
+                    hi = hi.max(m);
+                    v.push((*x, m));
+                }
+            }
+            if !v.is_empty() {
+                model_lines.push((gi, format!("{gl} {mname} (model)"), v));
+            }
+        }
+    }
     let xs: Vec<f64> = gs.iter().flat_map(|g| g.1.iter().map(|p| p.0)).collect();
     let x = axis_for(
         &xk,
@@ -170,6 +199,30 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
             ]);
         }
     }
+    for (gi, name, v) in &model_lines {
+        let st = Style {
+            dash: "1 3",
+            ..Style::solid(*gi)
+        };
+        p.line(*gi, name, v, st, false);
+        p.legend(*gi, name, st);
+        for (x, m) in v {
+            t.push(vec![
+                gs[*gi].0.clone(),
+                name.rsplit(' ').nth(1).unwrap_or("").to_string() + " (model)",
+                num(*x),
+                num(*m),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    let model_text = if model_lines.is_empty() {
+        ""
+    } else {
+        " Dotted: the model's prediction of the same percentile (model.json of `[model]` or `nflab model fit`)."
+    };
     let ci_text = if reps_max > 1 {
         "Points are the mean over repetitions of each run's percentile; bars the 95 % confidence interval of that mean (Student t)."
     } else {
@@ -179,7 +232,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
         id: "sweep".into(),
         title: format!("Latency against {xk}"),
         caption: format!(
-            "Median (dashed) and 99th percentile (solid) of one-way latency against the swept parameter {xk}, one colour per value of the other swept parameters. {ci_text} Percentiles from summary.json (nearest rank over all packets of a run). {}",
+            "Median (dashed) and 99th percentile (solid) of one-way latency against the swept parameter {xk}, one colour per value of the other swept parameters. {ci_text}{model_text} Percentiles from summary.json (nearest rank over all packets of a run). {}",
             ctx.method
         ),
         svg: p.finish(),
