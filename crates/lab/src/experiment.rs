@@ -40,8 +40,8 @@ pub struct RunOptions {
     pub version: String,
     /// git commit.
     pub commit: String,
-    /// Called with the experiment directory when the experiment fails after it was
-    /// created (the completed runs and `results.parquet` are written by then): the CLI
+    /// Called with the experiment directory when the experiment fails after at least
+    /// one run finished (its results and `results.parquet` are written by then): the CLI
     /// writes the report of what exists there.
     pub after_failure: Option<fn(&Path)>,
 }
@@ -85,7 +85,12 @@ pub fn run_experiment(
     let mut dir = None;
     let result = run_experiment_in(spec_path, opts, stop, &mut dir);
     if let (Err(_), Some(f), Some(d)) = (&result, opts.after_failure, dir) {
-        if d.join("runs").is_dir() {
+        // Only when a run finished: otherwise there is nothing to report but the error.
+        let finished = std::fs::read_dir(d.join("runs")).is_ok_and(|runs| {
+            runs.filter_map(Result::ok)
+                .any(|r| r.path().join("summary.json").is_file())
+        });
+        if finished {
             f(&d);
         }
     }
