@@ -868,8 +868,6 @@ fn probe_filter_program(map_fd: i32, magic: u8) -> Vec<u64> {
     a.finish()
 }
 
-/// Create the XSKMAP, put the socket at `queue`, load and attach the program.
-/// Returns (link, program, map); dropping them detaches and frees everything.
 /// The redirect program on one interface and its XSKMAP (queue → socket), shared by
 /// the sockets of all its queues: an interface takes one XDP program, so the socket of
 /// a second queue adds itself to the first one's map. Detached when the last socket
@@ -891,6 +889,9 @@ static REDIRECTS: std::sync::Mutex<Vec<(RedirectKey, std::sync::Weak<Redirect>)>
 /// Queues an XSKMAP has room for: more than any worker count nflab allows.
 const XSKMAP_QUEUES: u32 = 64;
 
+/// Put the socket at `queue` of the redirect already attached to this interface (same
+/// namespace and steering) or, for the first queue, create the XSKMAP, load the program
+/// and attach it. Dropping the last `Arc` detaches and frees everything.
 fn attach_redirect(
     ifname: &str,
     ifindex: u32,

@@ -75,15 +75,20 @@ pub struct Topology {
     removed: bool,
 }
 
-/// Queues per veth for `spec`: one per AF_XDP TX thread and one per nflab
-/// data-plane worker (an AF_XDP socket binds one queue), at least one.
-pub fn veth_queues(spec: &crate::spec::Spec) -> u32 {
-    let t = &spec.traffic;
-    let gen = if t.backend == crate::spec::Backend::AfXdp {
-        u32::try_from(t.tx_threads).unwrap_or(1)
+/// Queues per veth the generator of `traffic` needs: one per AF_XDP TX thread (an
+/// AF_XDP socket binds one queue), else one.
+pub fn generator_queues(traffic: &crate::spec::TrafficSection) -> u32 {
+    if traffic.backend == crate::spec::Backend::AfXdp {
+        u32::try_from(traffic.tx_threads).unwrap_or(1).max(1)
     } else {
         1
-    };
+    }
+}
+
+/// Queues per veth for `spec`: the generator's ([`generator_queues`]) or one per nflab
+/// data-plane worker, whichever is more.
+pub fn veth_queues(spec: &crate::spec::Spec) -> u32 {
+    let gen = generator_queues(&spec.traffic);
     let dut = match spec.dut.kind {
         DutKind::Nflab => spec.dut.workers.unwrap_or(1),
         _ => 1,

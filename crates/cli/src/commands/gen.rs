@@ -359,11 +359,7 @@ fn send(
         frame_bytes: 64,
         mtu,
     };
-    let mut plan = nflab_lab::runner::build_plan(traffic, args.seed, &base)?;
-    if let Some(c) = args.count {
-        plan.count = Some(c);
-        plan.duration_ns = None;
-    }
+    let plan = plan_of(args, traffic, &base)?;
     if args.backend == BackendArg::XdpLive {
         if args.tx_threads != 1 {
             bail!("--tx-threads above 1 needs the af-packet or af-xdp backend");
@@ -437,17 +433,9 @@ fn selfcheck(
     )?;
     drop(plan_check);
     // One veth queue per AF_XDP TX thread, as `nflab run` gives them.
-    let queues = match traffic.backend {
-        spec::Backend::AfXdp => u32::try_from(traffic.tx_threads).unwrap_or(1),
-        _ => 1,
-    };
+    let queues = nflab_lab::topology::generator_queues(traffic);
     let topo = nflab_lab::topology::Topology::create_with_queues(spec::DutKind::Loopback, queues)?;
-    let mut plan =
-        nflab_lab::runner::build_plan(traffic, args.seed, &nflab_lab::runner::probe_base(&topo))?;
-    if let Some(c) = args.count {
-        plan.count = Some(c);
-        plan.duration_ns = None;
-    }
+    let plan = plan_of(args, traffic, &nflab_lab::runner::probe_base(&topo))?;
     let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let records = dir.join("records.nfr");
@@ -460,6 +448,21 @@ fn selfcheck(
     drop(topo);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(out?.generator)
+}
+
+/// The generator's plan for `traffic` from `base`, sending `--count` packets instead of
+/// for the duration when given.
+fn plan_of(
+    args: &Args,
+    traffic: &TrafficSection,
+    base: &ProbeSpec,
+) -> anyhow::Result<nflab_gen::GenPlan> {
+    let mut plan = nflab_lab::runner::build_plan(traffic, args.seed, base)?;
+    if let Some(c) = args.count {
+        plan.count = Some(c);
+        plan.duration_ns = None;
+    }
+    Ok(plan)
 }
 
 fn print_report(args: &Args, r: &nflab_gen::GenReport) {
