@@ -13,8 +13,8 @@ use crate::svg::{num, Axis, Fmt, Plot, Style};
 const W: f64 = 860.0;
 
 /// (group, series name, dash, [(x, mean, ci lo, ci hi, repetitions)]).
-/// A model line of the sweep figure: group, name, (x, predicted ns).
-type ModelLine = (usize, String, Vec<(f64, f64)>);
+/// A model line of the sweep figure: group, metric, name, (x, predicted ns).
+type ModelLine = (usize, &'static str, String, Vec<(f64, f64)>);
 type SweepLine<'a> = (usize, String, &'a str, Vec<(f64, f64, f64, f64, usize)>);
 /// (offered, (rx mean, rx ci), (loss mean, loss ci), repetitions).
 type LoadPoint = (f64, (f64, f64), (f64, f64), usize);
@@ -148,7 +148,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
                 }
             }
             if !v.is_empty() {
-                model_lines.push((gi, format!("{gl} {mname} (model)"), v));
+                model_lines.push((gi, mname, format!("{gl} {mname} (model)"), v));
             }
         }
     }
@@ -199,7 +199,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
             ]);
         }
     }
-    for (gi, name, v) in &model_lines {
+    for (gi, mname, name, v) in &model_lines {
         let st = Style {
             dash: "1 3",
             ..Style::solid(*gi)
@@ -209,7 +209,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
         for (x, m) in v {
             t.push(vec![
                 gs[*gi].0.clone(),
-                name.rsplit(' ').nth(1).unwrap_or("").to_string() + " (model)",
+                format!("{mname} (model)"),
                 num(*x),
                 num(*m),
                 String::new(),
