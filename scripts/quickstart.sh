@@ -4,5 +4,7 @@
 # under results/, and results/<...>/report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/common.sh
+become_root "$0" "$@"
 bash scripts/setup.sh
 exec ./target/release/nflab run examples/quickstart.toml --out results "$@"

@@ -13,7 +13,7 @@ from nflab import plots, stats
 
 from conftest import SPEC
 
-matplotlib = pytest.importorskip("matplotlib")
+import matplotlib  # noqa: E402  (the test extras install it)
 matplotlib.use("Agg")
 
 TINY = Path(__file__).resolve().parent / "fixtures" / "tiny"

@@ -7,7 +7,7 @@ import pytest
 
 import nflab
 
-matplotlib = pytest.importorskip("matplotlib")
+import matplotlib  # noqa: E402  (the test extras install it)
 matplotlib.use("Agg")
 
 

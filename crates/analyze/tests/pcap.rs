@@ -453,19 +453,13 @@ impl Drop for Child {
     }
 }
 
-fn have(tool: &str) -> bool {
-    std::process::Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// A capture written by the real tcpdump on the loopback interface: the
 /// same file as PRE and POST gives N probes with latency 0.
 #[test]
 fn capture_written_by_tcpdump() {
-    if !have("tcpdump") {
-        println!("skipped: tcpdump is not installed");
+    // Capturing needs root (a counted skip otherwise) and tcpdump (a failure
+    // naming the package otherwise).
+    if !nflab_testkit::require_root() || !nflab_testkit::require_tool("tcpdump", "tcpdump") {
         return;
     }
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -481,13 +475,7 @@ fn capture_written_by_tcpdump() {
         if nano {
             cmd.arg("--time-stamp-precision=nano");
         }
-        let child = match cmd.spawn() {
-            Ok(c) => Child(c),
-            Err(e) => {
-                println!("skipped: cannot start tcpdump: {e}");
-                return;
-            }
-        };
+        let child = Child(cmd.spawn().expect("start tcpdump"));
         let mut child = child;
         // Wait for "listening on" on stderr.
         let mut err = child.0.stderr.take().unwrap();
@@ -497,10 +485,10 @@ fn capture_written_by_tcpdump() {
             line.push(b[0]);
         }
         let line = String::from_utf8_lossy(&line).to_string();
-        if !line.contains("listening") {
-            println!("skipped: tcpdump cannot capture here: {line}");
-            return;
-        }
+        assert!(
+            line.contains("listening"),
+            "tcpdump cannot capture here: {line}"
+        );
         let payload = |seq: u64| {
             let f = probe(3, seq);
             f[42..].to_vec()

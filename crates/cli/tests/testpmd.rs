@@ -1,18 +1,14 @@
 //! DuT kind `testpmd` end to end: `nflab run` drives DPDK's dpdk-testpmd
 //! (Debian package dpdk-dev) with the same generator and recorder as every
-//! other DuT. Needs root and dpdk-testpmd; without either it prints why it is
-//! skipped and passes (CI does not install DPDK). The missing-binary message
-//! is checked everywhere.
+//! other DuT. Needs root and dpdk-testpmd (scripts/deps.sh test installs
+//! dpdk-dev); without dpdk-testpmd the test fails naming the package. The
+//! missing-binary message is checked everywhere.
 
 use std::path::PathBuf;
 
+#[macro_use]
 mod common;
-use common::{is_root, nflab, read_json, run_ok, stderr, TempDir};
-
-fn have_testpmd() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("dpdk-testpmd").is_file()))
-}
+use common::{nflab, read_json, run_ok, stderr, TempDir};
 
 const SPEC: &str = r#"
 [experiment]
@@ -33,14 +29,8 @@ warmup_s = 0.2
 
 #[test]
 fn testpmd_forwards_and_its_counters_land_in_dut_json() {
-    if !is_root() {
-        eprintln!("skipped: needs root (network namespaces); CI runs it as root");
-        return;
-    }
-    if !have_testpmd() {
-        eprintln!("skipped: dpdk-testpmd is not installed (apt-get install dpdk-dev)");
-        return;
-    }
+    require_root!();
+    require_tool!("dpdk-testpmd", "dpdk-dev");
     let tmp = TempDir::new("testpmd");
     let spec = tmp.0.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();

@@ -1,13 +1,14 @@
 //! `nflab run` with `traffic.tx_timestamp = "kernel"`: real namespaces, a linux-router DuT
-//! between them, AF_PACKET sockets. Needs root; without it the test says why and passes.
+//! between them, AF_PACKET sockets. Needs root; without it the test is a counted skip.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use nflab_record::flags;
 
+#[macro_use]
 mod common;
-use common::{is_root, read_json as json, run_ok, TempDir};
+use common::{read_json as json, run_ok, TempDir};
 
 const SPEC: &str = r#"
 [experiment]
@@ -27,10 +28,7 @@ warmup_s = 0.1
 
 #[test]
 fn kernel_tx_stamps_replace_the_application_ones_in_the_records() {
-    if !is_root() {
-        eprintln!("skipped: needs root (network namespaces); CI runs it as root");
-        return;
-    }
+    require_root!();
     let tmp = TempDir::new("txts");
     let spec = tmp.0.join("txts.toml");
     std::fs::write(&spec, SPEC).unwrap();

@@ -19,9 +19,7 @@ struct Ns(String);
 
 impl Ns {
     fn new(tag: &str) -> Option<Ns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: needs root");
+        if !nflab_testkit::require_root() {
             return None;
         }
         let name = format!("nflabtest-dp-{}-{tag}", std::process::id());

@@ -480,8 +480,7 @@ mod tests {
             port: Some(1),
             ..Default::default()
         };
-        if Command::new("ssh").arg("-V").output().is_err() {
-            eprintln!("skipped: no ssh client");
+        if !nflab_testkit::require_tool("ssh", "openssh-client") {
             return;
         }
         let e = h.remote(&["info"]).unwrap_err().to_string();

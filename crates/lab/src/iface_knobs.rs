@@ -564,8 +564,7 @@ mod tests {
 
     #[test]
     fn real_veth_knobs_apply_read_back_and_revert() {
-        if !nix::unistd::geteuid().is_root() || ns_run("", &["ethtool", "--version"]).is_err() {
-            eprintln!("skipped: needs root and ethtool");
+        if !nflab_testkit::require_root() || !nflab_testkit::require_tool("ethtool", "ethtool") {
             return;
         }
         let ns = format!("nflabtest-knob-{}", std::process::id());

@@ -11,17 +11,22 @@ pub fn nflab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nflab"))
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Return from the test, saying why, unless it runs as root.
+/// Return from the test unless it runs as root (a counted skip; an error under CI).
 #[allow(unused_macros)]
 macro_rules! require_root {
     () => {
-        if !common::is_root() {
-            eprintln!("skipped: needs root (network namespaces); CI runs it as root");
+        if !nflab_testkit::require_root() {
+            return;
+        }
+    };
+}
+
+/// Return from the test unless `bin` is installed; absent, the test fails
+/// naming `package` (a counted skip only with NFLAB_ALLOW_SKIP=1).
+#[allow(unused_macros)]
+macro_rules! require_tool {
+    ($bin:expr, $package:expr) => {
+        if !nflab_testkit::require_tool($bin, $package) {
             return;
         }
     };
