@@ -1,0 +1,168 @@
+//! The thin socket driver: one [`Endpoint`] on one connected UDP socket, time from the
+//! host's realtime clock (one clock for both ends on one host, as the study assumes).
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::config::Config;
+use crate::endpoint::Endpoint;
+use crate::receiver::Delivery;
+use crate::ConfigError;
+
+/// Shortest socket wait: below this the driver spins through another loop instead.
+const MIN_WAIT: Duration = Duration::from_micros(20);
+/// Longest socket wait, so a stopped peer or a passed deadline is noticed promptly.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+
+/// Nanoseconds since the Unix epoch on the realtime clock.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Why the driver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A transport parameter is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The socket refused.
+    #[error("UDP socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A delivered message and when the application got it (m6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The message.
+    pub delivery: Delivery,
+    /// m6, realtime clock.
+    pub app_recv_ns: u64,
+}
+
+/// A deterministic Bernoulli dropper for outgoing datagrams (splitmix64), the test and
+/// emulation hook for kernels without netem.
+#[derive(Debug, Clone)]
+struct TxLoss {
+    threshold: u64,
+    state: u64,
+}
+
+impl TxLoss {
+    fn drop_next(&mut self) -> bool {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) < self.threshold
+    }
+}
+
+/// One end of a connection on a UDP socket.
+#[derive(Debug)]
+pub struct UdpDriver {
+    socket: UdpSocket,
+    /// The transport state.
+    pub endpoint: Endpoint,
+    window_ns: u64,
+    buf: Vec<u8>,
+    tx_loss: Option<TxLoss>,
+    /// Datagrams the loss hook dropped.
+    pub tx_hook_dropped: u64,
+    /// Datagrams the socket refused to send (counted, not retried).
+    pub tx_errors: u64,
+}
+
+impl UdpDriver {
+    /// Connect `socket` to `peer` and start an endpoint with `config`; `recv` hands out
+    /// messages within `window_ns` of their deadline.
+    pub fn new(
+        socket: UdpSocket,
+        peer: SocketAddr,
+        config: Config,
+        window_ns: u64,
+    ) -> Result<Self, DriverError> {
+        config.check_window(window_ns)?;
+        socket.connect(peer)?;
+        let buf = vec![0u8; config.mtu_bytes];
+        Ok(UdpDriver {
+            socket,
+            endpoint: Endpoint::new(config, now_ns())?,
+            window_ns,
+            buf,
+            tx_loss: None,
+            tx_hook_dropped: 0,
+            tx_errors: 0,
+        })
+    }
+
+    /// Drop each outgoing datagram with `probability`, drawn from a generator seeded with
+    /// `seed`. For tests and loss emulation where netem is missing.
+    pub fn set_tx_loss(&mut self, probability: f64, seed: u64) {
+        let threshold = (probability.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
+        self.tx_loss = Some(TxLoss {
+            threshold,
+            state: seed,
+        });
+    }
+
+    fn flush(&mut self) {
+        loop {
+            let now = now_ns();
+            let Some(len) = self.endpoint.poll_transmit(now, &mut self.buf) else {
+                return;
+            };
+            if self.tx_loss.as_mut().is_some_and(TxLoss::drop_next) {
+                self.tx_hook_dropped += 1;
+                continue;
+            }
+            if self.socket.send(&self.buf[..len]).is_err() {
+                self.tx_errors += 1;
+            }
+        }
+    }
+
+    /// Run the connection until `until_ns`: send what is due, take what arrives, and push
+    /// the messages the window releases into `out`.
+    pub fn run_until(&mut self, until_ns: u64, out: &mut Vec<Received>) -> io::Result<()> {
+        let mut rx = vec![0u8; 65_536];
+        loop {
+            self.flush();
+            let now = now_ns();
+            while let Some(delivery) = self.endpoint.receiver.recv(now, self.window_ns) {
+                out.push(Received {
+                    delivery,
+                    app_recv_ns: now_ns(),
+                });
+            }
+            if now >= until_ns {
+                return Ok(());
+            }
+            let mut wake = until_ns;
+            if let Some(t) = self.endpoint.next_timeout(now) {
+                wake = wake.min(t);
+            }
+            if let Some(t) = self.endpoint.receiver.next_release(self.window_ns) {
+                wake = wake.min(t);
+            }
+            let wait = Duration::from_nanos(wake.saturating_sub(now)).clamp(MIN_WAIT, MAX_WAIT);
+            self.socket.set_read_timeout(Some(wait))?;
+            match self.socket.recv(&mut rx) {
+                Ok(n) => self.endpoint.handle(&rx[..n], now_ns()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The receive window.
+    pub fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+}
