@@ -1,0 +1,320 @@
+//! The transport over a deterministic in-memory channel: fixed one-way delays, seeded
+//! Bernoulli loss, an optional filter that drops chosen datagrams, and event-driven time.
+
+use std::collections::VecDeque;
+
+use nflab_transport::study::detect_outages;
+use nflab_transport::wire::{Body, Repr};
+use nflab_transport::{Config, Delivery, Endpoint, SendError, SenderState};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+const MS: u64 = 1_000_000;
+const START_NS: u64 = 1_000 * MS;
+
+type Filter = Box<dyn FnMut(&Repr<'_>, u64) -> bool>;
+
+/// One direction of the channel.
+struct Link {
+    delay_ns: u64,
+    loss: f64,
+    rng: ChaCha20Rng,
+    in_flight: VecDeque<(u64, Vec<u8>)>,
+    /// Return true to drop the datagram (seen at send time).
+    filter: Option<Filter>,
+    /// From this time on, everything is dropped (a peer that vanished).
+    cut_at_ns: Option<u64>,
+}
+
+impl Link {
+    fn new(delay_ns: u64, loss: f64, seed: u64) -> Self {
+        Link {
+            delay_ns,
+            loss,
+            rng: ChaCha20Rng::seed_from_u64(seed),
+            in_flight: VecDeque::new(),
+            filter: None,
+            cut_at_ns: None,
+        }
+    }
+
+    fn send(&mut self, datagram: &[u8], now_ns: u64) {
+        if self.cut_at_ns.is_some_and(|t| now_ns >= t) {
+            return;
+        }
+        if let (Some(filter), Ok(repr)) = (self.filter.as_mut(), Repr::parse(datagram)) {
+            if filter(&repr, now_ns) {
+                return;
+            }
+        }
+        if self.loss > 0.0 && self.rng.gen_bool(self.loss) {
+            return;
+        }
+        self.in_flight.push_back((now_ns + self.delay_ns, datagram.to_vec()));
+    }
+
+    fn next_arrival(&self) -> Option<u64> {
+        self.in_flight.front().map(|(t, _)| *t)
+    }
+}
+
+/// What a run gives back.
+struct Outcome {
+    a: Endpoint,
+    b: Endpoint,
+    /// Messages b's application got, with the time it got them.
+    delivered: Vec<(Delivery, u64)>,
+}
+
+struct Sim {
+    a: Endpoint,
+    b: Endpoint,
+    ab: Link,
+    ba: Link,
+    gap_ns: u64,
+    payload_bytes: usize,
+    window_ns: u64,
+    send_until_ns: u64,
+    end_ns: u64,
+}
+
+impl Sim {
+    fn new(config: Config, delay_ns: u64, loss: f64, seed: u64) -> Self {
+        Sim {
+            a: Endpoint::new(config.clone(), START_NS).expect("config"),
+            b: Endpoint::new(config, START_NS).expect("config"),
+            ab: Link::new(delay_ns, loss, seed),
+            ba: Link::new(delay_ns, loss, seed ^ 0x5555),
+            gap_ns: MS,
+            payload_bytes: 200,
+            window_ns: MS,
+            send_until_ns: START_NS + 10_000 * MS,
+            end_ns: START_NS + 11_000 * MS,
+        }
+    }
+
+    /// Run: a's application sends every gap until `send_until_ns`; b's application calls
+    /// `recv` whenever the window releases something.
+    fn run(mut self) -> Outcome {
+        let mut buf = vec![0u8; 1500];
+        let mut delivered = Vec::new();
+        let mut next_send = START_NS;
+        let mut t = START_NS;
+        let mut payload = vec![0u8; self.payload_bytes];
+        while t <= self.end_ns {
+            for (link, to) in [(&mut self.ab, &mut self.b), (&mut self.ba, &mut self.a)] {
+                while link.next_arrival().is_some_and(|at| at <= t) {
+                    let (_, d) = link.in_flight.pop_front().expect("arrival");
+                    to.handle(&d, t);
+                }
+            }
+            if t >= next_send && next_send < self.send_until_ns {
+                let n = payload.len().min(8);
+                payload[..n].copy_from_slice(&t.to_be_bytes()[..n]);
+                match self.a.sender.send(&payload, t) {
+                    Ok(_) | Err(SendError::QueueFull) | Err(SendError::PeerLost) => {}
+                    Err(e) => panic!("send: {e}"),
+                }
+                next_send += self.gap_ns;
+            }
+            while let Some(len) = self.a.poll_transmit(t, &mut buf) {
+                self.ab.send(&buf[..len], t);
+            }
+            while let Some(len) = self.b.poll_transmit(t, &mut buf) {
+                self.ba.send(&buf[..len], t);
+            }
+            while let Some(d) = self.b.receiver.recv(t, self.window_ns) {
+                delivered.push((d, t));
+            }
+            let mut next = self.end_ns + 1;
+            if next_send < self.send_until_ns {
+                next = next.min(next_send);
+            }
+            for x in [
+                self.ab.next_arrival(),
+                self.ba.next_arrival(),
+                self.a.next_timeout(t),
+                self.b.next_timeout(t),
+                self.b.receiver.next_release(self.window_ns),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                next = next.min(x);
+            }
+            t = next.max(t + 1);
+        }
+        Outcome {
+            a: self.a,
+            b: self.b,
+            delivered,
+        }
+    }
+}
+
+/// Every delivery happened inside its window and before its deadline.
+fn assert_deliveries_in_window(delivered: &[(Delivery, u64)], window_ns: u64) {
+    for (d, at) in delivered {
+        assert!(*at <= d.deadline_ns, "seq {} delivered {} ns late", d.seq, at - d.deadline_ns);
+        assert!(
+            d.deadline_ns - at <= window_ns,
+            "seq {} delivered {} ns before its window",
+            d.seq,
+            d.deadline_ns - at - window_ns
+        );
+    }
+}
+
+#[test]
+fn five_percent_loss_leaves_at_most_a_thousandth_with_at_most_a_quarter_redundancy() {
+    let config = Config {
+        target_delay_ns: 60 * MS,
+        block_size: 16,
+        proactive_parity: 2,
+        max_parity: 16,
+        block_timeout_ns: 20 * MS,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(config, 2 * MS, 0.05, 7);
+    sim.send_until_ns = START_NS + 60_000 * MS;
+    sim.end_ns = sim.send_until_ns + 1_000 * MS;
+    let out = sim.run();
+    let s = out.a.sender.stats().clone();
+    let r = out.b.receiver.stats().clone();
+    assert_eq!(s.submitted, 60_000);
+    assert_eq!(r.delivered as usize, out.delivered.len());
+    assert_deliveries_in_window(&out.delivered, MS);
+    let residual = 1.0 - r.delivered as f64 / s.submitted as f64;
+    let redundancy = s.parity_bytes as f64 / s.data_payload_bytes as f64;
+    eprintln!("residual loss {residual:.5}, redundancy {redundancy:.4}, sender {s:?}, receiver {r:?}");
+    assert!(residual <= 0.001, "residual loss {residual}");
+    assert!(redundancy <= 0.25, "redundancy {redundancy}");
+    // The code did the work: the channel lost about 5 % of the DATA.
+    let lost_data = s.data_packets - r.data_packets;
+    assert!(lost_data as f64 > 0.04 * s.data_packets as f64, "lost {lost_data}");
+    assert!(r.recovered as f64 >= 0.999 * lost_data as f64 - 60.0, "recovered {}", r.recovered);
+    assert!(s.reactive_parity_packets > 0);
+    // No message is counted twice, and none is left held after the drain.
+    assert!(r.delivered + s.late_discarded + r.late_discarded + r.overflow_dropped <= s.submitted);
+    assert_eq!(out.b.receiver.held(), 0);
+    // The payloads are the ones sent (each carries its m1 in its first 8 bytes).
+    for (d, _) in &out.delivered {
+        assert_eq!(d.payload.len(), 200);
+        assert_eq!(u64::from_be_bytes(d.payload[..8].try_into().unwrap()), d.app_send_ns);
+    }
+}
+
+#[test]
+fn target_below_the_link_delay_discards_and_counts_every_message() {
+    let config = Config {
+        target_delay_ns: MS,
+        block_timeout_ns: MS / 2,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(config, 5 * MS, 0.0, 1);
+    sim.send_until_ns = START_NS + 2_000 * MS;
+    sim.end_ns = sim.send_until_ns + 500 * MS;
+    let out = sim.run();
+    let s = out.a.sender.stats();
+    let r = out.b.receiver.stats();
+    assert_eq!(s.submitted, 2000);
+    assert_eq!(r.delivered, 0);
+    assert!(out.delivered.is_empty());
+    assert_eq!(s.late_discarded + r.late_discarded, s.submitted);
+    // Once the RTT is known the sender stops wasting the link on them.
+    assert!(s.late_discarded > 1900, "{s:?}");
+    assert_eq!(out.a.sender.state(), SenderState::Running);
+}
+
+#[test]
+fn reactive_redundancy_recovers_a_block_whose_proactive_parity_was_lost() {
+    let config = Config {
+        target_delay_ns: 100 * MS,
+        block_size: 8,
+        proactive_parity: 2,
+        max_parity: 8,
+        block_timeout_ns: 50 * MS,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(config, 3 * MS, 0.0, 1);
+    sim.send_until_ns = START_NS + 8 * MS;
+    sim.end_ns = START_NS + 300 * MS;
+    // Lose message 3 and both proactive recovery shards of block 0.
+    sim.ab.filter = Some(Box::new(|repr, _| match repr.body {
+        Body::Data { seq, .. } => seq == 3,
+        Body::Parity { block, index, .. } => block == 0 && index < 2,
+        _ => false,
+    }));
+    let out = sim.run();
+    let s = out.a.sender.stats();
+    assert_eq!(s.proactive_parity_packets, 2);
+    assert!(s.reactive_parity_packets >= 1, "{s:?}");
+    let seqs: Vec<u32> = out.delivered.iter().map(|(d, _)| d.seq).collect();
+    assert_eq!(seqs, (0..8).collect::<Vec<u32>>());
+    let recovered: Vec<u32> = out.delivered.iter().filter(|(d, _)| d.recovered).map(|(d, _)| d.seq).collect();
+    assert_eq!(recovered, vec![3]);
+    assert_eq!(s.blocks_acked, 1);
+}
+
+#[test]
+fn rtt_estimate_equals_the_channel_rtt() {
+    for one_way_ms in [1, 3, 7] {
+        let config = Config {
+            target_delay_ns: 50 * MS,
+            ..Config::default()
+        };
+        let mut sim = Sim::new(config, one_way_ms * MS, 0.0, 3);
+        sim.send_until_ns = START_NS + 500 * MS;
+        sim.end_ns = START_NS + 600 * MS;
+        let out = sim.run();
+        let rtt = out.a.sender.rtt();
+        assert!(rtt.samples() > 10);
+        assert_eq!(rtt.srtt_ns(), Some(2 * one_way_ms * MS));
+        assert_eq!(rtt.min_rtt_ns(), Some(2 * one_way_ms * MS));
+        assert_eq!(rtt.offset_ns(), 0);
+        // The delivery rate seen is the offered one: 200 B + 44 B header per ms ≈ 1.95 Mbit/s,
+        // plus parity and heartbeats; never an order of magnitude off.
+        let bps = out.a.sender.delivery_rate_bps().expect("a rate sample");
+        assert!((1_500_000..=4_000_000).contains(&bps), "{bps}");
+    }
+}
+
+#[test]
+fn a_vanished_peer_stops_the_sender_and_shows_as_an_outage() {
+    let config = Config {
+        target_delay_ns: 20 * MS,
+        peer_timeout_ns: 500 * MS,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(config, 2 * MS, 0.0, 1);
+    let cut = START_NS + 1_000 * MS;
+    sim.send_until_ns = START_NS + 3_000 * MS;
+    sim.end_ns = START_NS + 3_000 * MS;
+    sim.ab.cut_at_ns = Some(cut);
+    sim.ba.cut_at_ns = Some(cut);
+    let out = sim.run();
+    let SenderState::PeerLost {
+        last_feedback_ns,
+        detected_ns,
+    } = out.a.sender.state()
+    else {
+        panic!("sender still running: {:?}", out.a.sender.state());
+    };
+    assert!(last_feedback_ns <= cut + 2 * MS && last_feedback_ns >= cut - 10 * MS);
+    assert!(detected_ns > last_feedback_ns + 500 * MS && detected_ns <= last_feedback_ns + 501 * MS);
+    let mut a = out.a;
+    let mut buf = [0u8; 1500];
+    assert_eq!(a.sender.poll_transmit(sim_end(), &mut buf), None);
+    assert_eq!(a.sender.send(b"x", sim_end()), Err(SendError::PeerLost));
+    assert_eq!(a.sender.next_timeout(sim_end()), None);
+    let on_time: Vec<u64> = out.delivered.iter().map(|(d, _)| d.app_send_ns).collect();
+    let outages = detect_outages(&on_time, START_NS, START_NS + 3_000 * MS, 100 * MS);
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert!(outages[0].start_ns < cut && outages[0].start_ns >= cut - 30 * MS);
+    assert_eq!(outages[0].start_ns + outages[0].length_ns, START_NS + 3_000 * MS);
+    drop(out.b);
+}
+
+fn sim_end() -> u64 {
+    START_NS + 4_000 * MS
+}
