@@ -24,7 +24,7 @@ pub struct Config {
     /// stopping application still gets its messages protected.
     pub block_timeout_ns: u64,
     /// Reactive redundancy goes out when a block has no complete ack this long after its
-    /// last recovery shard, on top of the smoothed RTT.
+    /// last recovery shard, on top of the smoothed RTT and the feedback interval.
     pub reactive_margin_ns: u64,
     /// RTT assumed before the first sample.
     pub initial_rtt_ns: u64,
@@ -120,10 +120,18 @@ impl Config {
             }
         }
         if self.block_size == 0 || usize::from(self.block_size) > MAX_BLOCK {
-            return Err(bad("block_size", self.block_size, format!("must be 1..={MAX_BLOCK}")));
+            return Err(bad(
+                "block_size",
+                self.block_size,
+                format!("must be 1..={MAX_BLOCK}"),
+            ));
         }
         if usize::from(self.max_parity) > MAX_BLOCK || self.max_parity == 0 {
-            return Err(bad("max_parity", self.max_parity, format!("must be 1..={MAX_BLOCK}")));
+            return Err(bad(
+                "max_parity",
+                self.max_parity,
+                format!("must be 1..={MAX_BLOCK}"),
+            ));
         }
         if self.proactive_parity > self.max_parity {
             return Err(bad(
@@ -143,7 +151,11 @@ impl Config {
         }
         let min_mtu = IP_UDP_OVERHEAD_BYTES + wire::PARITY_HEADER_LEN + RECORD_OVERHEAD + 2;
         if self.mtu_bytes < min_mtu || self.mtu_bytes > 65_535 {
-            return Err(bad("mtu_bytes", self.mtu_bytes, format!("must be {min_mtu}..=65535")));
+            return Err(bad(
+                "mtu_bytes",
+                self.mtu_bytes,
+                format!("must be {min_mtu}..=65535"),
+            ));
         }
         if self.pacing_burst_bytes < self.mtu_bytes as u64 {
             return Err(bad(
@@ -162,7 +174,10 @@ impl Config {
             return Err(bad(
                 "window",
                 format!("{window_ns} ns"),
-                format!("must not exceed the target delay ({} ns)", self.target_delay_ns),
+                format!(
+                    "must not exceed the target delay ({} ns)",
+                    self.target_delay_ns
+                ),
             ));
         }
         Ok(())
@@ -191,7 +206,9 @@ mod test {
         };
         let e = c.validate().unwrap_err();
         assert_eq!(e.key, "proactive_parity");
-        assert!(e.to_string().starts_with("proactive_parity = 9: must be at most max_parity (4)"));
+        assert!(e
+            .to_string()
+            .starts_with("proactive_parity = 9: must be at most max_parity (4)"));
         let c = Config {
             block_size: 65,
             ..Config::default()
@@ -202,7 +219,10 @@ mod test {
             ..Config::default()
         };
         assert_eq!(c.validate().unwrap_err().key, "target_delay_ns");
-        assert_eq!(Config::default().check_window(20_000_000).unwrap_err().key, "window");
+        assert_eq!(
+            Config::default().check_window(20_000_000).unwrap_err().key,
+            "window"
+        );
         assert_eq!(Config::default().check_window(2_000_000), Ok(()));
     }
 }

@@ -46,7 +46,10 @@ impl Endpoint {
     /// The earliest time either half has something to do (the receive window is the
     /// application's: ask [`Receiver::next_release`] for it).
     pub fn next_timeout(&mut self, now_ns: u64) -> Option<u64> {
-        match (self.sender.next_timeout(now_ns), self.receiver.next_timeout(now_ns)) {
+        match (
+            self.sender.next_timeout(now_ns),
+            self.receiver.next_timeout(now_ns),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

@@ -209,13 +209,20 @@ impl Pacer {
     fn refill(&mut self, now_ns: u64) {
         let dt = now_ns.saturating_sub(self.updated_ns);
         let add = u128::from(dt) * u128::from(self.rate_bps) / 8 / 1_000_000_000;
-        self.tokens_bytes = (self.tokens_bytes as i128 + add as i128).min(self.burst_bytes as i128) as i64;
+        self.tokens_bytes =
+            (self.tokens_bytes as i128 + add as i128).min(self.burst_bytes as i128) as i64;
         self.updated_ns = now_ns;
     }
 
     /// Set the rate from the bottleneck estimate (`None` before the first sample), the
     /// minimum RTT (which times the gain cycle) and the floor.
-    pub fn set_rate(&mut self, btl_bw_bps: Option<u64>, min_rtt_ns: u64, floor_bps: u64, now_ns: u64) {
+    pub fn set_rate(
+        &mut self,
+        btl_bw_bps: Option<u64>,
+        min_rtt_ns: u64,
+        floor_bps: u64,
+        now_ns: u64,
+    ) {
         self.refill(now_ns);
         let rate = match btl_bw_bps {
             None => floor_bps.saturating_mul(STARTUP_GAIN_EIGHTHS) / 8,
@@ -272,9 +279,21 @@ mod test {
     #[test]
     fn srtt_converges_and_min_is_kept() {
         let mut e = RttEstimator::default();
-        e.update(RttSample { rtt_ns: 800, offset_ns: 0 }, 0);
+        e.update(
+            RttSample {
+                rtt_ns: 800,
+                offset_ns: 0,
+            },
+            0,
+        );
         assert_eq!(e.srtt_ns(), Some(800));
-        e.update(RttSample { rtt_ns: 1600, offset_ns: 0 }, 1);
+        e.update(
+            RttSample {
+                rtt_ns: 1600,
+                offset_ns: 0,
+            },
+            1,
+        );
         assert_eq!(e.srtt_ns(), Some(900));
         assert_eq!(e.min_rtt_ns(), Some(800));
         assert_eq!(e.latest_ns(), Some(1600));
@@ -290,7 +309,9 @@ mod test {
             d.on_sent(i, t);
             if i >= 2 {
                 let acked = i - 2;
-                last = d.on_feedback(acked, u64::from(acked + 1) * 1000, t, 2_000_000).or(last);
+                last = d
+                    .on_feedback(acked, u64::from(acked + 1) * 1000, t, 2_000_000)
+                    .or(last);
             }
         }
         let bps = last.expect("a sample");

@@ -353,7 +353,8 @@ impl Receiver {
     /// Write feedback into `buf` when one is due at `now_ns` and return its length.
     pub fn poll_transmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<usize> {
         let (echo_tx_id, echo_tx_ns, echo_rx_ns) = self.echo?;
-        let periodic = now_ns.saturating_sub(self.last_feedback_ns) >= self.config.feedback_interval_ns;
+        let periodic =
+            now_ns.saturating_sub(self.last_feedback_ns) >= self.config.feedback_interval_ns;
         if !self.unacked_datagrams || !(self.feedback_urgent || periodic) {
             return None;
         }
@@ -396,7 +397,11 @@ impl Receiver {
         if self.feedback_urgent {
             return Some(now_ns);
         }
-        Some(self.last_feedback_ns.saturating_add(self.config.feedback_interval_ns).max(now_ns))
+        Some(
+            self.last_feedback_ns
+                .saturating_add(self.config.feedback_interval_ns)
+                .max(now_ns),
+        )
     }
 
     /// Counters so far.

@@ -119,6 +119,8 @@ struct TxBlock {
     last_parity_ns: u64,
     last_deadline_ns: u64,
     acked_have: u8,
+    /// An ack for this block has arrived (so `acked_have` means something).
+    ack_seen: bool,
 }
 
 impl TxBlock {
@@ -221,7 +223,13 @@ impl Sender {
         }
     }
 
-    fn on_feedback(&mut self, echo_tx_id: u32, t: [u64; 4], received_bytes: u64, acks: &[BlockAck]) {
+    fn on_feedback(
+        &mut self,
+        echo_tx_id: u32,
+        t: [u64; 4],
+        received_bytes: u64,
+        acks: &[BlockAck],
+    ) {
         let now_ns = t[3];
         self.stats.feedback_received += 1;
         self.last_feedback_ns = now_ns;
@@ -229,15 +237,21 @@ impl Sender {
             self.rtt.update(ntp_sample(t[0], t[1], t[2], t[3]), now_ns);
         }
         let min_rtt = self.rtt.min_rtt_ns().unwrap_or(self.config.initial_rtt_ns);
-        self.rate.on_feedback(echo_tx_id, received_bytes, now_ns, min_rtt);
-        self.pacer
-            .set_rate(self.rate.max_bps(), min_rtt, self.config.min_pacing_bps, now_ns);
+        self.rate
+            .on_feedback(echo_tx_id, received_bytes, now_ns, min_rtt);
+        self.pacer.set_rate(
+            self.rate.max_bps(),
+            min_rtt,
+            self.config.min_pacing_bps,
+            now_ns,
+        );
         for ack in acks {
             let Some(pos) = self.closed.iter().position(|b| b.id == ack.block) else {
                 continue;
             };
             let block = &mut self.closed[pos];
             block.acked_have = block.acked_have.max(ack.have);
+            block.ack_seen = true;
             if ack.complete || block.acked_have >= block.k {
                 self.closed.remove(pos);
                 self.stats.blocks_acked += 1;
@@ -382,13 +396,17 @@ impl Sender {
             last_parity_ns: now_ns,
             last_deadline_ns: open.last_deadline_ns,
             acked_have: 0,
+            ack_seen: false,
         });
     }
 
+    /// How long a block waits for its complete ack: the RTT, the receiver's feedback
+    /// interval (a lost ack is only repeated by the next periodic feedback) and the margin.
     fn ack_wait_ns(&self) -> u64 {
         self.rtt
             .srtt_ns()
             .unwrap_or(self.config.initial_rtt_ns)
+            .saturating_add(self.config.feedback_interval_ns)
             .saturating_add(self.config.reactive_margin_ns)
     }
 
@@ -420,7 +438,13 @@ impl Sender {
                 return false;
             }
             let left = b.recovery.len() as u8 - b.next_parity;
-            let missing = b.k.saturating_sub(b.acked_have).max(1);
+            // Without any ack (the feedback was lost) one shard probes; with one, send
+            // what the receiver still lacks.
+            let missing = if b.ack_seen {
+                b.k.saturating_sub(b.acked_have).max(1)
+            } else {
+                1
+            };
             b.reactive_pending = missing.min(left);
             b.pending()
         });
@@ -437,12 +461,19 @@ impl Sender {
             .last_feedback_ns
             .saturating_add(self.config.peer_timeout_ns)
             .saturating_add(1)
-            .min(self.last_tx_ns.saturating_add(self.config.heartbeat_interval_ns));
+            .min(
+                self.last_tx_ns
+                    .saturating_add(self.config.heartbeat_interval_ns),
+            );
         if !self.queue.is_empty() || self.closed.iter().any(TxBlock::pending) {
             next = next.min(self.pacer.next_send_ns(now_ns));
         }
         if !self.open.records.is_empty() {
-            next = next.min(self.open.opened_ns.saturating_add(self.config.block_timeout_ns));
+            next = next.min(
+                self.open
+                    .opened_ns
+                    .saturating_add(self.config.block_timeout_ns),
+            );
         }
         let wait = self.ack_wait_ns();
         for b in &self.closed {

@@ -31,7 +31,12 @@ impl Outage {
 /// study, any order), within the run `[start_ns, end_ns]`. The run's start and end bound
 /// the first and last gap, so a direction that stops delivering (a lost peer) ends in an
 /// outage. `threshold_ns` should exceed the sending gap, or every gap is one.
-pub fn detect_outages(on_time_ns: &[u64], start_ns: u64, end_ns: u64, threshold_ns: u64) -> Vec<Outage> {
+pub fn detect_outages(
+    on_time_ns: &[u64],
+    start_ns: u64,
+    end_ns: u64,
+    threshold_ns: u64,
+) -> Vec<Outage> {
     let mut times: Vec<u64> = on_time_ns
         .iter()
         .copied()
@@ -86,7 +91,10 @@ pub struct LayerDelays {
 /// Derive the layer delays from the vantage points m1..m6 (ns, one clock).
 pub fn layer_delays(m: [Option<u64>; 6]) -> LayerDelays {
     let diff = |later: Option<u64>, earlier: Option<u64>| -> Option<i64> {
-        Some((i128::from(later?) - i128::from(earlier?)).clamp(i64::MIN.into(), i64::MAX.into()) as i64)
+        Some(
+            (i128::from(later?) - i128::from(earlier?)).clamp(i64::MIN.into(), i64::MAX.into())
+                as i64,
+        )
     };
     LayerDelays {
         l7_l2_ns: diff(m[1], m[0]),
@@ -120,7 +128,13 @@ impl DirectionSummary {
     pub fn new(sender: &SenderStats, receiver: &ReceiverStats, outages: Vec<Outage>) -> Self {
         let sent = sender.submitted;
         let delivered = receiver.delivered.min(sent);
-        let ratio = |num: u64, den: u64| if den == 0 { 0.0 } else { num as f64 / den as f64 };
+        let ratio = |num: u64, den: u64| {
+            if den == 0 {
+                0.0
+            } else {
+                num as f64 / den as f64
+            }
+        };
         DirectionSummary {
             sent,
             delivered,
@@ -173,25 +187,48 @@ mod test {
         assert_eq!(
             pc_out,
             vec![
-                Outage { start_ns: 20 * MS, length_ns: 280 * MS, both_directions: true },
-                Outage { start_ns: 900 * MS, length_ns: 100 * MS, both_directions: false },
+                Outage {
+                    start_ns: 20 * MS,
+                    length_ns: 280 * MS,
+                    both_directions: true
+                },
+                Outage {
+                    start_ns: 900 * MS,
+                    length_ns: 100 * MS,
+                    both_directions: false
+                },
             ]
         );
         assert_eq!(
             cp_out,
-            vec![Outage { start_ns: 250 * MS, length_ns: 150 * MS, both_directions: true }]
+            vec![Outage {
+                start_ns: 250 * MS,
+                length_ns: 150 * MS,
+                both_directions: true
+            }]
         );
         // A gap of exactly the threshold is not an outage; nothing delivered is one outage.
         assert!(detect_outages(&[0, 50 * MS, 100 * MS], 0, 100 * MS, 50 * MS).is_empty());
         assert_eq!(
             detect_outages(&[], 0, 100 * MS, 50 * MS),
-            vec![Outage { start_ns: 0, length_ns: 100 * MS, both_directions: false }]
+            vec![Outage {
+                start_ns: 0,
+                length_ns: 100 * MS,
+                both_directions: false
+            }]
         );
     }
 
     #[test]
     fn layer_delays_are_consecutive_differences() {
-        let d = layer_delays([Some(100), Some(150), Some(400), Some(410), Some(412), Some(900)]);
+        let d = layer_delays([
+            Some(100),
+            Some(150),
+            Some(400),
+            Some(410),
+            Some(412),
+            Some(900),
+        ]);
         assert_eq!(d.l7_l2_ns, Some(50));
         assert_eq!(d.l2_l1_ns, Some(250));
         assert_eq!(d.l1_l1_ns, Some(10));
@@ -230,7 +267,10 @@ mod test {
         assert_eq!(dir.late_discarded, 40);
         assert!((dir.loss_ratio - 0.05).abs() < 1e-12);
         assert!((dir.redundancy_ratio - 0.125).abs() < 1e-12);
-        let run = PrrtRun { pc: dir.clone(), cp: dir };
+        let run = PrrtRun {
+            pc: dir.clone(),
+            cp: dir,
+        };
         let dir = std::env::temp_dir().join(format!("nflab-prrt-json-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp dir");
         let path = dir.join("prrt.json");
@@ -239,7 +279,14 @@ mod test {
             serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
         std::fs::remove_dir_all(&dir).expect("cleanup");
         for side in ["pc", "cp"] {
-            for key in ["sent", "delivered", "late_discarded", "loss_ratio", "redundancy_ratio", "outages"] {
+            for key in [
+                "sent",
+                "delivered",
+                "late_discarded",
+                "loss_ratio",
+                "redundancy_ratio",
+                "outages",
+            ] {
                 assert!(v[side].get(key).is_some(), "{side}.{key} missing");
             }
         }

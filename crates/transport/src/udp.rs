@@ -132,9 +132,10 @@ impl UdpDriver {
             self.flush();
             let now = now_ns();
             while let Some(delivery) = self.endpoint.receiver.recv(now, self.window_ns) {
+                // m6 is the instant the window released it: the loop hands it over at once.
                 out.push(Received {
                     delivery,
-                    app_recv_ns: now_ns(),
+                    app_recv_ns: now,
                 });
             }
             if now >= until_ns {
@@ -154,7 +155,9 @@ impl UdpDriver {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::ConnectionRefused
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::ConnectionRefused
                     ) => {}
                 Err(e) => return Err(e),
             }

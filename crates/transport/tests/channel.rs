@@ -50,7 +50,8 @@ impl Link {
         if self.loss > 0.0 && self.rng.gen_bool(self.loss) {
             return;
         }
-        self.in_flight.push_back((now_ns + self.delay_ns, datagram.to_vec()));
+        self.in_flight
+            .push_back((now_ns + self.delay_ns, datagram.to_vec()));
     }
 
     fn next_arrival(&self) -> Option<u64> {
@@ -155,7 +156,12 @@ impl Sim {
 /// Every delivery happened inside its window and before its deadline.
 fn assert_deliveries_in_window(delivered: &[(Delivery, u64)], window_ns: u64) {
     for (d, at) in delivered {
-        assert!(*at <= d.deadline_ns, "seq {} delivered {} ns late", d.seq, at - d.deadline_ns);
+        assert!(
+            *at <= d.deadline_ns,
+            "seq {} delivered {} ns late",
+            d.seq,
+            at - d.deadline_ns
+        );
         assert!(
             d.deadline_ns - at <= window_ns,
             "seq {} delivered {} ns before its window",
@@ -186,13 +192,22 @@ fn five_percent_loss_leaves_at_most_a_thousandth_with_at_most_a_quarter_redundan
     assert_deliveries_in_window(&out.delivered, MS);
     let residual = 1.0 - r.delivered as f64 / s.submitted as f64;
     let redundancy = s.parity_bytes as f64 / s.data_payload_bytes as f64;
-    eprintln!("residual loss {residual:.5}, redundancy {redundancy:.4}, sender {s:?}, receiver {r:?}");
+    eprintln!(
+        "residual loss {residual:.5}, redundancy {redundancy:.4}, sender {s:?}, receiver {r:?}"
+    );
     assert!(residual <= 0.001, "residual loss {residual}");
     assert!(redundancy <= 0.25, "redundancy {redundancy}");
     // The code did the work: the channel lost about 5 % of the DATA.
     let lost_data = s.data_packets - r.data_packets;
-    assert!(lost_data as f64 > 0.04 * s.data_packets as f64, "lost {lost_data}");
-    assert!(r.recovered as f64 >= 0.999 * lost_data as f64 - 60.0, "recovered {}", r.recovered);
+    assert!(
+        lost_data as f64 > 0.04 * s.data_packets as f64,
+        "lost {lost_data}"
+    );
+    assert!(
+        r.recovered as f64 >= 0.999 * lost_data as f64 - 60.0,
+        "recovered {}",
+        r.recovered
+    );
     assert!(s.reactive_parity_packets > 0);
     // No message is counted twice, and none is left held after the drain.
     assert!(r.delivered + s.late_discarded + r.late_discarded + r.overflow_dropped <= s.submitted);
@@ -200,7 +215,10 @@ fn five_percent_loss_leaves_at_most_a_thousandth_with_at_most_a_quarter_redundan
     // The payloads are the ones sent (each carries its m1 in its first 8 bytes).
     for (d, _) in &out.delivered {
         assert_eq!(d.payload.len(), 200);
-        assert_eq!(u64::from_be_bytes(d.payload[..8].try_into().unwrap()), d.app_send_ns);
+        assert_eq!(
+            u64::from_be_bytes(d.payload[..8].try_into().unwrap()),
+            d.app_send_ns
+        );
     }
 }
 
@@ -251,7 +269,12 @@ fn reactive_redundancy_recovers_a_block_whose_proactive_parity_was_lost() {
     assert!(s.reactive_parity_packets >= 1, "{s:?}");
     let seqs: Vec<u32> = out.delivered.iter().map(|(d, _)| d.seq).collect();
     assert_eq!(seqs, (0..8).collect::<Vec<u32>>());
-    let recovered: Vec<u32> = out.delivered.iter().filter(|(d, _)| d.recovered).map(|(d, _)| d.seq).collect();
+    let recovered: Vec<u32> = out
+        .delivered
+        .iter()
+        .filter(|(d, _)| d.recovered)
+        .map(|(d, _)| d.seq)
+        .collect();
     assert_eq!(recovered, vec![3]);
     assert_eq!(s.blocks_acked, 1);
 }
@@ -301,7 +324,9 @@ fn a_vanished_peer_stops_the_sender_and_shows_as_an_outage() {
         panic!("sender still running: {:?}", out.a.sender.state());
     };
     assert!(last_feedback_ns <= cut + 2 * MS && last_feedback_ns >= cut - 10 * MS);
-    assert!(detected_ns > last_feedback_ns + 500 * MS && detected_ns <= last_feedback_ns + 501 * MS);
+    assert!(
+        detected_ns > last_feedback_ns + 500 * MS && detected_ns <= last_feedback_ns + 501 * MS
+    );
     let mut a = out.a;
     let mut buf = [0u8; 1500];
     assert_eq!(a.sender.poll_transmit(sim_end(), &mut buf), None);
@@ -311,7 +336,10 @@ fn a_vanished_peer_stops_the_sender_and_shows_as_an_outage() {
     let outages = detect_outages(&on_time, START_NS, START_NS + 3_000 * MS, 100 * MS);
     assert_eq!(outages.len(), 1, "{outages:?}");
     assert!(outages[0].start_ns < cut && outages[0].start_ns >= cut - 30 * MS);
-    assert_eq!(outages[0].start_ns + outages[0].length_ns, START_NS + 3_000 * MS);
+    assert_eq!(
+        outages[0].start_ns + outages[0].length_ns,
+        START_NS + 3_000 * MS
+    );
     drop(out.b);
 }
 
