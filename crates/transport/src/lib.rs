@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod app;
 pub mod coding;
 pub mod config;
 pub mod endpoint;

@@ -381,6 +381,13 @@ impl Sender {
                 return;
             }
         };
+        // A block closed early by its timeout gets the same share of redundancy, rounded up.
+        let k = open.records.len();
+        let (p, full) = (
+            usize::from(self.config.proactive_parity),
+            usize::from(self.config.block_size),
+        );
+        let proactive = (k * p).div_ceil(full) as u8;
         if self.closed.len() >= self.config.max_open_blocks {
             self.closed.pop_front();
             self.stats.blocks_given_up += 1;
@@ -391,7 +398,7 @@ impl Sender {
             k: open.records.len() as u8,
             recovery,
             next_parity: 0,
-            proactive_pending: self.config.proactive_parity,
+            proactive_pending: proactive,
             reactive_pending: 0,
             last_parity_ns: now_ns,
             last_deadline_ns: open.last_deadline_ns,

@@ -1,0 +1,137 @@
+//! `nflab-prrt` end to end: a short run and a two-point grid across two real namespaces,
+//! and its one-sentence refusals.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const SPEC: &str = r#"
+[app]
+kind = "prrt"
+gap_ms = 5
+payload_bytes = 100
+target_delay_ms = 40
+window_ms = 20
+duration_s = 0.5
+outage_threshold_ms = 200
+redundancy = { block_size = 4, proactive_share = 0.25 }
+"#;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("nflabtest-prrt-cli-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn prrt(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nflab-prrt"))
+        .args(args)
+        .output()
+        .expect("run nflab-prrt")
+}
+
+#[test]
+fn bad_input_is_one_sentence_with_the_key() {
+    let tmp = TempDir::new("bad");
+    let spec = tmp.0.join("spec.toml");
+    std::fs::write(&spec, SPEC).expect("spec");
+    let spec = spec.to_str().expect("utf-8");
+    let out = tmp.0.join("out");
+    let out = out.to_str().expect("utf-8");
+    for (set, key) in [
+        (
+            "app.window_ms=50",
+            "app.window_ms = 50: must not exceed app.target_delay_ms (40)",
+        ),
+        (
+            "app.payload_bytes=9000",
+            "app.payload_bytes = 9000: must be at most 1422",
+        ),
+        (
+            "app.target_delay_ms=-2",
+            "app.target_delay_ms = -2: must be above zero",
+        ),
+    ] {
+        let o = prrt(&["run", spec, "--out", out, "--set", set]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(key), "{set}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_run_and_a_grid_write_their_files() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let tmp = TempDir::new("grid");
+    let spec_path = tmp.0.join("spec.toml");
+    // The second point's window exceeds the target: refused, the grid goes on.
+    std::fs::write(
+        &spec_path,
+        format!("{SPEC}\n[sweep]\n\"app.window_ms\" = [20, 50]\n"),
+    )
+    .expect("spec");
+    let out = tmp.0.join("out");
+    let o = prrt(&[
+        "grid",
+        spec_path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(out.join("plan.json"))
+            .unwrap()
+            .trim(),
+        "{\"runs\": 2}"
+    );
+    let error = std::fs::read_to_string(out.join("runs/001/error.txt")).expect("error.txt");
+    assert!(error.starts_with("app.window_ms = 50"), "{error}");
+    let results = std::fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    assert_eq!(results.lines().count(), 3);
+
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("runs/000/prrt.json")).unwrap())
+            .unwrap();
+    let packets = std::fs::read_to_string(out.join("runs/000/packets.csv")).expect("packets.csv");
+    for dir in ["pc", "cp"] {
+        // 0.5 s at one message per 5 ms.
+        assert_eq!(run[dir]["sent"], 100, "{run}");
+        let delivered = run[dir]["delivered"].as_u64().unwrap();
+        assert!(delivered > 50, "{run}");
+        let rows: Vec<&str> = packets.lines().filter(|l| l.starts_with(dir)).collect();
+        assert_eq!(rows.len(), 100);
+        // packets.csv agrees with prrt.json: a row with m6 per delivered message, each
+        // m6 after its m1 and within the target.
+        let with_m6: Vec<(u64, u64)> = rows
+            .iter()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Some((f[2].parse().ok()?, f[3].parse().ok()?))
+            })
+            .collect();
+        assert_eq!(with_m6.len() as u64, delivered);
+        for (m1, m6) in with_m6 {
+            assert!(m6 >= m1 && m6 - m1 <= 40_000_000, "{m1} {m6}");
+        }
+    }
+    let leftover = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let leftover = String::from_utf8_lossy(&leftover.stdout);
+    assert!(
+        !leftover.contains("nflab-prrt-"),
+        "namespaces left: {leftover}"
+    );
+}
