@@ -108,9 +108,11 @@ impl AppSpec {
                     number(r, "proactive_share", Some(0.125))?,
                 )
             }
-            Some(v) => return Err(err(format!(
+            Some(v) => {
+                return Err(err(format!(
                 "app.redundancy = {v}: must be a table {{ block_size = N, proactive_share = S }}"
-            ))),
+            )))
+            }
         };
         let payload = number(app, "payload_bytes", None)?;
         let spec = AppSpec {
