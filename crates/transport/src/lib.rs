@@ -40,6 +40,7 @@ pub mod receiver;
 pub mod sender;
 pub mod study;
 pub mod udp;
+pub mod vantage;
 pub mod wire;
 
 pub use config::{Config, ConfigError};

@@ -1,6 +1,7 @@
 //! The thin socket driver: one [`Endpoint`] on one connected UDP socket, time from the
 //! host's realtime clock (one clock for both ends on one host, as the study assumes).
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
@@ -12,6 +13,9 @@ use nix::sys::time::TimeSpec;
 use crate::config::Config;
 use crate::endpoint::Endpoint;
 use crate::receiver::Delivery;
+use crate::vantage::{
+    data_seq, drain_tx_stamps, enable_socket_timestamps, recv_stamped, Stamps, STAMP_CAP,
+};
 use crate::ConfigError;
 
 /// Shortest socket wait: below this the driver spins through another loop instead.
@@ -79,6 +83,19 @@ pub struct UdpDriver {
     pub tx_hook_dropped: u64,
     /// Datagrams the socket refused to send (counted, not retried).
     pub tx_errors: u64,
+    vantage: Option<SocketVantage>,
+}
+
+/// m3 and m4 of the messages this end sent and received, when asked for.
+#[derive(Debug, Default)]
+pub struct SocketVantage {
+    /// m3: software TX stamp of each DATA sent, by seq.
+    pub m3: Stamps,
+    /// m4: software RX stamp of each DATA received, by seq.
+    pub m4: Stamps,
+    next_key: u32,
+    pending: HashMap<u32, u32>,
+    drained: Vec<(u32, u64)>,
 }
 
 impl UdpDriver {
@@ -102,6 +119,7 @@ impl UdpDriver {
             tx_loss: None,
             tx_hook_dropped: 0,
             tx_errors: 0,
+            vantage: None,
         })
     }
 
@@ -113,6 +131,30 @@ impl UdpDriver {
             threshold,
             state: seed,
         });
+    }
+
+    /// Record software TX/RX stamps (m3, m4) of DATA datagrams from now on.
+    pub fn enable_vantage(&mut self) -> io::Result<()> {
+        enable_socket_timestamps(&self.socket)?;
+        self.vantage = Some(SocketVantage::default());
+        Ok(())
+    }
+
+    /// The m3/m4 stamps, when enabled.
+    pub fn vantage(&self) -> Option<&SocketVantage> {
+        self.vantage.as_ref()
+    }
+
+    fn take_tx_stamps(&mut self) {
+        let Some(v) = self.vantage.as_mut() else {
+            return;
+        };
+        drain_tx_stamps(&self.socket, &mut v.drained);
+        for (key, stamp) in v.drained.drain(..) {
+            if let Some(seq) = v.pending.remove(&key) {
+                v.m3.record(seq, stamp);
+            }
+        }
     }
 
     fn flush(&mut self) {
@@ -127,6 +169,15 @@ impl UdpDriver {
             }
             if self.socket.send(&self.buf[..len]).is_err() {
                 self.tx_errors += 1;
+            } else if let Some(v) = self.vantage.as_mut() {
+                // The kernel keys TX stamps by a per-send counter (SOF_TIMESTAMPING_OPT_ID).
+                let key = v.next_key;
+                v.next_key = v.next_key.wrapping_add(1);
+                if let Some(seq) = data_seq(&self.buf[..len]) {
+                    if v.pending.len() < STAMP_CAP {
+                        v.pending.insert(key, seq);
+                    }
+                }
             }
         }
     }
@@ -159,14 +210,30 @@ impl UdpDriver {
             self.wait_readable(wait)?;
             // Take what has arrived, a bounded batch so timers are served in between.
             for _ in 0..RX_BATCH {
-                match self.socket.recv(&mut rx) {
-                    Ok(n) => self.endpoint.handle(&rx[..n], now_ns()),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                let got = match self.vantage.as_mut() {
+                    Some(v) => recv_stamped(&self.socket, &mut rx).map(|r| {
+                        r.map(|(n, stamp)| {
+                            if let (Some(ts), Some(seq)) = (stamp, data_seq(&rx[..n])) {
+                                v.m4.record(seq, ts);
+                            }
+                            n
+                        })
+                    }),
+                    None => match self.socket.recv(&mut rx) {
+                        Ok(n) => Ok(Some(n)),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                };
+                match got {
+                    Ok(Some(n)) => self.endpoint.handle(&rx[..n], now_ns()),
+                    Ok(None) => break,
                     // An ICMP port unreachable from a peer not yet (or no longer) there.
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
                     Err(e) => return Err(e),
                 }
             }
+            self.take_tx_stamps();
         }
     }
 

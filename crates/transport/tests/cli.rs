@@ -114,18 +114,40 @@ fn a_run_and_a_grid_write_their_files() {
         assert!(delivered > 50, "{run}");
         let rows: Vec<&str> = packets.lines().filter(|l| l.starts_with(dir)).collect();
         assert_eq!(rows.len(), 100);
-        // packets.csv agrees with prrt.json: a row with m6 per delivered message, each
-        // m6 after its m1 and within the target.
-        let with_m6: Vec<(u64, u64)> = rows
+        // packets.csv agrees with prrt.json: m6 for each delivered message, within the
+        // target of its m1.
+        let fields: Vec<Vec<Option<i64>>> = rows
             .iter()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split(',').collect();
-                Some((f[2].parse().ok()?, f[3].parse().ok()?))
-            })
+            .map(|l| l.split(',').skip(2).map(|f| f.parse().ok()).collect())
             .collect();
+        assert!(fields.iter().all(|f| f.len() == 12));
+        let with_m6: Vec<&Vec<Option<i64>>> = fields.iter().filter(|f| f[5].is_some()).collect();
         assert_eq!(with_m6.len() as u64, delivered);
-        for (m1, m6) in with_m6 {
+        for f in &with_m6 {
+            let (m1, m6) = (f[0].unwrap(), f[5].unwrap());
             assert!(m6 >= m1 && m6 - m1 <= 40_000_000, "{m1} {m6}");
+        }
+        // The vantage points m2..m5 (AF_PACKET taps, socket TX/RX stamps) are there for
+        // nearly every message sent, and every derived layer delay is non-negative and the
+        // layers add up to the one-way delay.
+        let complete: Vec<&&Vec<Option<i64>>> = with_m6
+            .iter()
+            .filter(|f| f[..6].iter().all(Option::is_some))
+            .collect();
+        assert!(
+            complete.len() as u64 >= delivered * 9 / 10,
+            "{} of {delivered}",
+            complete.len()
+        );
+        for f in complete {
+            let m: Vec<i64> = f[..6].iter().map(|x| x.unwrap()).collect();
+            let layers: Vec<i64> = f[6..11].iter().map(|x| x.unwrap()).collect();
+            assert_eq!(
+                layers,
+                m.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
+            );
+            assert!(layers.iter().all(|&d| d >= 0), "{dir}: {f:?}");
+            assert_eq!(layers.iter().sum::<i64>(), f[11].unwrap());
         }
     }
     let leftover = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -7,23 +7,27 @@
 //! nflab-prrt grid SPEC.toml --out DIR                            # the [sweep] over app.*
 //! ```
 //!
-//! A run writes `prrt.json`, `packets.csv` (dir, seq, m1_ns, m6_ns; times since the run's
-//! start, m6 empty when the message was not delivered on time) and `params.json`. A grid
+//! A run writes `prrt.json`, `packets.csv` (per message: the vantage points m1..m6 and the
+//! layer delays; times since the run's start, empty where a point is missing, m6 when the
+//! message was not delivered on time) and `params.json`. A grid
 //! writes `plan.json`, `runs/NNN/…` and `results.csv`; a run whose parameters are refused
 //! leaves `runs/NNN/error.txt` with the one-sentence reason. Needs root (namespaces).
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use nflab_transport::app::AppSpec;
 use nflab_transport::study::{
-    detect_outages, mark_overlaps, write_prrt_json, DirectionSummary, PrrtRun,
+    detect_outages, layer_delays, mark_overlaps, write_prrt_json, DirectionSummary, PrrtRun,
 };
 use nflab_transport::udp::{now_ns, Received, UdpDriver};
+use nflab_transport::vantage::{Stamps, Tap};
 use nflab_transport::{ReceiverStats, SenderStats};
 
 const PLANT: &str = "198.18.0.1";
@@ -253,6 +257,26 @@ struct Side {
     receiver: ReceiverStats,
     sent_m1: Vec<u64>,
     received: Vec<Received>,
+    /// m3 of what this end sent, m4 of what it received.
+    m3: Stamps,
+    m4: Stamps,
+}
+
+/// The tap of one namespace: m2 of what its end sent, m5 of what it received.
+fn tap(ns: &str, local: Ipv4Addr, stop: &AtomicBool) -> Result<Tap> {
+    enter(ns)?;
+    let mut tap = Tap::open().context("AF_PACKET tap")?;
+    while !stop.load(Ordering::Relaxed) {
+        tap.poll(local, PORT, Duration::from_millis(20))?;
+    }
+    tap.poll(local, PORT, Duration::ZERO)?;
+    Ok(tap)
+}
+
+fn enter(ns: &str) -> Result<()> {
+    let file = std::fs::File::open(format!("/run/netns/{ns}")).context("open netns")?;
+    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
+    Ok(())
 }
 
 /// One end in namespace `ns`: send from `start_ns` every gap for the duration, then keep
@@ -264,10 +288,10 @@ fn endpoint(
     spec: &AppSpec,
     start_ns: u64,
 ) -> Result<Side> {
-    let file = std::fs::File::open(format!("/run/netns/{ns}")).context("open netns")?;
-    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
+    enter(ns)?;
     let socket = UdpSocket::bind(local).with_context(|| format!("bind {local}"))?;
     let mut driver = UdpDriver::new(socket, peer, spec.config(), spec.window_ns())?;
+    driver.enable_vantage().context("SO_TIMESTAMPING")?;
     let duration_ns = (spec.duration_s * 1e9) as u64;
     let end_ns = start_ns + duration_ns;
     let drain_ns = spec.config().target_delay_ns + 200_000_000;
@@ -286,11 +310,14 @@ fn endpoint(
         next += spec.gap_ns();
     }
     driver.run_until(end_ns + drain_ns, &mut received)?;
+    let v = driver.vantage().context("vantage enabled above")?;
     Ok(Side {
         sender: driver.endpoint.sender.stats().clone(),
         receiver: driver.endpoint.receiver.stats().clone(),
         sent_m1,
         received,
+        m3: v.m3.clone(),
+        m4: v.m4.clone(),
     })
 }
 
@@ -335,13 +362,27 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     let p_addr = SocketAddr::new(PLANT.parse()?, PORT);
     let c_addr = SocketAddr::new(CONTROLLER.parse()?, PORT);
     let start_ns = now_ns() + START_DELAY_NS;
-    let (p, c) = std::thread::scope(|s| {
+    let stop = AtomicBool::new(false);
+    let (p, c, p_tap, c_tap) = std::thread::scope(|s| {
+        let p_tap = s.spawn(|| tap(&plant.name, PLANT.parse().expect("address"), &stop));
+        let c_tap = s.spawn(|| {
+            tap(
+                &controller.name,
+                CONTROLLER.parse().expect("address"),
+                &stop,
+            )
+        });
         let p = s.spawn(|| endpoint(&plant.name, p_addr, c_addr, spec, start_ns));
         let c = s.spawn(|| endpoint(&controller.name, c_addr, p_addr, spec, start_ns));
-        (p.join(), c.join())
+        let (p, c) = (p.join(), c.join());
+        stop.store(true, Ordering::Relaxed);
+        (p, c, p_tap.join(), c_tap.join())
     });
-    let p = p.map_err(|_| anyhow::anyhow!("the plant endpoint panicked"))??;
-    let c = c.map_err(|_| anyhow::anyhow!("the controller endpoint panicked"))??;
+    let panicked = |what: &str| anyhow::anyhow!("the {what} thread panicked");
+    let p = p.map_err(|_| panicked("plant endpoint"))??;
+    let c = c.map_err(|_| panicked("controller endpoint"))??;
+    let p_tap = p_tap.map_err(|_| panicked("plant tap"))??;
+    let c_tap = c_tap.map_err(|_| panicked("controller tap"))??;
     let end_ns = start_ns + (spec.duration_s * 1e9) as u64;
     let threshold_ns = (spec.outage_threshold_ms * 1e6) as u64;
     let on_time = |to: &Side| -> Vec<u64> {
@@ -361,7 +402,22 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     write_packets_csv(
         &dir.join("packets.csv"),
         start_ns,
-        &[("pc", &p, &c), ("cp", &c, &p)],
+        &[
+            Direction {
+                name: "pc",
+                from: &p,
+                to: &c,
+                from_tap: &p_tap,
+                to_tap: &c_tap,
+            },
+            Direction {
+                name: "cp",
+                from: &c,
+                to: &p,
+                from_tap: &c_tap,
+                to_tap: &p_tap,
+            },
+        ],
     )?;
     let params = serde_json::json!({
         "app": {
@@ -383,20 +439,57 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     Ok(run)
 }
 
-fn write_packets_csv(path: &Path, start_ns: u64, dirs: &[(&str, &Side, &Side)]) -> Result<()> {
-    let mut text = String::from("dir,seq,m1_ns,m6_ns\n");
-    for (name, from, to) in dirs {
-        let mut m6 = vec![None; from.sent_m1.len()];
-        for r in &to.received {
+struct Direction<'a> {
+    name: &'a str,
+    from: &'a Side,
+    to: &'a Side,
+    from_tap: &'a Tap,
+    to_tap: &'a Tap,
+}
+
+/// One row per message sent: the six vantage points (ns since the run's start, empty where
+/// missing) and the layer delays derived from them.
+fn write_packets_csv(path: &Path, start_ns: u64, dirs: &[Direction<'_>]) -> Result<()> {
+    let mut text = String::from(
+        "dir,seq,m1_ns,m2_ns,m3_ns,m4_ns,m5_ns,m6_ns,l7_l2_ns,l2_l1_ns,l1_l1_ns,l1_l2_ns,l2_l7_ns,one_way_ns\n",
+    );
+    let cell = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for d in dirs {
+        let mut m6 = vec![None; d.from.sent_m1.len()];
+        for r in &d.to.received {
             if let Some(slot) = m6.get_mut(r.delivery.seq as usize) {
                 *slot = Some(r.app_recv_ns);
             }
         }
-        for (seq, (m1, m6)) in from.sent_m1.iter().zip(m6).enumerate() {
-            let m6 = m6
-                .map(|t| t.saturating_sub(start_ns).to_string())
-                .unwrap_or_default();
-            let _ = writeln!(text, "{name},{seq},{},{m6}", m1.saturating_sub(start_ns));
+        for (seq, (&m1, m6)) in d.from.sent_m1.iter().zip(m6).enumerate() {
+            let seq32 = seq as u32;
+            let m = [
+                Some(m1),
+                d.from_tap.sent.get(seq32),
+                d.from.m3.get(seq32),
+                d.to.m4.get(seq32),
+                d.to_tap.received.get(seq32),
+                m6,
+            ];
+            let rel = m.map(|t| t.map(|t| t as i64 - start_ns as i64));
+            let l = layer_delays(m);
+            let _ = writeln!(
+                text,
+                "{},{seq},{},{},{},{},{},{},{},{},{},{},{},{}",
+                d.name,
+                cell(rel[0]),
+                cell(rel[1]),
+                cell(rel[2]),
+                cell(rel[3]),
+                cell(rel[4]),
+                cell(rel[5]),
+                cell(l.l7_l2_ns),
+                cell(l.l2_l1_ns),
+                cell(l.l1_l1_ns),
+                cell(l.l1_l2_ns),
+                cell(l.l2_l7_ns),
+                cell(l.one_way_ns)
+            );
         }
     }
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
