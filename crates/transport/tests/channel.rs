@@ -346,3 +346,115 @@ fn a_vanished_peer_stops_the_sender_and_shows_as_an_outage() {
 fn sim_end() -> u64 {
     START_NS + 4_000 * MS
 }
+
+mod hostile {
+    use super::*;
+    use nflab_transport::wire::BlockAck;
+    use proptest::prelude::*;
+
+    /// Valid datagrams with fields drawn freely (k, r, index, lengths, blocks), so the
+    /// processing behind the codec sees what a confused or hostile peer could send.
+    fn datagram() -> impl Strategy<Value = Vec<u8>> {
+        let data = (
+            any::<u32>(),
+            0u32..4,
+            0u8..64,
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(seq, block, index, deadline_ns, payload)| {
+                emit(Body::Data {
+                    seq,
+                    block,
+                    index,
+                    deadline_ns,
+                    app_send_ns: 0,
+                    payload: &payload,
+                })
+            });
+        let parity = (
+            0u32..4,
+            any::<u32>(),
+            1u8..64,
+            1u8..64,
+            any::<u8>(),
+            1usize..40,
+        )
+            .prop_map(|(block, first_seq, k, r, index, half)| {
+                let shard = vec![0x33u8; half * 2];
+                emit(Body::Parity {
+                    block,
+                    first_seq,
+                    k,
+                    r,
+                    index: index % r,
+                    shard: &shard,
+                })
+            });
+        let feedback = (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec((0u32..4, any::<u8>(), any::<u8>(), any::<bool>()), 0..32),
+        )
+            .prop_map(|(echo_tx_id, echo_tx_ns, echo_rx_ns, acks)| {
+                let acks = acks
+                    .into_iter()
+                    .map(|(block, have, need, complete)| BlockAck {
+                        block,
+                        have,
+                        need,
+                        complete,
+                    })
+                    .collect();
+                emit(Body::Feedback {
+                    echo_tx_id,
+                    echo_tx_ns,
+                    echo_rx_ns,
+                    received_bytes: echo_rx_ns,
+                    acks,
+                })
+            });
+        prop_oneof![
+            data,
+            parity,
+            feedback,
+            proptest::collection::vec(any::<u8>(), 0..80)
+        ]
+    }
+
+    fn emit(body: Body<'_>) -> Vec<u8> {
+        let repr = Repr {
+            tx_id: 1,
+            tx_ns: START_NS,
+            body,
+        };
+        let mut out = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut out);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn an_endpoint_survives_any_sequence_of_datagrams(
+            datagrams in proptest::collection::vec(datagram(), 1..200)
+        ) {
+            let mut ep = Endpoint::new(Config::default(), START_NS).expect("config");
+            let mut buf = vec![0u8; 1500];
+            let mut t = START_NS;
+            for (i, d) in datagrams.iter().enumerate() {
+                if i % 3 == 0 {
+                    let _ = ep.sender.send(&[7u8; 100], t);
+                }
+                ep.handle(d, t);
+                while ep.poll_transmit(t, &mut buf).is_some() {}
+                while ep.receiver.recv(t, MS).is_some() {}
+                let _ = ep.next_timeout(t);
+                t += 100_000;
+            }
+            let r = ep.receiver.stats();
+            prop_assert!(r.delivered + r.late_discarded + r.overflow_dropped <= r.data_packets + r.recovered);
+        }
+    }
+}
