@@ -121,6 +121,10 @@ pub struct DirectionSummary {
     pub redundancy_ratio: f64,
     /// Intervals with no on-time delivery.
     pub outages: Vec<Outage>,
+    /// When the sender gave up on a silent peer (ns since the run's start; absent while it
+    /// ran to the end). The silence itself is in `outages`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_lost_ns: Option<u64>,
 }
 
 impl DirectionSummary {
@@ -142,6 +146,7 @@ impl DirectionSummary {
             loss_ratio: ratio(sent - delivered, sent),
             redundancy_ratio: ratio(sender.parity_bytes, sender.data_payload_bytes),
             outages,
+            peer_lost_ns: None,
         }
     }
 }

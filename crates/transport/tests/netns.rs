@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 use std::process::Command;
 
 use nflab_transport::udp::{now_ns, Received, UdpDriver};
-use nflab_transport::{Config, ReceiverStats, SenderStats};
+use nflab_transport::{Config, ReceiverStats, SenderState, SenderStats};
 
 const MS: u64 = 1_000_000;
 
@@ -181,4 +181,75 @@ fn both_directions_over_veth_with_five_percent_loss_meet_the_goal() {
             assert!(r.delivery.deadline_ns - r.app_recv_ns <= window_ns);
         }
     }
+}
+
+#[test]
+fn a_peer_that_vanishes_stops_the_sender_after_its_timeout() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let plant = Netns::new("vp");
+    let controller = Netns::new("vc");
+    plant.ip(&format!(
+        "link add pv type veth peer name cv netns {}",
+        controller.name
+    ));
+    plant.ip("addr add 198.18.0.1/24 dev pv");
+    controller.ip("addr add 198.18.0.2/24 dev cv");
+    plant.ip("link set pv up");
+    controller.ip("link set cv up");
+    let config = Config {
+        target_delay_ns: 20 * MS,
+        peer_timeout_ns: 500 * MS,
+        ..Config::default()
+    };
+    let p_addr: SocketAddr = "198.18.0.1:47001".parse().expect("addr");
+    let c_addr: SocketAddr = "198.18.0.2:47001".parse().expect("addr");
+    let (cfg_p, cfg_c) = (config.clone(), config);
+    // The controller answers for 1 s, then its socket closes.
+    let c = controller.spawn(move || {
+        let socket = UdpSocket::bind(c_addr).expect("bind");
+        let mut driver = UdpDriver::new(socket, p_addr, cfg_c, 5 * MS).expect("driver");
+        let mut out = Vec::new();
+        driver
+            .run_until(now_ns() + 1_000 * MS, &mut out)
+            .expect("run");
+        out.len()
+    });
+    let p = plant.spawn(move || {
+        let socket = UdpSocket::bind(p_addr).expect("bind");
+        let mut driver = UdpDriver::new(socket, c_addr, cfg_p, 5 * MS).expect("driver");
+        let start = now_ns();
+        let mut out = Vec::new();
+        let mut refused = 0;
+        // Send every 5 ms for up to 3 s; stop early once the sender has given up.
+        for i in 0..600u64 {
+            driver.run_until(start + i * 5 * MS, &mut out).expect("run");
+            if driver.endpoint.sender.send(&[1u8; 50], now_ns()).is_err() {
+                refused += 1;
+                break;
+            }
+        }
+        (start, now_ns(), driver.endpoint.sender.state(), refused)
+    });
+    let delivered_to_controller = c.join().expect("controller");
+    let (start, end, state, refused) = p.join().expect("plant");
+    assert!(delivered_to_controller > 100, "{delivered_to_controller}");
+    let SenderState::PeerLost {
+        last_feedback_ns,
+        detected_ns,
+    } = state
+    else {
+        panic!("sender still running after the peer vanished");
+    };
+    assert_eq!(refused, 1);
+    // Last feedback within the controller's second, detection one timeout later, and the
+    // loop ended right after, not at its 3 s bound.
+    assert!(last_feedback_ns > start && last_feedback_ns < start + 1_200 * MS);
+    assert!(detected_ns >= last_feedback_ns + 500 * MS);
+    assert!(
+        end < start + 2_500 * MS,
+        "the plant ran {} ms",
+        (end - start) / MS
+    );
 }

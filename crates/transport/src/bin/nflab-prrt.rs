@@ -28,7 +28,7 @@ use nflab_transport::study::{
 };
 use nflab_transport::udp::{now_ns, Received, UdpDriver};
 use nflab_transport::vantage::{Stamps, Tap};
-use nflab_transport::{ReceiverStats, SenderStats};
+use nflab_transport::{ReceiverStats, SenderState, SenderStats};
 
 const PLANT: &str = "198.18.0.1";
 const CONTROLLER: &str = "198.18.0.2";
@@ -252,7 +252,15 @@ impl Drop for Netns {
     }
 }
 
+fn peer_lost(side: &Side, start_ns: u64) -> Option<u64> {
+    match side.state {
+        SenderState::PeerLost { detected_ns, .. } => Some(detected_ns.saturating_sub(start_ns)),
+        SenderState::Running => None,
+    }
+}
+
 struct Side {
+    state: SenderState,
     sender: SenderStats,
     receiver: ReceiverStats,
     sent_m1: Vec<u64>,
@@ -301,7 +309,7 @@ fn endpoint(
     let mut next = start_ns;
     while next < end_ns {
         driver.run_until(next, &mut received)?;
-        if driver.endpoint.sender.state() == nflab_transport::SenderState::Running {
+        if driver.endpoint.sender.state() == SenderState::Running {
             let m1 = now_ns();
             // A full queue is counted by the sender; a lost peer ends sending.
             let _ = driver.endpoint.sender.send(&payload, m1);
@@ -312,6 +320,7 @@ fn endpoint(
     driver.run_until(end_ns + drain_ns, &mut received)?;
     let v = driver.vantage().context("vantage enabled above")?;
     Ok(Side {
+        state: driver.endpoint.sender.state(),
         sender: driver.endpoint.sender.stats().clone(),
         receiver: driver.endpoint.receiver.stats().clone(),
         sent_m1,
@@ -395,8 +404,14 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     let mut cp_out = detect_outages(&on_time(&p), 0, end_ns - start_ns, threshold_ns);
     mark_overlaps(&mut pc_out, &mut cp_out);
     let run = PrrtRun {
-        pc: DirectionSummary::new(&p.sender, &c.receiver, pc_out),
-        cp: DirectionSummary::new(&c.sender, &p.receiver, cp_out),
+        pc: DirectionSummary {
+            peer_lost_ns: peer_lost(&p, start_ns),
+            ..DirectionSummary::new(&p.sender, &c.receiver, pc_out)
+        },
+        cp: DirectionSummary {
+            peer_lost_ns: peer_lost(&c, start_ns),
+            ..DirectionSummary::new(&c.sender, &p.receiver, cp_out)
+        },
     };
     write_prrt_json(&dir.join("prrt.json"), &run)?;
     write_packets_csv(
