@@ -205,6 +205,37 @@ impl AppSpec {
     }
 }
 
+/// The points of the spec's `[sweep]` (every key must be `app.*`): the cross product of
+/// the value lists, the first key varying slowest, each point as `(key, value)` pairs to
+/// set in `[app]`.
+pub fn sweep_points(spec: &toml::Table) -> Result<Vec<Vec<(String, toml::Value)>>, AppError> {
+    let mut points = vec![Vec::new()];
+    let Some(toml::Value::Table(sweep)) = spec.get("sweep") else {
+        return Ok(points);
+    };
+    for (key, values) in sweep {
+        let Some(name) = key.strip_prefix("app.") else {
+            return Err(err(format!(
+                "[sweep] \"{key}\": nflab-prrt grid sweeps app.* keys only (the rest is nflab run's)"
+            )));
+        };
+        let toml::Value::Array(values) = values else {
+            return Err(err(format!("[sweep] \"{key}\" must be an array of values")));
+        };
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values.iter().map(move |v| {
+                    let mut p = p.clone();
+                    p.push((name.to_string(), v.clone()));
+                    p
+                })
+            })
+            .collect();
+    }
+    Ok(points)
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -269,5 +300,61 @@ mod test {
             assert!(e.starts_with(want), "{to}: {e}");
             assert!(!e.contains('\n'));
         }
+    }
+
+    #[test]
+    fn the_example_declares_the_seeds_grid() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/prrt-grid.toml");
+        let spec: toml::Table = std::fs::read_to_string(path)
+            .expect("example")
+            .parse()
+            .expect("toml");
+        let toml::Value::Table(app) = &spec["app"] else {
+            panic!("no [app]");
+        };
+        AppSpec::from_table(app).expect("the base [app] is valid");
+        let points = sweep_points(&spec).expect("sweep");
+        assert_eq!(points.len(), 5 * 5 * 5 * 6);
+        // Linear steps between the seed's bounds (Table 6.5).
+        let linspace = |lo: f64, hi: f64, n: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+                .collect()
+        };
+        let values = |key: &str| -> Vec<f64> {
+            let mut v: Vec<f64> = points
+                .iter()
+                .flat_map(|p| {
+                    p.iter().filter(|(k, _)| k == key).map(|(_, v)| {
+                        v.as_float()
+                            .or(v.as_integer().map(|i| i as f64))
+                            .expect("number")
+                    })
+                })
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v
+        };
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+        };
+        assert!(close(&values("gap_ms"), &linspace(1.0, 10.0, 5)));
+        assert!(close(&values("payload_bytes"), &linspace(20.0, 1400.0, 5)));
+        assert!(close(&values("target_delay_ms"), &linspace(1.0, 10.0, 5)));
+        assert!(close(&values("window_ms"), &linspace(0.1, 2.0, 6)));
+        // The seed's windows wider than its 1 ms target are refused, naming the key.
+        let refused: Vec<AppError> = points
+            .iter()
+            .filter_map(|p| {
+                let mut t = app.clone();
+                for (k, v) in p {
+                    t.insert(k.clone(), v.clone());
+                }
+                AppSpec::from_table(&t).err()
+            })
+            .collect();
+        assert_eq!(refused.len(), 5 * 5 * 3);
+        assert!(refused.iter().all(|e| e.0.starts_with("app.window_ms = ")));
     }
 }

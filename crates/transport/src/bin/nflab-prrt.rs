@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use nflab_transport::app::AppSpec;
+use nflab_transport::app::{sweep_points, AppSpec};
 use nflab_transport::study::{
     detect_outages, layer_delays, mark_overlaps, write_prrt_json, DirectionSummary, PrrtRun,
 };
@@ -118,33 +118,6 @@ fn apply_set(app: &mut toml::Table, set: &str) -> Result<()> {
         .unwrap_or_else(|| toml::Value::String(value.to_string()));
     app.insert(key.to_string(), value);
     Ok(())
-}
-
-/// The cross product of the `[sweep]` entries (all must be `app.*`), first key slowest.
-fn sweep_points(spec: &toml::Table) -> Result<Vec<Vec<(String, toml::Value)>>> {
-    let mut points = vec![Vec::new()];
-    let Some(toml::Value::Table(sweep)) = spec.get("sweep") else {
-        return Ok(points);
-    };
-    for (key, values) in sweep {
-        let Some(name) = key.strip_prefix("app.") else {
-            bail!("[sweep] \"{key}\": nflab-prrt grid sweeps app.* keys only (the rest is nflab run's)");
-        };
-        let toml::Value::Array(values) = values else {
-            bail!("[sweep] \"{key}\" must be an array of values");
-        };
-        points = points
-            .into_iter()
-            .flat_map(|p| {
-                values.iter().map(move |v| {
-                    let mut p = p.clone();
-                    p.push((name.to_string(), v.clone()));
-                    p
-                })
-            })
-            .collect();
-    }
-    Ok(points)
 }
 
 fn grid(spec: &toml::Table, app: &toml::Table, out: &Path) -> Result<()> {
