@@ -77,6 +77,7 @@ struct Sim {
     window_ns: u64,
     send_until_ns: u64,
     end_ns: u64,
+    b_clock_ahead_ns: u64,
 }
 
 impl Sim {
@@ -91,6 +92,7 @@ impl Sim {
             window_ns: MS,
             send_until_ns: START_NS + 10_000 * MS,
             end_ns: START_NS + 11_000 * MS,
+            b_clock_ahead_ns: 0,
         }
     }
 
@@ -103,10 +105,15 @@ impl Sim {
         let mut t = START_NS;
         let mut payload = vec![0u8; self.payload_bytes];
         while t <= self.end_ns {
-            for (link, to) in [(&mut self.ab, &mut self.b), (&mut self.ba, &mut self.a)] {
+            // b reads its own clock, `b_clock_ahead_ns` ahead of a's.
+            let tb = t + self.b_clock_ahead_ns;
+            for (link, to, now) in [
+                (&mut self.ab, &mut self.b, tb),
+                (&mut self.ba, &mut self.a, t),
+            ] {
                 while link.next_arrival().is_some_and(|at| at <= t) {
                     let (_, d) = link.in_flight.pop_front().expect("arrival");
-                    to.handle(&d, t);
+                    to.handle(&d, now);
                 }
             }
             if t >= next_send && next_send < self.send_until_ns {
@@ -121,11 +128,11 @@ impl Sim {
             while let Some(len) = self.a.poll_transmit(t, &mut buf) {
                 self.ab.send(&buf[..len], t);
             }
-            while let Some(len) = self.b.poll_transmit(t, &mut buf) {
+            while let Some(len) = self.b.poll_transmit(tb, &mut buf) {
                 self.ba.send(&buf[..len], t);
             }
-            while let Some(d) = self.b.receiver.recv(t, self.window_ns) {
-                delivered.push((d, t));
+            while let Some(d) = self.b.receiver.recv(tb, self.window_ns) {
+                delivered.push((d, tb));
             }
             let mut next = self.end_ns + 1;
             if next_send < self.send_until_ns {
@@ -135,8 +142,11 @@ impl Sim {
                 self.ab.next_arrival(),
                 self.ba.next_arrival(),
                 self.a.next_timeout(t),
-                self.b.next_timeout(t),
-                self.b.receiver.next_release(self.window_ns),
+                self.b.next_timeout(tb).map(|x| x - self.b_clock_ahead_ns),
+                self.b
+                    .receiver
+                    .next_release(self.window_ns)
+                    .map(|x| x.saturating_sub(self.b_clock_ahead_ns)),
             ]
             .into_iter()
             .flatten()
@@ -348,6 +358,37 @@ fn a_vanished_peer_stops_the_sender_and_shows_as_an_outage() {
         START_NS + 3_000 * MS
     );
     drop(out.b);
+}
+
+#[test]
+fn deadlines_follow_the_ntp_offset_when_the_clocks_differ() {
+    // b's clock runs 1 s ahead; the path is symmetric, so the NTP offset is exact.
+    for shared_clock in [false, true] {
+        let config = Config {
+            target_delay_ns: 30 * MS,
+            shared_clock,
+            ..Config::default()
+        };
+        let mut sim = Sim::new(config, 4 * MS, 0.0, 5);
+        sim.b_clock_ahead_ns = 1_000 * MS;
+        sim.send_until_ns = START_NS + 1_000 * MS;
+        sim.end_ns = START_NS + 1_200 * MS;
+        let out = sim.run();
+        let (s, r) = (out.a.sender.stats(), out.b.receiver.stats());
+        assert_eq!(out.a.sender.rtt().offset_ns(), 1_000 * MS as i64);
+        assert_eq!(out.a.sender.rtt().srtt_ns(), Some(8 * MS));
+        if shared_clock {
+            // Deadlines taken at face value are 1 s in b's past: everything is late.
+            assert_eq!(r.delivered, 0);
+            assert_eq!(r.late_discarded + s.late_discarded, s.submitted);
+        } else {
+            // Only the messages sent before the first feedback (one RTT) carry a deadline
+            // without the offset, and those are late; all others arrive in their window.
+            assert_deliveries_in_window(&out.delivered, MS);
+            assert!(r.late_discarded <= 10, "{r:?}");
+            assert_eq!(r.delivered + r.late_discarded, s.submitted);
+        }
+    }
 }
 
 fn sim_end() -> u64 {
