@@ -35,10 +35,19 @@ impl Drop for TempDir {
 }
 
 fn prrt(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nflab-prrt"))
+    prrt_with_pid(args).1
+}
+
+/// Run nflab-prrt; also return its pid, which names its namespaces.
+fn prrt_with_pid(args: &[&str]) -> (u32, std::process::Output) {
+    let child = Command::new(env!("CARGO_BIN_EXE_nflab-prrt"))
         .args(args)
-        .output()
-        .expect("run nflab-prrt")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run nflab-prrt");
+    let pid = child.id();
+    (pid, child.wait_with_output().expect("wait for nflab-prrt"))
 }
 
 #[test]
@@ -85,7 +94,7 @@ fn a_run_and_a_grid_write_their_files() {
     )
     .expect("spec");
     let out = tmp.0.join("out");
-    let o = prrt(&[
+    let (pid, o) = prrt_with_pid(&[
         "grid",
         spec_path.to_str().unwrap(),
         "--out",
@@ -152,8 +161,51 @@ fn a_run_and_a_grid_write_their_files() {
     }
     let leftover = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let leftover = String::from_utf8_lossy(&leftover.stdout);
-    assert!(
-        !leftover.contains("nflab-prrt-"),
-        "namespaces left: {leftover}"
-    );
+    let mine = format!("nflab-prrt-{pid}-");
+    assert!(!leftover.contains(&mine), "namespaces left: {leftover}");
+}
+
+#[test]
+fn sigterm_ends_a_run_and_removes_its_namespaces() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let tmp = TempDir::new("term");
+    let spec = tmp.0.join("spec.toml");
+    std::fs::write(&spec, SPEC.replace("duration_s = 0.5", "duration_s = 20")).expect("spec");
+    let child = Command::new(env!("CARGO_BIN_EXE_nflab-prrt"))
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.join("out").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mine = format!("nflab-prrt-{}-", child.id());
+    let namespaces = || {
+        let out = Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip");
+        String::from_utf8_lossy(&out.stdout)
+            .matches(mine.as_str())
+            .count()
+    };
+    // Wait (bounded) until the run has built its two namespaces.
+    let mut tries = 0;
+    while namespaces() < 2 {
+        tries += 1;
+        assert!(tries < 100, "the run never built its namespaces");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(namespaces(), 0, "namespaces left behind");
 }

@@ -19,6 +19,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -47,7 +48,23 @@ fn usage() -> &'static str {
     "usage: nflab-prrt run SPEC.toml --out DIR [--set app.KEY=VALUE]... | nflab-prrt grid SPEC.toml --out DIR"
 }
 
+/// Set by SIGINT/SIGTERM: the runs stop early and the namespaces are removed on the way out.
+fn interrupted() -> &'static Arc<AtomicBool> {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+fn check_interrupted() -> Result<()> {
+    if interrupted().load(Ordering::Relaxed) {
+        bail!("interrupted; the run's namespaces were removed");
+    }
+    Ok(())
+}
+
 fn real_main() -> Result<()> {
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(interrupted())).context("signal handler")?;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(cmd), Some(spec_path)) = (args.first(), args.get(1)) else {
         bail!("{}", usage());
@@ -280,7 +297,7 @@ fn endpoint(
     let mut received = Vec::new();
     let mut sent_m1 = Vec::new();
     let mut next = start_ns;
-    while next < end_ns {
+    while next < end_ns && !interrupted().load(Ordering::Relaxed) {
         driver.run_until(next, &mut received)?;
         if driver.endpoint.sender.state() == SenderState::Running {
             let m1 = now_ns();
@@ -290,7 +307,9 @@ fn endpoint(
         }
         next += spec.gap_ns();
     }
-    driver.run_until(end_ns + drain_ns, &mut received)?;
+    if !interrupted().load(Ordering::Relaxed) {
+        driver.run_until(end_ns + drain_ns, &mut received)?;
+    }
     let v = driver.vantage().context("vantage enabled above")?;
     Ok(Side {
         state: driver.endpoint.sender.state(),
@@ -365,6 +384,7 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     let c = c.map_err(|_| panicked("controller endpoint"))??;
     let p_tap = p_tap.map_err(|_| panicked("plant tap"))??;
     let c_tap = c_tap.map_err(|_| panicked("controller tap"))??;
+    check_interrupted()?;
     let end_ns = start_ns + (spec.duration_s * 1e9) as u64;
     let threshold_ns = (spec.outage_threshold_ms * 1e6) as u64;
     let on_time = |to: &Side| -> Vec<u64> {
