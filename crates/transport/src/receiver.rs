@@ -15,9 +15,11 @@ use crate::config::{Config, ConfigError};
 use crate::wire::{BlockAck, Body, Repr, MAX_ACKS};
 use crate::MAX_BLOCK;
 
-/// A block's state is kept this long after the last deadline known in it, so late
-/// shards are recognised as late rather than as a new block.
-const BLOCK_LINGER_NS: u64 = 1_000_000_000;
+/// A block's state is kept this long after the last deadline known in it (or after it was
+/// created, when no deadline is known yet), so late shards are recognised as stale rather
+/// than as a new block. Short, so the store stays far below `max_open_blocks` in steady
+/// state and the capacity rule (which gives up the oldest block) does not fire.
+const BLOCK_LINGER_NS: u64 = 100_000_000;
 
 /// What the receiver has seen, in counts. Every message the receiver learns about (by
 /// DATA or by decoding) is counted once as `delivered`, `late_discarded` or
@@ -52,6 +54,8 @@ pub struct ReceiverStats {
     pub overflow_dropped: u64,
     /// Shards of blocks already forgotten.
     pub stale: u64,
+    /// Blocks given up because `max_open_blocks` were kept (their missing messages are lost).
+    pub blocks_evicted: u64,
     /// Feedback datagrams sent.
     pub feedback_sent: u64,
 }
@@ -197,9 +201,13 @@ impl Receiver {
             // Full: give up the oldest block to make room.
             if let Some((&oldest, _)) = self.blocks.iter().next() {
                 self.drop_block(oldest);
+                self.stats.blocks_evicted += 1;
             }
         }
-        Some(self.blocks.entry(block).or_default())
+        Some(self.blocks.entry(block).or_insert_with(|| RxBlock {
+            last_deadline_ns: now_ns,
+            ..RxBlock::default()
+        }))
     }
 
     fn drop_block(&mut self, id: u32) {

@@ -219,6 +219,8 @@ fn five_percent_loss_leaves_at_most_a_thousandth_with_at_most_a_quarter_redundan
         r.recovered
     );
     assert!(s.reactive_parity_packets > 0);
+    // The receiver's block store never had to give up a block, and no shard came too late.
+    assert_eq!((r.blocks_evicted, r.stale), (0, 0));
     // No message is counted twice, and none is left held after the drain.
     assert!(r.delivered + s.late_discarded + r.late_discarded + r.overflow_dropped <= s.submitted);
     assert_eq!(out.b.receiver.held(), 0);

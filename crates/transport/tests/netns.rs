@@ -174,6 +174,7 @@ fn both_directions_over_veth_with_five_percent_loss_meet_the_goal() {
             to.receiver
         );
         assert!(redundancy <= 0.25, "{name}: redundancy {redundancy}");
+        assert_eq!(to.receiver.blocks_evicted, 0, "{name}: {:?}", to.receiver);
         // m6 within the window of each deadline (one clock on one host).
         for r in &to.received {
             assert!(r.app_recv_ns >= r.delivery.app_send_ns);
