@@ -152,7 +152,9 @@ impl Sender {
     /// A sender started at `now_ns`.
     pub fn new(config: Config, now_ns: u64) -> Result<Self, ConfigError> {
         config.validate()?;
-        let pacer = Pacer::new(config.min_pacing_bps, config.pacing_burst_bytes, now_ns);
+        let mut pacer = Pacer::new(config.min_pacing_bps, config.pacing_burst_bytes, now_ns);
+        // Startup: the floor times BBR's startup gain until the first rate sample.
+        pacer.set_rate(None, config.initial_rtt_ns, config.min_pacing_bps, now_ns);
         Ok(Sender {
             queue: VecDeque::with_capacity(config.send_queue_cap.min(4096)),
             open: OpenBlock::default(),
@@ -464,16 +466,19 @@ impl Sender {
         if self.state != SenderState::Running {
             return None;
         }
+        // Only times at which poll_transmit will act: what waits for the pacer is due when
+        // the pacer allows, timers that already fired are not reported again.
+        let pacer_next = self.pacer.next_send_ns(now_ns);
+        let heartbeat = self
+            .last_tx_ns
+            .saturating_add(self.config.heartbeat_interval_ns);
         let mut next = self
             .last_feedback_ns
             .saturating_add(self.config.peer_timeout_ns)
             .saturating_add(1)
-            .min(
-                self.last_tx_ns
-                    .saturating_add(self.config.heartbeat_interval_ns),
-            );
+            .min(heartbeat.max(pacer_next));
         if !self.queue.is_empty() || self.closed.iter().any(TxBlock::pending) {
-            next = next.min(self.pacer.next_send_ns(now_ns));
+            next = next.min(pacer_next);
         }
         if !self.open.records.is_empty() {
             next = next.min(
@@ -483,7 +488,7 @@ impl Sender {
             );
         }
         let wait = self.ack_wait_ns();
-        for b in &self.closed {
+        for b in self.closed.iter().filter(|b| !b.pending()) {
             next = next.min(b.last_parity_ns.saturating_add(wait));
         }
         Some(next.max(now_ns))

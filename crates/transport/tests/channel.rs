@@ -508,3 +508,53 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn a_burst_leaves_at_the_startup_pacing_rate() {
+    // Before any feedback the pacer runs at the floor times BBR's startup gain (23/8):
+    // 1 Mbit/s → 2.875 Mbit/s. 50 messages handed over at once, 1000 B each (1044 B on the
+    // wire): after the 3000-byte burst allowance they leave 1044 · 8 / 2.875e6 s apart.
+    let config = Config {
+        target_delay_ns: 1_000 * MS,
+        proactive_parity: 0,
+        max_parity: 4,
+        block_timeout_ns: 1_000 * MS,
+        min_pacing_bps: 1_000_000,
+        pacing_burst_bytes: 3000,
+        // No reactive probe shard during the 145 ms this takes.
+        initial_rtt_ns: 10_000 * MS,
+        ..Config::default()
+    };
+    let mut sender = nflab_transport::Sender::new(config, START_NS).expect("config");
+    for _ in 0..50 {
+        sender.send(&[9u8; 1000], START_NS).expect("queued");
+    }
+    let mut buf = vec![0u8; 1500];
+    let mut departures = Vec::new();
+    let mut t = START_NS;
+    let mut wakeups = 0;
+    while departures.len() < 50 {
+        while let Some(len) = sender.poll_transmit(t, &mut buf) {
+            assert_eq!(len, 1044);
+            departures.push(t);
+        }
+        // next_timeout names only times at which something happens: no busy stepping.
+        let next = sender.next_timeout(t).expect("running");
+        assert!(next > t, "next_timeout {next} not after {t}");
+        t = next;
+        wakeups += 1;
+        assert!(
+            wakeups < 200,
+            "{wakeups} wake-ups for {} departures",
+            departures.len()
+        );
+    }
+    // 3000 B of tokens: three datagrams at once (the third takes the bucket into debt).
+    assert_eq!(&departures[..3], &[START_NS; 3]);
+    let gap_ns = (1044u128 * 8 * 1_000_000_000).div_ceil(2_875_000) as u64;
+    for w in departures[3..].windows(2) {
+        let d = w[1] - w[0];
+        assert!(d.abs_diff(gap_ns) <= 1, "{d} vs {gap_ns}");
+    }
+    assert_eq!(sender.pacing_rate_bps(), 2_875_000);
+}
