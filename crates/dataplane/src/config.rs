@@ -654,7 +654,11 @@ fn build_one(
             if c.reverse.is_some() {
                 return err("dut.link.reverse applies to dut.kind = \"link\" only: a pipeline's link function carries one direction");
             }
-            Box::new(LinkEmulator::new(link_params(&c, "dut.link", &ctx.base_dir)?))
+            Box::new(LinkEmulator::new(link_params(
+                &c,
+                "dut.link",
+                &ctx.base_dir,
+            )?))
         }
         "extern-dispatch" => {
             let c = f.extern_dispatch.clone().unwrap_or_default();
@@ -778,23 +782,44 @@ mod tests {
             assert!(e.0.contains(want), "{toml_text}: {e}");
             assert_eq!(e.0.lines().count(), 1, "{e}");
         };
-        bad("loss = { model = \"bernoulli\", p = 1.5 }", "dut.link.loss.p = 1.5 is not a probability");
+        bad(
+            "loss = { model = \"bernoulli\", p = 1.5 }",
+            "dut.link.loss.p = 1.5 is not a probability",
+        );
         bad("loss = { model = \"bernoulli\" }", "needs p");
-        bad("loss = { model = \"bernoulli\", p = 0.1, r = 0.2 }", "dut.link.loss.r does not apply");
-        bad("loss = { model = \"markov\", p = 0.1 }", "dut.link.loss.model = \"markov\" is not known");
+        bad(
+            "loss = { model = \"bernoulli\", p = 0.1, r = 0.2 }",
+            "dut.link.loss.r does not apply",
+        );
+        bad(
+            "loss = { model = \"markov\", p = 0.1 }",
+            "dut.link.loss.model = \"markov\" is not known",
+        );
         bad(
             "loss = { model = \"gilbert-elliott\", p = 0.1, \"1-h\" = -0.1 }",
             "dut.link.loss.\"1-h\" = -0.1",
         );
         bad("rate_mbps = 0", "dut.link.rate_mbps = 0 is not valid");
-        bad("queue_packets = 10", "dut.link.queue_packets = 10 needs dut.link.rate_mbps");
-        bad("rate_mbps = 10\nqueue_packets = 0", "dut.link.queue_packets = 0 is out of range");
+        bad(
+            "queue_packets = 10",
+            "dut.link.queue_packets = 10 needs dut.link.rate_mbps",
+        );
+        bad(
+            "rate_mbps = 10\nqueue_packets = 0",
+            "dut.link.queue_packets = 0 is out of range",
+        );
         bad("duplicate = 2", "dut.link.duplicate = 2");
         bad("reorder = -1", "dut.link.reorder = -1");
         bad("delay_us = 10\njitter_us = 10", "jitter_us may be at most");
-        bad("distribution = \"pareto\"", "dut.link.distribution = \"pareto\" is not known");
+        bad(
+            "distribution = \"pareto\"",
+            "dut.link.distribution = \"pareto\" is not known",
+        );
         bad("distribution = \"trace\"", "needs dut.link.trace_file");
-        bad("[reverse]\ndelay_us = 5", "dut.link.reverse applies to dut.kind = \"link\" only");
+        bad(
+            "[reverse]\ndelay_us = 5",
+            "dut.link.reverse applies to dut.kind = \"link\" only",
+        );
         let e = toml::from_str::<LinkConfig>("delay_ms = 5").unwrap_err();
         assert!(e.to_string().contains("delay_ms"), "{e}");
     }

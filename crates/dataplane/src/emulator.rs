@@ -190,7 +190,10 @@ impl RateLimiter {
         if self.departures.len() >= self.queue_packets {
             return None;
         }
-        let start = self.departures.back().map_or(arrival_ns, |&d| d.max(arrival_ns));
+        let start = self
+            .departures
+            .back()
+            .map_or(arrival_ns, |&d| d.max(arrival_ns));
         let exact = bytes as f64 * self.ns_per_byte + self.carry_ns;
         let whole = exact.floor();
         self.carry_ns = exact - whole;
@@ -406,7 +409,10 @@ mod tests {
             let (rate, burst) = simulate(m, n, 11);
             let want = m.stationary_loss();
             let want_burst = m.mean_burst_length().unwrap();
-            assert!((rate - want).abs() / want < 0.05, "{m:?}: loss {rate} vs {want}");
+            assert!(
+                (rate - want).abs() / want < 0.05,
+                "{m:?}: loss {rate} vs {want}"
+            );
             assert!(
                 (burst - want_burst).abs() / want_burst < 0.05,
                 "{m:?}: burst {burst} vs {want_burst}"
@@ -516,10 +522,7 @@ mod tests {
         let mut app = LinkEmulator::new(params(1000.0, 0.1, 0.0));
         let out = through(&mut app, n, 10_000, 64);
         assert_eq!(out.len(), n as usize);
-        let fast = out
-            .iter()
-            .filter(|(s, t)| *t == *s as u64 * 10_000)
-            .count();
+        let fast = out.iter().filter(|(s, t)| *t == *s as u64 * 10_000).count();
         let sd = (0.1 * 0.9 / n as f64).sqrt();
         assert!((fast as f64 / n as f64 - 0.1).abs() < 4.0 * sd, "{fast}");
         assert_eq!(app.link_counters().reordered, fast as u64);
@@ -555,7 +558,11 @@ mod tests {
         assert_eq!(c.max_queue, 10);
         // Back-to-back departures 1 ms apart once the queue has filled.
         let gaps: Vec<u64> = out.windows(2).map(|w| w[1].1 - w[0].1).collect();
-        assert!(gaps[20..].iter().all(|&g| g == 1_000_000), "{:?}", &gaps[..30]);
+        assert!(
+            gaps[20..].iter().all(|&g| g == 1_000_000),
+            "{:?}",
+            &gaps[..30]
+        );
         // The first frame: 1 ms on the wire plus 2 ms of delay.
         assert_eq!(out[0], (0, 3_000_000));
     }

@@ -99,6 +99,11 @@ pub fn run_one_with(
         crate::spec::DutKind::Nflab => Some(crate::dut_nflab::start(topo, &spec.dut)?),
         _ => None,
     };
+    // link DuT: both directions from here until the recorder is done.
+    let link_dut = match spec.dut.kind {
+        crate::spec::DutKind::Link => Some(crate::dut_link::start(topo, &spec.dut)?),
+        _ => None,
+    };
     // testpmd DuT: forwarding from here until the recorder is done.
     let testpmd_dut = match spec.dut.kind {
         crate::spec::DutKind::Testpmd => Some(crate::dut_testpmd::start(topo, &spec.dut)?),
@@ -126,6 +131,12 @@ pub fn run_one_with(
     if let Some(d) = nflab_dut.map(crate::dut_nflab::NflabDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {
+            return Err(LabError::Other(e));
+        }
+    }
+    if let Some(d) = link_dut.map(crate::dut_link::LinkDut::stop) {
+        write_json(&dir.join("dut.json"), &d)?;
+        if let Some(e) = d.error() {
             return Err(LabError::Other(e));
         }
     }

@@ -172,6 +172,10 @@ pub struct DutSection {
     /// nflab data plane: `[dut.extern_dispatch]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extern_dispatch: Option<nflab_dataplane::config::DispatchConfig>,
+    /// link emulator (`dut.kind = "link"`, or the `link` function of a pipeline):
+    /// `[dut.link]`, with `[dut.link.reverse]` for the other direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<nflab_dataplane::config::LinkConfig>,
 }
 
 impl Default for DutSection {
@@ -194,6 +198,7 @@ impl Default for DutSection {
             delayer: None,
             reorder: None,
             extern_dispatch: None,
+            link: None,
         }
     }
 }
@@ -208,6 +213,7 @@ impl DutSection {
             delayer: self.delayer.clone(),
             reorder: self.reorder.clone(),
             extern_dispatch: self.extern_dispatch.clone(),
+            link: self.link.clone(),
         }
     }
 
@@ -296,6 +302,44 @@ impl DutSection {
         }
     }
 
+    /// Check a link DuT section: `[dut.link]`, `[dut.link.reverse]` and the
+    /// engine keys that apply; the error names the key and what is valid.
+    pub fn check_link(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        for (key, set) in [
+            ("pipeline", self.pipeline.is_some()),
+            ("forward_mode", self.forward_mode.is_some()),
+            ("command", self.command.is_some()),
+            ("workers", self.workers.is_some()),
+            ("l2fwd", self.l2fwd.is_some()),
+            ("router", self.router.is_some()),
+            ("sheep", self.sheep.is_some()),
+            ("delayer", self.delayer.is_some()),
+            ("reorder", self.reorder.is_some()),
+            ("extern_dispatch", self.extern_dispatch.is_some()),
+        ] {
+            if set {
+                return bad(format!(
+                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
+                ));
+            }
+        }
+        if self.io.as_deref() == Some("af_xdp") {
+            return bad(
+                "dut.io = \"af_xdp\" cannot serve a link, which receives and sends on both interfaces: use af_packet (or auto)".into(),
+            );
+        }
+        self.check_io("use af_packet or auto")?;
+        let forward = crate::dut_link::direction(self, false);
+        forward.check_nflab()?;
+        let reverse = crate::dut_link::direction(self, true);
+        let base = std::path::Path::new(".");
+        let c = reverse.link.clone().unwrap_or_default();
+        nflab_dataplane::config::link_params(&c, "dut.link.reverse", base)
+            .map_err(|e| LabError::Unsupported(e.0))?;
+        Ok(())
+    }
+
     /// Check a testpmd DuT section: its keys and their ranges.
     pub fn check_testpmd(&self) -> Result<(), LabError> {
         let bad = |m: String| Err(LabError::Unsupported(m));
@@ -347,6 +391,9 @@ pub enum DutKind {
     Loopback,
     /// The nflab data plane.
     Nflab,
+    /// An emulated link (loss, rate, delay, duplication, reordering) both ways:
+    /// the data plane's `link` function, dut0 → dut1 and dut1 → dut0.
+    Link,
     /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
     Testpmd,
     /// A user command or a real device.
@@ -361,6 +408,7 @@ impl DutKind {
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::Loopback => "loopback",
             DutKind::Nflab => "nflab",
+            DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
             DutKind::External => "external",
         }
@@ -1122,10 +1170,11 @@ impl Spec {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, testpmd",
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
+            DutKind::Link => self.dut.check_link()?,
             DutKind::Testpmd => {
                 self.dut.check_testpmd()?;
                 // Before any namespace exists: one sentence naming the package.

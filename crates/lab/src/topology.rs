@@ -4,7 +4,7 @@
 //! ```text
 //!   nflab-<id>-lg                          nflab-<id>-dut
 //!   gen ──► lg0 ═══════ veth ═══════► dut0 ─┐
-//!                                           │ linux-router | linux-bridge | nflab | testpmd
+//!                                           │ linux-router | linux-bridge | nflab | link | testpmd
 //!   rec ◄── lg1 ◄══════ veth ════════ dut1 ◄┘
 //! ```
 //!
@@ -114,9 +114,11 @@ impl Topology {
         let lg_ns = format!("{NS_PREFIX}{id}-lg");
         let dut_ns = match dut {
             DutKind::Loopback => None,
-            DutKind::LinuxRouter | DutKind::LinuxBridge | DutKind::Nflab | DutKind::Testpmd => {
-                Some(format!("{NS_PREFIX}{id}-dut"))
-            }
+            DutKind::LinuxRouter
+            | DutKind::LinuxBridge
+            | DutKind::Nflab
+            | DutKind::Link
+            | DutKind::Testpmd => Some(format!("{NS_PREFIX}{id}-dut")),
             other => {
                 return Err(LabError::Unsupported(format!(
                     "dut.kind = \"{}\" cannot be built by the netns topology of this version",
@@ -390,7 +392,7 @@ impl Topology {
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
                 }
-                DutKind::Nflab | DutKind::Testpmd => {
+                DutKind::Nflab | DutKind::Link | DutKind::Testpmd => {
                     // The data plane (or testpmd) owns dut0/dut1; the kernel
                     // must not forward a copy of what it sees there.
                     sysctl(&dut, &["net.ipv4.ip_forward=0"])?;
