@@ -186,6 +186,9 @@ pub struct LinkConfig {
     /// Packets the rate limiter queues at most, including the one being sent (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_packets: Option<usize>,
+    /// Bytes added to every packet for the rate limit (netem's packet overhead; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_bytes: Option<i64>,
     /// Probability that a packet is duplicated (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<f64>,
@@ -239,6 +242,7 @@ impl LinkConfig {
             loss: r.loss.or_else(|| self.loss.clone()),
             rate_mbps: r.rate_mbps.or(self.rate_mbps),
             queue_packets: r.queue_packets.or(self.queue_packets),
+            overhead_bytes: r.overhead_bytes.or(self.overhead_bytes),
             duplicate: r.duplicate.or(self.duplicate),
             reorder: r.reorder.or(self.reorder),
             capacity: r.capacity.or(self.capacity),
@@ -360,6 +364,17 @@ pub fn link_params(c: &LinkConfig, key: &str, base_dir: &Path) -> Result<LinkPar
             ))
         }
     };
+    let overhead_bytes = c.overhead_bytes.unwrap_or(0);
+    if overhead_bytes != 0 && rate.is_none() {
+        return err(format!(
+            "{key}.overhead_bytes = {overhead_bytes} needs {key}.rate_mbps: it counts toward the rate limit"
+        ));
+    }
+    if !(-1500..=1_000_000).contains(&overhead_bytes) {
+        return err(format!(
+            "{key}.overhead_bytes = {overhead_bytes} is out of range: use -1500 to 1000000"
+        ));
+    }
     let capacity = c.capacity.unwrap_or(LINK_DEFAULT_CAPACITY);
     if capacity == 0 || capacity > 1 << 24 {
         return err(format!(
@@ -370,6 +385,7 @@ pub fn link_params(c: &LinkConfig, key: &str, base_dir: &Path) -> Result<LinkPar
         delay,
         loss: loss_model(&format!("{key}.loss"), c.loss.as_ref())?,
         rate,
+        overhead_bytes,
         duplicate: probability(&format!("{key}.duplicate"), c.duplicate, 0.0)?,
         reorder: probability(&format!("{key}.reorder"), c.reorder, 0.0)?,
         capacity,
@@ -809,6 +825,10 @@ mod tests {
             "dut.link.queue_packets = 0 is out of range",
         );
         bad("duplicate = 2", "dut.link.duplicate = 2");
+        bad(
+            "overhead_bytes = 24",
+            "dut.link.overhead_bytes = 24 needs dut.link.rate_mbps",
+        );
         bad("reorder = -1", "dut.link.reorder = -1");
         bad("delay_us = 10\njitter_us = 10", "jitter_us may be at most");
         bad(

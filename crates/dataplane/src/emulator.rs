@@ -13,7 +13,8 @@
 //!    state. A packet's fate depends on the state it finds; the state then
 //!    moves on (as in the kernel's `loss_gilb_ell`).
 //! 3. **rate limit**: a serializer of `rate_mbps` (frame bytes as they came
-//!    in, without FCS or preamble, as netem's default) with a FIFO of
+//!    in, without FCS or preamble, plus `overhead_bytes` per packet: netem's
+//!    `rate RATE PACKETOVERHEAD`) with a FIFO of
 //!    `queue_packets` packets that are waiting or being sent; a packet that
 //!    finds it full is dropped (tail drop). Its departure is
 //!    `max(arrival, previous departure) + 8·bytes / rate`.
@@ -217,6 +218,8 @@ pub struct LinkParams {
     pub loss: LossModel,
     /// Rate limit in bit/s and queue size in packets.
     pub rate: Option<(f64, usize)>,
+    /// Bytes added to (or, negative, taken from) every packet's length for the rate limit.
+    pub overhead_bytes: i64,
     /// Probability that a packet is duplicated.
     pub duplicate: f64,
     /// Probability that a packet skips the delay.
@@ -250,6 +253,7 @@ pub struct LinkEmulator {
     sampler: DelaySampler,
     loss: Loss,
     rate: Option<RateLimiter>,
+    overhead_bytes: i64,
     duplicate: f64,
     reorder: f64,
     rng: ChaCha8Rng,
@@ -266,6 +270,7 @@ impl LinkEmulator {
             sampler: params.delay,
             loss: Loss::new(params.loss, params.seed ^ 0x6c6f_7373),
             rate: params.rate.map(|(bps, q)| RateLimiter::new(bps, q)),
+            overhead_bytes: params.overhead_bytes,
             duplicate: params.duplicate,
             reorder: params.reorder,
             rng: ChaCha8Rng::seed_from_u64(params.seed),
@@ -286,7 +291,10 @@ impl LinkEmulator {
         }
         let departure_ns = match &mut self.rate {
             None => arrival_ns,
-            Some(r) => match r.admit(arrival_ns, p.len()) {
+            Some(r) => match r.admit(
+                arrival_ns,
+                (p.len() as i64 + self.overhead_bytes).max(0) as usize,
+            ) {
                 Some(d) => {
                     self.counters.max_queue = self.counters.max_queue.max(r.backlog() as u64);
                     d
@@ -468,6 +476,7 @@ mod tests {
             delay: DelaySampler::new(Distribution::Uniform, delay_us, 0.0, 1).unwrap(),
             loss: LossModel::None,
             rate: None,
+            overhead_bytes: 0,
             duplicate,
             reorder,
             capacity: 1 << 16,
@@ -565,6 +574,16 @@ mod tests {
         );
         // The first frame: 1 ms on the wire plus 2 ms of delay.
         assert_eq!(out[0], (0, 3_000_000));
+        // A per-packet overhead counts as bytes: 250 + 1000 take 1 ms too.
+        let mut p = params(0.0, 0.0, 0.0);
+        p.rate = Some((10e6, 10));
+        p.overhead_bytes = 1000;
+        let mut app = LinkEmulator::new(p);
+        let out = through(&mut app, 3, 0, 250);
+        assert_eq!(
+            out.iter().map(|o| o.1).collect::<Vec<_>>(),
+            vec![1_000_000, 2_000_000, 3_000_000]
+        );
     }
 
     #[test]

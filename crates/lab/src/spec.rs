@@ -1557,6 +1557,54 @@ duration_s = 1
     }
 
     #[test]
+    fn a_link_spec_checks_each_direction_and_names_the_bad_key() {
+        let check = |dut: &str| {
+            let text = format!("[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n{dut}\n");
+            Spec::parse(&text, "t")
+                .and_then(|s| s.check_supported())
+                .map_err(|e| e.to_string())
+        };
+        check(
+            "[dut.link]\ndelay_us = 8090\njitter_us = 740\ndistribution = \"normal\"\n\
+             loss = { model = \"gilbert-elliott\", p = 0.01, r = 0.5, \"1-h\" = 0.8, \"1-k\" = 0.0 }\n\
+             rate_mbps = 26\nqueue_packets = 64\nduplicate = 0.001\nreorder = 0.01\n\
+             [dut.link.reverse]\ndelay_us = 100",
+        )
+        .expect("a full link");
+        check("").expect("a bare link is a cable");
+        for (dut, want) in [
+            (
+                "[dut.link.reverse]\nloss = { model = \"bernoulli\", p = 2 }",
+                "dut.link.reverse.loss.p = 2 is not a probability",
+            ),
+            (
+                "[dut.link]\nrate_mbps = -3",
+                "dut.link.rate_mbps = -3 is not valid",
+            ),
+            (
+                "pipeline = [\"l2fwd\"]",
+                "dut.pipeline does not apply to dut.kind = \"link\"",
+            ),
+            ("io = \"af_xdp\"", "dut.io = \"af_xdp\" cannot serve a link"),
+            ("[dut.link]\ndelay = 5", "delay"),
+        ] {
+            let e = check(dut).unwrap_err();
+            assert!(e.contains(want), "{dut}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A pipeline's link function carries one direction only.
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"nflab\"\npipeline = [\"link\"]\n[dut.link.reverse]\ndelay_us = 1\n";
+        let e = Spec::parse(text, "t")
+            .and_then(|s| s.check_supported())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dut.link.reverse applies to dut.kind = \"link\" only"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn traffic_the_dut_cannot_forward_is_refused_before_the_run() {
         let check = |dut: &str, traffic: &str| {
             let text = format!(
