@@ -317,7 +317,11 @@ mod tests {
         let want = mat_vec(&phi, &[0.0, 0.01, 0.0, 0.0, 0.0]);
         for i in 0..4 {
             let got = want[i] + gamma[i];
-            assert!((got - x[i]).abs() < 1e-3 * (1.0 + x[i].abs()), "{i}: {got} vs {}", x[i]);
+            assert!(
+                (got - x[i]).abs() < 1e-3 * (1.0 + x[i].abs()),
+                "{i}: {got} vs {}",
+                x[i]
+            );
         }
         let d = Design::new(&p, 0.035, 0.029, &Weights::default());
         let rho = d.closed_loop_radius();

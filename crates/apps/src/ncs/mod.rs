@@ -6,3 +6,5 @@
 
 pub mod control;
 pub mod plant;
+pub mod proto;
+pub mod session;

@@ -15,7 +15,11 @@
 //! clamped to ±8 V. Sensors as on the robot: a gyro (pitch rate, 1 °/s
 //! quantization plus Gaussian noise) whose readings the robot integrates at
 //! the simulation rate into a pitch angle, and wheel encoders (motor angle
-//! θ − ψ, 1° quantization).
+//! θ − ψ, 1° quantization) and the motor speed as the motor controller
+//! reports it (Gaussian noise, 2 °/s sd, 1 °/s steps). A speed taken as the
+//! encoder difference over a window lags the wheels, which react within
+//! milliseconds to the voltage; with the 29 ms actuation delay that lag alone
+//! made the loop oscillate.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -133,7 +137,7 @@ pub struct Reading {
     pub gyro_angle: f64,
     /// Motor angle θ − ψ from the encoders, rad.
     pub motor_angle: f64,
-    /// Motor speed from the encoders over the last period, rad/s.
+    /// Motor speed as the motor's controller reports it (tacho pulse timing), rad/s.
     pub motor_speed: f64,
 }
 
@@ -146,6 +150,10 @@ pub struct Noise {
     pub gyro_step: f64,
     /// Encoder step, rad (EV3: 1°).
     pub encoder_step: f64,
+    /// Motor speed noise standard deviation, rad/s.
+    pub speed_sd: f64,
+    /// Motor speed step, rad/s.
+    pub speed_step: f64,
 }
 
 impl Default for Noise {
@@ -154,6 +162,8 @@ impl Default for Noise {
             gyro_sd: 0.2f64.to_radians(),
             gyro_step: 1f64.to_radians(),
             encoder_step: 1f64.to_radians(),
+            speed_sd: 2f64.to_radians(),
+            speed_step: 1f64.to_radians(),
         }
     }
 }
@@ -172,8 +182,6 @@ pub struct Plant {
     /// Voltage applied now (both motors).
     pub voltage: f64,
     gyro_angle: f64,
-    last_motor_angle: f64,
-    last_sample_s: f64,
     rng: ChaCha8Rng,
 }
 
@@ -187,8 +195,6 @@ impl Plant {
             t_s: 0.0,
             voltage: 0.0,
             gyro_angle: x0[1],
-            last_motor_angle: x0[0] - x0[1],
-            last_sample_s: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
         }
     }
@@ -214,14 +220,11 @@ impl Plant {
     /// Read the sensors now.
     pub fn read(&mut self) -> Reading {
         let motor = quantize(self.x[0] - self.x[1], self.noise.encoder_step);
-        let dt = self.t_s - self.last_sample_s;
-        let speed = if dt > 0.0 {
-            (motor - self.last_motor_angle) / dt
-        } else {
-            0.0
-        };
-        self.last_motor_angle = motor;
-        self.last_sample_s = self.t_s;
+        let z = gaussian(&mut self.rng);
+        let speed = quantize(
+            self.x[2] - self.x[3] + self.noise.speed_sd * z,
+            self.noise.speed_step,
+        );
         Reading {
             gyro_rate: self.gyro(),
             gyro_angle: self.gyro_angle,
