@@ -61,6 +61,16 @@ mod udp;
 pub mod xdp_live;
 
 pub use af_packet::{AfPacket, AfPacketConfig, RxRingKind};
+
+/// Wait up to `timeout` for `fd` to become readable; true when it is (false on
+/// timeout or a signal). `ppoll`, so the timeout is kept to the ns, where a
+/// socket's `SO_RCVTIMEO` is rounded up to the kernel's tick (4 ms at 250 Hz).
+pub fn wait_readable(
+    fd: std::os::fd::BorrowedFd<'_>,
+    timeout: std::time::Duration,
+) -> std::io::Result<bool> {
+    sys::poll_one(&fd, libc::POLLIN, timeout).map(|revents| revents != 0)
+}
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
 pub use mem::MemIo;
 pub use timestamping::{TxStamp, TxStampOptions, TxStampStatus};

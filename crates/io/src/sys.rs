@@ -185,7 +185,7 @@ pub(crate) fn poll_in(fd: &OwnedFd, timeout: std::time::Duration) -> io::Result<
 /// rounded up, made a data-plane worker waiting for a delayer deadline 50 µs away sleep
 /// for 1 ms.
 pub(crate) fn poll_one(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     events: libc::c_short,
     timeout: std::time::Duration,
 ) -> io::Result<libc::c_short> {

@@ -313,6 +313,14 @@ impl Topology {
         for dev in ["lo", "lg0", "lg1"] {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
         }
+        if self.dut == DutKind::Link {
+            // A link passes frames as they are read from dut0/dut1, and a veth
+            // leaves the checksums of the kernel's own UDP and TCP packets to
+            // "hardware" that is not there: the receiver would drop them.
+            for dev in ["lg0", "lg1"] {
+                checksums_in_software(&lg, dev)?;
+            }
+        }
         if let Some(dut) = self.dut_ns.clone() {
             match self.dut {
                 DutKind::LinuxRouter => {
@@ -562,6 +570,27 @@ pub fn gc() -> Result<Vec<String>, LabError> {
 
 fn ip(args: &[&str]) -> Result<(), LabError> {
     run("ip", args)
+}
+
+/// `ethtool -K DEV tx off` in `ns`: the kernel computes transmit checksums itself.
+fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+        .output()
+        .map_err(|e| {
+            LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(LabError::Topology(
+        if err.contains("ethtool") && err.contains("No such file") {
+            "dut.kind = \"link\" needs ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
+        } else {
+            format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
+        },
+    ))
 }
 
 fn sysctl(ns: &str, settings: &[&str]) -> Result<(), LabError> {

@@ -5,6 +5,7 @@
 //! of `ncs.json`.
 
 pub mod control;
+pub mod kpi;
 pub mod plant;
 pub mod proto;
 pub mod session;

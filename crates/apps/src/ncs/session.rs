@@ -13,12 +13,13 @@
 //! period takes T/s of wall-clock time, and the delays are wall-clock delays.
 
 use std::net::UdpSocket;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use nflab_io::clock::monotonic_ns;
 
-use super::control::Controller;
-use super::plant::{Plant, Reading};
+use super::control::{Controller, Design, Weights};
+use super::plant::{Noise, Params, Plant, Reading};
 use super::proto::{Message, MAX_BACKUPS};
 
 /// Pitch at which the robot has fallen, rad (45°).
@@ -277,6 +278,23 @@ pub struct Actuated {
     pub t_recv_ns: u64,
 }
 
+/// Pitch rate the robot has at t = 0, rad/s: it has just been set upright.
+pub const INITIAL_PITCH_RATE: f64 = 0.1;
+
+/// The plant side and the controller of a run of `cfg`, with the default
+/// robot and the gain designed for `cfg`'s period and deadline.
+pub fn setup(cfg: &NcsConfig) -> (PlantSide, Controller) {
+    let p = Params::default();
+    let plant = Plant::new(
+        p,
+        Noise::default(),
+        [0.0, 0.0, 0.0, INITIAL_PITCH_RATE],
+        cfg.seed,
+    );
+    let design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
+    (PlantSide::new(plant, cfg.clone()), Controller::new(design))
+}
+
 fn sleep_until(t_ns: u64) {
     let now = monotonic_ns();
     if t_ns > now {
@@ -292,6 +310,8 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
     let cfg = side.cfg.clone();
     let period_ns = (cfg.period_ms * 1e6 / cfg.time_scale) as u64;
     let deadline_ns = (cfg.deadline_ms * 1e6 / cfg.time_scale) as u64;
+    sock.set_nonblocking(true)
+        .map_err(|e| io("make its socket non-blocking", e))?;
     let t0 = monotonic_ns() + 10_000_000;
     let mut buf = [0u8; 2048];
     for k in 0..cfg.periods {
@@ -317,8 +337,13 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
             if now >= deadline {
                 break;
             }
-            sock.set_read_timeout(Some(Duration::from_nanos((deadline - now).max(1_000))))
-                .map_err(|e| io("set a receive timeout", e))?;
+            // ppoll, not SO_RCVTIMEO, which would wake up to a tick after the deadline.
+            let readable =
+                nflab_io::wait_readable(sock.as_fd(), Duration::from_nanos(deadline - now))
+                    .map_err(|e| io("wait for an actuation", e))?;
+            if !readable {
+                continue;
+            }
             match sock.recv(&mut buf) {
                 Ok(n) => {
                     let t_recv_ns = monotonic_ns();
@@ -419,8 +444,6 @@ pub fn run_controller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ncs::control::{Design, Weights};
-    use crate::ncs::plant::{Noise, Params};
 
     /// Run `periods` without a network: `lose(k)` says whether period k's
     /// actuation is lost.
