@@ -62,7 +62,7 @@ pub(crate) fn socket(domain: c_int, ty: c_int, proto: c_int) -> io::Result<Owned
 
 /// `setsockopt(2)` with a plain-data value.
 pub(crate) fn setsockopt<T: Copy>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: c_int,
     name: c_int,
     val: &T,

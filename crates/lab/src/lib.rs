@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod app_ncs;
 pub mod compare;
 pub mod dut_link;
 pub mod dut_nflab;

@@ -110,6 +110,12 @@ pub fn run_one_with(
         _ => None,
     };
 
+    // NCSbench: plant and controller across the DuT while the probes run.
+    let ncs = match &spec.app {
+        Some(crate::spec::AppSection::Ncsbench(cfg)) => Some(crate::app_ncs::start(topo, cfg)?),
+        None => None,
+    };
+
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
     let records_path = dir.join("records.nfr");
     let clock = ClockInfo {
@@ -133,6 +139,10 @@ pub fn run_one_with(
         if let Some(e) = d.error {
             return Err(LabError::Other(e));
         }
+    }
+    // The benchmark's periods may outlast the probes: the DuT stays up for them.
+    if let Some(run) = ncs {
+        write_json(&dir.join("ncs.json"), &run.finish()?)?;
     }
     if let Some(d) = link_dut.map(crate::dut_link::LinkDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;

@@ -47,6 +47,19 @@ pub struct Spec {
     /// Model predictions written as `model.json` before the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::model::ModelSection>,
+    /// An application run over the DuT next to the probe traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppSection>,
+}
+
+/// `[app]`: an application over the topology, by `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AppSection {
+    /// Seed 000's NCSbench: a simulated inverted pendulum and its controller
+    /// (`period_ms`, `deadline_ms`, `periods`, `backups`,
+    /// `max_consecutive_losses`, `time_scale`, `seed`).
+    Ncsbench(nflab_apps::ncs::session::NcsConfig),
 }
 
 /// `[experiment]`.
@@ -1184,6 +1197,17 @@ impl Spec {
         }
         if self.topology.kind == TopologyKind::Hosts {
             crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
+        }
+        if let Some(AppSection::Ncsbench(ncs)) = &self.app {
+            ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
+            crate::app_ncs::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "ncsbench",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
         }
         if self.traffic.backend == Backend::Udp {
             return unsupported(
