@@ -1629,6 +1629,34 @@ duration_s = 1
     }
 
     #[test]
+    fn an_ncsbench_app_is_checked_with_its_dut() {
+        let check = |dut: &str, app: &str| {
+            let text = format!(
+                "[experiment]\nname = \"x\"\n[dut]\nkind = \"{dut}\"\n[app]\nkind = \"ncsbench\"\n{app}\n"
+            );
+            Spec::parse(&text, "t")
+                .and_then(|s| s.check_supported().map(|()| s))
+                .map_err(|e| e.to_string())
+        };
+        let s = check("link", "periods = 100").expect("a valid app");
+        let Some(AppSection::Ncsbench(c)) = s.app else {
+            panic!("no app")
+        };
+        assert_eq!((c.period_ms, c.deadline_ms, c.periods, c.backups), (35.0, 29.0, 100, 10));
+        assert_eq!(c.max_consecutive_losses, 3);
+        for (dut, app, want) in [
+            ("link", "period_ms = 20", "app.period_ms = 20 is shorter than app.deadline_ms = 29"),
+            ("linux-router", "", "cannot cross dut.kind = \"linux-router\""),
+            ("link", "periods_ms = 5", "periods_ms"),
+            ("link", "time_scale = 0.5", "app.time_scale = 0.5"),
+        ] {
+            let e = check(dut, app).unwrap_err();
+            assert!(e.contains(want), "{app}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    #[test]
     fn traffic_the_dut_cannot_forward_is_refused_before_the_run() {
         let check = |dut: &str, traffic: &str| {
             let text = format!(

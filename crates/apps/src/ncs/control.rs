@@ -15,6 +15,9 @@
 //! point); u_k = −K z_k, clamped to ±8 V. The backups are the voltages the
 //! same law gives along the model's prediction z_{k+1}, z_{k+2}, …
 
+// Matrix arithmetic reads as the formulas with explicit indices.
+#![allow(clippy::needless_range_loop)]
+
 use super::plant::{Params, Reading, State, VOLTAGE_LIMIT_V};
 
 /// Size of the design state.
