@@ -1642,11 +1642,22 @@ duration_s = 1
         let Some(AppSection::Ncsbench(c)) = s.app else {
             panic!("no app")
         };
-        assert_eq!((c.period_ms, c.deadline_ms, c.periods, c.backups), (35.0, 29.0, 100, 10));
+        assert_eq!(
+            (c.period_ms, c.deadline_ms, c.periods, c.backups),
+            (35.0, 29.0, 100, 10)
+        );
         assert_eq!(c.max_consecutive_losses, 3);
         for (dut, app, want) in [
-            ("link", "period_ms = 20", "app.period_ms = 20 is shorter than app.deadline_ms = 29"),
-            ("linux-router", "", "cannot cross dut.kind = \"linux-router\""),
+            (
+                "link",
+                "period_ms = 20",
+                "app.period_ms = 20 is shorter than app.deadline_ms = 29",
+            ),
+            (
+                "linux-router",
+                "",
+                "cannot cross dut.kind = \"linux-router\"",
+            ),
             ("link", "periods_ms = 5", "periods_ms"),
             ("link", "time_scale = 0.5", "app.time_scale = 0.5"),
         ] {

@@ -171,11 +171,19 @@ fn counter(stats: &nflab_dataplane::WorkerStats, key: &str) -> u64 {
     stats.apps[0].detail[key].as_u64().unwrap_or(0)
 }
 
+/// One measurement at a time: tests run in parallel threads, and two links
+/// competing for the host's CPUs measure each other.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn configured_delay_is_measured_over_the_noise_floor_both_ways() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     let (n, gap) = (3_000, 200_000);
     let floor = probe(&link(""), n, gap, 64, false);
     let ([_, floor_median, _], floor_mean) = quartiles_us(&floor);
@@ -218,6 +226,7 @@ fn bernoulli_loss_is_within_the_binomial_bound() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     let (n, p) = (20_000, 0.05);
     let got = probe(
         &link("loss = { model = \"bernoulli\", p = 0.05 }"),
@@ -240,6 +249,7 @@ fn gilbert_elliott_loss_and_bursts_match_the_closed_form() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     let model = LossModel::GilbertElliott {
         p: 0.02,
         r: 0.25,
@@ -268,6 +278,7 @@ fn rate_limit_holds_and_the_queue_drops_what_exceeds_it() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     // 1000-byte frames at 10 Mbit/s: 1250 frames/s. Offered at half and at
     // twice that.
     let dut = link("rate_mbps = 10\nqueue_packets = 20");

@@ -125,11 +125,19 @@ fn bench(tag: &str, link_toml: &str, cfg: &NcsConfig) -> NcsReport {
     report(&side.records, side.fell, cfg)
 }
 
+/// One measurement at a time: tests run in parallel threads, and two links
+/// competing for the host's CPUs measure each other.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn over_a_delayed_link_the_benchmark_measures_the_configured_delay_and_stays_up() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     // 2× real time: a 14.5 ms deadline, so a shared host's scheduling hiccups
     // of a few ms rarely make an actuation late.
     let cfg = NcsConfig {
@@ -162,6 +170,7 @@ fn a_link_slower_than_the_deadline_loses_every_actuation_and_the_plant_falls() {
     if !nflab_testkit::require_root() {
         return;
     }
+    let _one_at_a_time = serial();
     let cfg = NcsConfig {
         periods: 400,
         time_scale: 5.0,
