@@ -1286,14 +1286,20 @@ impl Spec {
             };
             let parts: Vec<&str> = key.split('.').collect();
             let knob = parts.len() > 2 && parts[0] == "knobs" && parts[1] == "sysctl";
+            // "dut.link.delay_us", "dut.link.reverse.delay_us": a link's own keys.
+            let link = (parts.len() == 3 || (parts.len() == 4 && parts[2] == "reverse"))
+                && parts[0] == "dut"
+                && parts[1] == "link";
             if !knob
+                && !link
                 && (parts.len() != 2
-                    || !["topology", "dut", "traffic", "analysis", "knobs"].contains(&parts[0]))
+                    || !["topology", "dut", "traffic", "analysis", "knobs", "app"]
+                        .contains(&parts[0]))
             {
                 return Err(LabError::Spec {
                     file: origin.to_string(),
                     message: format!(
-                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis or knobs, or \"knobs.sysctl.<name>\""
+                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis, knobs or app, \"dut.link.<key>\", \"dut.link.reverse.<key>\" or \"knobs.sysctl.<name>\""
                     ),
                 });
             }
@@ -1334,9 +1340,8 @@ impl Spec {
                                 sys.insert(name.to_string(), value.clone());
                             }
                         }
-                        None => {
-                            t.insert(field.to_string(), value.clone());
-                        }
+                        // "link.delay_us" under dut: tables down to the key.
+                        None => set_nested(t, &field.split('.').collect::<Vec<_>>(), value),
                     }
                 }
             }
@@ -1384,6 +1389,24 @@ impl Spec {
             p.index = i;
         }
         Ok(plans)
+    }
+}
+
+/// Set `path` (table names, then the key) in `t` to `value`, making the tables on the way.
+fn set_nested(t: &mut toml::Table, path: &[&str], value: &toml::Value) {
+    match path {
+        [] => {}
+        [key] => {
+            t.insert(key.to_string(), value.clone());
+        }
+        [name, rest @ ..] => {
+            let e = t
+                .entry(name.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(inner) = e {
+                set_nested(inner, rest, value);
+            }
+        }
     }
 }
 
@@ -1624,6 +1647,32 @@ duration_s = 1
             .to_string();
         assert!(
             e.contains("dut.link.reverse applies to dut.kind = \"link\" only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_links_keys_can_be_swept() {
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n[dut.link]\njitter_us = 5\n\
+                    [dut.link.reverse]\ndelay_us = 1\n[app]\nkind = \"ncsbench\"\n\
+                    [sweep]\n\"dut.link.delay_us\" = [100, 200]\n\"dut.link.reverse.jitter_us\" = [0, 3]\n\"app.periods\" = [10]\n";
+        let plans = Spec::parse(text, "t").unwrap().expand(text).unwrap();
+        assert_eq!(plans.len(), 4);
+        let l = plans[3].spec.dut.link.clone().unwrap();
+        assert_eq!((l.delay_us, l.jitter_us), (Some(200.0), Some(5.0)));
+        let r = l.reverse.unwrap();
+        assert_eq!((r.delay_us, r.jitter_us), (Some(1.0), Some(3.0)));
+        let Some(AppSection::Ncsbench(c)) = &plans[0].spec.app else {
+            panic!("no app")
+        };
+        assert_eq!(c.periods, 10);
+        let bad = text.replace("dut.link.delay_us", "dut.link.x.y.z");
+        let e = Spec::parse(&bad, "t")
+            .and_then(|s| s.expand(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sweep key \"dut.link.x.y.z\" is not valid"),
             "{e}"
         );
     }
