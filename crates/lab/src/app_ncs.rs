@@ -175,6 +175,49 @@ pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     })
 }
 
+/// The six items of seed 000's scenario description (Sec. 6.1.5) for a run of
+/// `spec`: `runs/NNN/ncs-scenario.json`.
+pub fn scenario(spec: &crate::spec::Spec, topo: &Topology, cfg: &NcsConfig) -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|k| k.trim().to_string())
+        .unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    serde_json::json!({
+        "application": format!(
+            "NCSbench with a simulated two-wheeled inverted pendulum (NXTway-GS dynamics, RK4 at 1 kHz, ±8 V) and an LQR controller sending {} backups; period {} ms, deadline {} ms, {} periods, {}× real time",
+            cfg.backups, cfg.period_ms, cfg.deadline_ms, cfg.periods, cfg.time_scale
+        ),
+        "stack": "UDP over IPv4 through Linux kernel sockets, both ends on this host (CLOCK_MONOTONIC timestamps); the plant's datagrams carry no UDP checksum",
+        "topology": format!(
+            "controller in {} on lg0 ({CONTROLLER_IP}) — DuT {} in {} — plant in {}-plant on ncs0 ({PLANT_IP}, a macvlan of lg1)",
+            topo.lg_ns,
+            topo.dut.as_str(),
+            topo.dut_ns.as_deref().unwrap_or("(none)"),
+            topo.lg_ns.trim_end_matches("-lg"),
+        ),
+        "environment": {
+            "dut": spec.dut.kind.as_str(),
+            "link": spec.dut.link,
+        },
+        "interference": {
+            "what": "the run's probe stream on the same path",
+            "pattern": spec.traffic.pattern,
+            "rate_pps": spec.traffic.rate_pps,
+            "frame_bytes": spec.traffic.frame_bytes,
+        },
+        "hardware": { "cpu": cpu, "cpus": cpus, "kernel": kernel, "more": "system.json" },
+    })
+}
+
 impl NcsRun {
     /// Wait for the run to end (all periods, or a fall) and compute its figures.
     pub fn finish(self) -> Result<NcsReport, LabError> {

@@ -112,7 +112,11 @@ pub fn run_one_with(
 
     // NCSbench: plant and controller across the DuT while the probes run.
     let ncs = match &spec.app {
-        Some(crate::spec::AppSection::Ncsbench(cfg)) => Some(crate::app_ncs::start(topo, cfg)?),
+        Some(crate::spec::AppSection::Ncsbench(cfg)) => {
+            let scenario = crate::app_ncs::scenario(spec, topo, cfg);
+            write_json(&dir.join("ncs-scenario.json"), &scenario)?;
+            Some(crate::app_ncs::start(topo, cfg)?)
+        }
         None => None,
     };
 
