@@ -14,7 +14,7 @@ use std::process::Command;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nflab_apps::ncs::kpi::{report, NcsReport};
+use nflab_apps::ncs::kpi::{periods_csv, report, NcsReport};
 use nflab_apps::ncs::session::{run_controller, run_plant, setup, NcsConfig};
 use nflab_wire::MacAddr;
 
@@ -219,13 +219,25 @@ pub fn scenario(spec: &crate::spec::Spec, topo: &Topology, cfg: &NcsConfig) -> s
 }
 
 impl NcsRun {
-    /// Wait for the run to end (all periods, or a fall) and compute its figures.
-    pub fn finish(self) -> Result<NcsReport, LabError> {
+    /// Wait for the run to end (all periods, or a fall), then write its
+    /// figures to `dir`: `ncs.json`, `ncs-tables.md` (Tables 6.3 and 6.4 for
+    /// this run, labelled `scenario`) and `ncs-periods.csv`.
+    pub fn finish(self, dir: &std::path::Path, scenario: &str) -> Result<NcsReport, LabError> {
         let panicked = |who: &str| LabError::Other(format!("the NCSbench {who} thread panicked"));
         let (records, fell) = self.plant.join().map_err(|_| panicked("plant"))??;
         self.controller
             .join()
             .map_err(|_| panicked("controller"))??;
-        Ok(report(&records, fell, &self.cfg))
+        let r = report(&records, fell, &self.cfg);
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.join(name), text)
+                .map_err(|e| LabError::Host(format!("cannot write {name}: {e}")))
+        };
+        let json = serde_json::to_string_pretty(&r)
+            .map_err(|e| LabError::Other(format!("ncs.json: {e}")))?;
+        write("ncs.json", &json)?;
+        write("ncs-tables.md", &r.tables_markdown(scenario))?;
+        write("ncs-periods.csv", &periods_csv(&records))?;
+        Ok(r)
     }
 }

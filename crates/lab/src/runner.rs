@@ -146,7 +146,10 @@ pub fn run_one_with(
     }
     // The benchmark's periods may outlast the probes: the DuT stays up for them.
     if let Some(run) = ncs {
-        write_json(&dir.join("ncs.json"), &run.finish()?)?;
+        run.finish(
+            dir,
+            &format!("{:03} {}", plan.index, spec.dut.kind.as_str()),
+        )?;
     }
     if let Some(d) = link_dut.map(crate::dut_link::LinkDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;

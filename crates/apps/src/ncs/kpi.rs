@@ -148,6 +148,66 @@ pub fn report(records: &[PeriodRecord], fell: bool, cfg: &NcsConfig) -> NcsRepor
     }
 }
 
+impl NcsReport {
+    /// Seed 000's Tables 6.3 and 6.4 for this run, as Markdown: each delay as
+    /// "median±ci95; q1; q3; p99.9" in ms, then Σ_Θ, Σ_Φ, Σ_ν and l.
+    pub fn tables_markdown(&self, scenario: &str) -> String {
+        let mut out = String::from(
+            "| Scenario | d_P,C | d_P,S | d_N | d_P,A | Δ̂_T |\n|---|---|---|---|---|---|\n",
+        );
+        out.push_str(&format!("| {scenario} |"));
+        for k in ["d_PC", "d_PS", "d_N", "d_PA", "period"] {
+            match self.delays_ms.get(k) {
+                Some(d) => out.push_str(&format!(
+                    " {:.2}±{:.3}; {:.2}; {:.2}; {:.2} |",
+                    d.median, d.ci95, d.q1, d.q3, d.p99_9
+                )),
+                None => out.push_str(" – |"),
+            }
+        }
+        out.push_str("\n\n| Scenario | Σ_Θ | Σ_Φ | Σ_ν | l | fell | periods |\n|---|---|---|---|---|---|---|\n");
+        out.push_str(&format!(
+            "| {scenario} | {:.2} | {:.0} | {:.1} | {} | {} | {} of {} |\n",
+            self.iae.theta,
+            self.iae.phi,
+            self.iae.nu,
+            self.losses,
+            self.fell,
+            self.periods_completed,
+            self.periods
+        ));
+        out
+    }
+}
+
+/// The per-period records as CSV (one row per period; times in ns, angles
+/// in rad, voltages in V; empty cells for an actuation that did not come), for
+/// time series and histograms.
+pub fn periods_csv(records: &[PeriodRecord]) -> String {
+    let mut out = String::from(
+        "seq,t_read_ns,t_sensor_send_ns,t_ctrl_recv_ns,t_ctrl_send_ns,t_act_recv_ns,t_write_ns,pitch_rad,wheel_rad,voltage_at_sample_v,voltage_v,lost\n",
+    );
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in records {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            r.seq,
+            r.t_read_ns,
+            r.t_sensor_send_ns,
+            opt(r.t_ctrl_recv_ns),
+            opt(r.t_ctrl_send_ns),
+            opt(r.t_act_recv_ns),
+            r.t_write_ns,
+            r.pitch_rad,
+            r.wheel_rad,
+            r.voltage_at_sample_v,
+            r.voltage_v,
+            r.lost
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +267,15 @@ mod tests {
             assert!(json["iae"][k].is_number());
         }
         assert_eq!(json["fell"], false);
+        let md = r.tables_markdown("x");
+        assert!(md.contains("| x | 0.50±"), "{md}");
+        assert!(md.contains(" 3.25±"), "{md}");
+        assert!(md.contains("| 1 | false | 9 of 1400 |"), "{md}");
+        let csv = periods_csv(&records);
+        assert_eq!(csv.lines().count(), 10);
+        assert!(
+            csv.lines().nth(5).unwrap().starts_with("4,")
+                && csv.lines().nth(5).unwrap().ends_with(",true")
+        );
     }
 }
