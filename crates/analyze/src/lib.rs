@@ -47,6 +47,7 @@ mod fast;
 pub mod import;
 mod input;
 mod metrics;
+pub mod order_ci;
 mod spec;
 
 pub use dist::{Distribution, Method, Pct};

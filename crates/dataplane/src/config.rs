@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::app::App;
 use crate::delayer::{DelaySampler, Delayer, Distribution};
 use crate::dispatch::{ExternDispatch, Mode};
+use crate::emulator::{LinkEmulator, LinkParams, LossModel};
 use crate::l2fwd::L2Fwd;
 use crate::reorder::{Late, Reorder};
 use crate::router::{RouteTable, Router};
@@ -44,6 +45,7 @@ pub const FUNCTIONS: &[&str] = &[
     "delayer",
     "reorder",
     "extern-dispatch",
+    "link",
 ];
 
 /// `[dut.l2fwd]`.
@@ -157,6 +159,270 @@ pub struct DispatchConfig {
     pub data_hex: Option<String>,
 }
 
+/// `[dut.link]`: one direction of an emulated link (see [`crate::emulator`]).
+/// Every key is optional so that `[dut.link.reverse]` can override some of
+/// them for the other direction.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Mean delay in µs (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_us: Option<f64>,
+    /// Standard deviation of the delay in µs (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_us: Option<f64>,
+    /// uniform (default), normal, exponential or trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    /// Delays for `trace`, one per line in µs, replayed in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_file: Option<String>,
+    /// Loss model (default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossConfig>,
+    /// Rate limit in Mbit/s (default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_mbps: Option<f64>,
+    /// Packets the rate limiter queues at most, including the one being sent (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_packets: Option<usize>,
+    /// Bytes added to every packet for the rate limit (netem's packet overhead; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_bytes: Option<i64>,
+    /// Probability that a packet is duplicated (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<f64>,
+    /// Probability that a packet skips the delay and overtakes others (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<f64>,
+    /// Packets the delay line holds at most (default 16384).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<usize>,
+    /// RNG seed (default 1; the reverse direction's default differs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// `[dut.link.reverse]`: what differs in the other direction (dut1 → dut0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<LinkConfig>>,
+}
+
+/// `loss = { model = "bernoulli", p = 0.05 }` or `loss = { model =
+/// "gilbert-elliott", p = 0.01, r = 0.3, "1-h" = 1.0, "1-k" = 0.0 }` (netem's
+/// `gemodel p r 1-h 1-k`, as fractions), or `{ model = "none" }`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LossConfig {
+    /// none, bernoulli or gilbert-elliott.
+    pub model: String,
+    /// Bernoulli: loss probability; Gilbert–Elliott: P(good → bad).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<f64>,
+    /// Gilbert–Elliott: P(bad → good) (default 1, as netem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r: Option<f64>,
+    /// Gilbert–Elliott: loss probability in the bad state (default 1, as netem).
+    #[serde(rename = "1-h", default, skip_serializing_if = "Option::is_none")]
+    pub one_minus_h: Option<f64>,
+    /// Gilbert–Elliott: loss probability in the good state (default 0, as netem).
+    #[serde(rename = "1-k", default, skip_serializing_if = "Option::is_none")]
+    pub one_minus_k: Option<f64>,
+}
+
+impl LinkConfig {
+    /// The other direction: these settings with `reverse`'s keys over them
+    /// (the seed, unless given, differs so that both directions do not lose
+    /// the same packets).
+    pub fn reversed(&self) -> LinkConfig {
+        let r = self.reverse.as_deref().cloned().unwrap_or_default();
+        LinkConfig {
+            delay_us: r.delay_us.or(self.delay_us),
+            jitter_us: r.jitter_us.or(self.jitter_us),
+            distribution: r.distribution.or_else(|| self.distribution.clone()),
+            trace_file: r.trace_file.or_else(|| self.trace_file.clone()),
+            loss: r.loss.or_else(|| self.loss.clone()),
+            rate_mbps: r.rate_mbps.or(self.rate_mbps),
+            queue_packets: r.queue_packets.or(self.queue_packets),
+            overhead_bytes: r.overhead_bytes.or(self.overhead_bytes),
+            duplicate: r.duplicate.or(self.duplicate),
+            reorder: r.reorder.or(self.reorder),
+            capacity: r.capacity.or(self.capacity),
+            seed: r
+                .seed
+                .or_else(|| Some(self.seed.unwrap_or(1).wrapping_add(0x5eed))),
+            reverse: None,
+        }
+    }
+}
+
+/// Default number of packets the link's delay line holds.
+pub const LINK_DEFAULT_CAPACITY: usize = 1 << 14;
+
+fn probability(key: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        Some(x) => err(format!(
+            "{key} = {x} is not a probability: use a fraction from 0 to 1 (0.05 for 5 %)"
+        )),
+    }
+}
+
+fn loss_model(key: &str, c: Option<&LossConfig>) -> Result<LossModel, ConfigError> {
+    let Some(c) = c else {
+        return Ok(LossModel::None);
+    };
+    let unused = |names: &[(&str, bool)]| -> Result<(), ConfigError> {
+        match names.iter().find(|(_, set)| *set) {
+            Some((n, _)) => err(format!(
+                "{key}.{n} does not apply to loss model \"{}\"",
+                c.model
+            )),
+            None => Ok(()),
+        }
+    };
+    match c.model.as_str() {
+        "none" => {
+            unused(&[
+                ("p", c.p.is_some()),
+                ("r", c.r.is_some()),
+                ("1-h", c.one_minus_h.is_some()),
+                ("1-k", c.one_minus_k.is_some()),
+            ])?;
+            Ok(LossModel::None)
+        }
+        "bernoulli" => {
+            unused(&[
+                ("r", c.r.is_some()),
+                ("1-h", c.one_minus_h.is_some()),
+                ("1-k", c.one_minus_k.is_some()),
+            ])?;
+            let Some(p) = c.p else {
+                return err(format!(
+                    "{key} = {{ model = \"bernoulli\" }} needs p, the loss probability, e.g. p = 0.05"
+                ));
+            };
+            Ok(LossModel::Bernoulli {
+                p: probability(&format!("{key}.p"), Some(p), 0.0)?,
+            })
+        }
+        "gilbert-elliott" => {
+            let Some(p) = c.p else {
+                return err(format!(
+                    "{key} = {{ model = \"gilbert-elliott\" }} needs p, the probability of going from the good to the bad state"
+                ));
+            };
+            Ok(LossModel::GilbertElliott {
+                p: probability(&format!("{key}.p"), Some(p), 0.0)?,
+                r: probability(&format!("{key}.r"), c.r, 1.0)?,
+                loss_bad: probability(&format!("{key}.\"1-h\""), c.one_minus_h, 1.0)?,
+                loss_good: probability(&format!("{key}.\"1-k\""), c.one_minus_k, 0.0)?,
+            })
+        }
+        other => err(format!(
+            "{key}.model = \"{other}\" is not known: use none, bernoulli or gilbert-elliott"
+        )),
+    }
+}
+
+/// Check one direction of `[dut.link]` (`key` is "dut.link" or
+/// "dut.link.reverse") and make its parameters.
+pub fn link_params(c: &LinkConfig, key: &str, base_dir: &Path) -> Result<LinkParams, ConfigError> {
+    let dist = delay_distribution(
+        key,
+        c.distribution.as_deref(),
+        c.trace_file.as_deref(),
+        base_dir,
+    )?;
+    let delay = DelaySampler::new(
+        dist,
+        c.delay_us.unwrap_or(0.0),
+        c.jitter_us.unwrap_or(0.0),
+        c.seed.unwrap_or(1),
+    )
+    .map_err(|e| ConfigError(format!("{key}: {}", e.0)))?;
+    let rate = match c.rate_mbps {
+        None => {
+            if let Some(q) = c.queue_packets {
+                return err(format!(
+                    "{key}.queue_packets = {q} needs {key}.rate_mbps: the queue is the rate limiter's"
+                ));
+            }
+            None
+        }
+        Some(r) if r.is_finite() && r > 0.0 && r <= 1e6 => {
+            let q = c.queue_packets.unwrap_or(1000);
+            if !(1..=1 << 20).contains(&q) {
+                return err(format!(
+                    "{key}.queue_packets = {q} is out of range: use 1 to 1048576"
+                ));
+            }
+            Some((r * 1e6, q))
+        }
+        Some(r) => {
+            return err(format!(
+                "{key}.rate_mbps = {r} is not valid: use more than 0 and at most 1000000 Mbit/s"
+            ))
+        }
+    };
+    let overhead_bytes = c.overhead_bytes.unwrap_or(0);
+    if overhead_bytes != 0 && rate.is_none() {
+        return err(format!(
+            "{key}.overhead_bytes = {overhead_bytes} needs {key}.rate_mbps: it counts toward the rate limit"
+        ));
+    }
+    if !(-1500..=1_000_000).contains(&overhead_bytes) {
+        return err(format!(
+            "{key}.overhead_bytes = {overhead_bytes} is out of range: use -1500 to 1000000"
+        ));
+    }
+    let capacity = c.capacity.unwrap_or(LINK_DEFAULT_CAPACITY);
+    if capacity == 0 || capacity > 1 << 24 {
+        return err(format!(
+            "{key}.capacity = {capacity} is out of range: use 1 to 16777216"
+        ));
+    }
+    Ok(LinkParams {
+        delay,
+        loss: loss_model(&format!("{key}.loss"), c.loss.as_ref())?,
+        rate,
+        overhead_bytes,
+        duplicate: probability(&format!("{key}.duplicate"), c.duplicate, 0.0)?,
+        reorder: probability(&format!("{key}.reorder"), c.reorder, 0.0)?,
+        capacity,
+        seed: c.seed.unwrap_or(1),
+    })
+}
+
+/// The delay distribution named by `{key}.distribution` (default uniform).
+fn delay_distribution(
+    key: &str,
+    name: Option<&str>,
+    trace_file: Option<&str>,
+    base_dir: &Path,
+) -> Result<Distribution, ConfigError> {
+    Ok(match name.unwrap_or("uniform") {
+        "uniform" => Distribution::Uniform,
+        "normal" => Distribution::Normal,
+        "exponential" => Distribution::Exponential,
+        "trace" => {
+            let Some(file) = trace_file else {
+                return err(format!(
+                    "{key}.distribution = \"trace\" needs {key}.trace_file"
+                ));
+            };
+            let (text, path) = read(base_dir, &format!("{key}.trace_file"), file)?;
+            Distribution::Trace(
+                DelaySampler::parse_trace(&text, &path).map_err(|e| ConfigError(e.0))?,
+            )
+        }
+        other => {
+            return err(format!(
+                "{key}.distribution = \"{other}\" is not known: use uniform, normal, exponential or trace"
+            ))
+        }
+    })
+}
+
 /// The per-function sub-tables of a DuT config.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FunctionConfigs {
@@ -172,6 +438,8 @@ pub struct FunctionConfigs {
     pub reorder: Option<ReorderConfig>,
     /// `[dut.extern_dispatch]`.
     pub extern_dispatch: Option<DispatchConfig>,
+    /// `[dut.link]`.
+    pub link: Option<LinkConfig>,
 }
 
 /// What the host around the chain provides.
@@ -350,25 +618,12 @@ fn build_one(
         }
         "delayer" => {
             let c = f.delayer.clone().unwrap_or_default();
-            let dist = match c.distribution.as_deref().unwrap_or("uniform") {
-                "uniform" => Distribution::Uniform,
-                "normal" => Distribution::Normal,
-                "exponential" => Distribution::Exponential,
-                "trace" => {
-                    let Some(file) = &c.trace_file else {
-                        return err("dut.delayer.distribution = \"trace\" needs dut.delayer.trace_file");
-                    };
-                    let (text, path) = read(&ctx.base_dir, "dut.delayer.trace_file", file)?;
-                    Distribution::Trace(
-                        DelaySampler::parse_trace(&text, &path).map_err(|e| ConfigError(e.0))?,
-                    )
-                }
-                other => {
-                    return err(format!(
-                        "dut.delayer.distribution = \"{other}\" is not known: use uniform, normal, exponential or trace"
-                    ))
-                }
-            };
+            let dist = delay_distribution(
+                "dut.delayer",
+                c.distribution.as_deref(),
+                c.trace_file.as_deref(),
+                &ctx.base_dir,
+            )?;
             let s = DelaySampler::new(dist, c.delay_us, c.jitter_us, c.seed.unwrap_or(1))
                 .map_err(|e| ConfigError(format!("dut.delayer: {}", e.0)))?;
             let cap = c.capacity.unwrap_or(crate::delayer::DEFAULT_CAPACITY);
@@ -409,6 +664,17 @@ fn build_one(
                 }
             };
             Box::new(Reorder::new(window, (md * 1e3) as u64, bits, late))
+        }
+        "link" => {
+            let c = f.link.clone().unwrap_or_default();
+            if c.reverse.is_some() {
+                return err("dut.link.reverse applies to dut.kind = \"link\" only: a pipeline's link function carries one direction");
+            }
+            Box::new(LinkEmulator::new(link_params(
+                &c,
+                "dut.link",
+                &ctx.base_dir,
+            )?))
         }
         "extern-dispatch" => {
             let c = f.extern_dispatch.clone().unwrap_or_default();
@@ -521,6 +787,77 @@ mod tests {
     }
 
     #[test]
+    fn bad_link_keys_are_named_in_one_sentence() {
+        let bad = |toml_text: &str, want: &str| {
+            let c: LinkConfig = toml::from_str(toml_text).unwrap();
+            let fc = FunctionConfigs {
+                link: Some(c),
+                ..f()
+            };
+            let e = validate(&["link".into()], &fc, Path::new("."), &[]).unwrap_err();
+            assert!(e.0.contains(want), "{toml_text}: {e}");
+            assert_eq!(e.0.lines().count(), 1, "{e}");
+        };
+        bad(
+            "loss = { model = \"bernoulli\", p = 1.5 }",
+            "dut.link.loss.p = 1.5 is not a probability",
+        );
+        bad("loss = { model = \"bernoulli\" }", "needs p");
+        bad(
+            "loss = { model = \"bernoulli\", p = 0.1, r = 0.2 }",
+            "dut.link.loss.r does not apply",
+        );
+        bad(
+            "loss = { model = \"markov\", p = 0.1 }",
+            "dut.link.loss.model = \"markov\" is not known",
+        );
+        bad(
+            "loss = { model = \"gilbert-elliott\", p = 0.1, \"1-h\" = -0.1 }",
+            "dut.link.loss.\"1-h\" = -0.1",
+        );
+        bad("rate_mbps = 0", "dut.link.rate_mbps = 0 is not valid");
+        bad(
+            "queue_packets = 10",
+            "dut.link.queue_packets = 10 needs dut.link.rate_mbps",
+        );
+        bad(
+            "rate_mbps = 10\nqueue_packets = 0",
+            "dut.link.queue_packets = 0 is out of range",
+        );
+        bad("duplicate = 2", "dut.link.duplicate = 2");
+        bad(
+            "overhead_bytes = 24",
+            "dut.link.overhead_bytes = 24 needs dut.link.rate_mbps",
+        );
+        bad("reorder = -1", "dut.link.reorder = -1");
+        bad("delay_us = 10\njitter_us = 10", "jitter_us may be at most");
+        bad(
+            "distribution = \"pareto\"",
+            "dut.link.distribution = \"pareto\" is not known",
+        );
+        bad("distribution = \"trace\"", "needs dut.link.trace_file");
+        bad(
+            "[reverse]\ndelay_us = 5",
+            "dut.link.reverse applies to dut.kind = \"link\" only",
+        );
+        let e = toml::from_str::<LinkConfig>("delay_ms = 5").unwrap_err();
+        assert!(e.to_string().contains("delay_ms"), "{e}");
+    }
+
+    #[test]
+    fn the_reverse_direction_overrides_key_by_key() {
+        let c: LinkConfig = toml::from_str(
+            "delay_us = 100\nrate_mbps = 10\nloss = { model = \"bernoulli\", p = 0.1 }\n[reverse]\ndelay_us = 7\nloss = { model = \"none\" }\n",
+        )
+        .unwrap();
+        let r = c.reversed();
+        assert_eq!((r.delay_us, r.rate_mbps), (Some(7.0), Some(10.0)));
+        assert_eq!(r.loss.unwrap().model, "none");
+        assert_ne!(r.seed, c.seed.or(Some(1)), "directions draw differently");
+        assert!(r.reverse.is_none());
+    }
+
+    #[test]
     fn every_function_builds_from_a_toml_section() {
         #[derive(Deserialize)]
         struct Dut {
@@ -530,10 +867,11 @@ mod tests {
             reorder: Option<ReorderConfig>,
             sheep: Option<SheepConfig>,
             extern_dispatch: Option<DispatchConfig>,
+            link: Option<LinkConfig>,
         }
         let d: Dut = toml::from_str(
             r#"
-pipeline = ["extern-dispatch", "l2fwd", "router", "sheep", "delayer", "reorder"]
+pipeline = ["extern-dispatch", "l2fwd", "router", "sheep", "delayer", "reorder", "link"]
 [router]
 routes = ["0.0.0.0/0 out 02:4e:46:00:00:02"]
 [delayer]
@@ -551,6 +889,15 @@ mode = "roundtrip"
 base_vid = 20
 mask = 0xffc
 data_hex = "c0ffee"
+[link]
+delay_us = 100
+jitter_us = 10
+distribution = "normal"
+loss = { model = "gilbert-elliott", p = 0.01, r = 0.3, "1-h" = 0.9, "1-k" = 0.001 }
+rate_mbps = 54
+queue_packets = 50
+duplicate = 0.01
+reorder = 0.02
 "#,
         )
         .unwrap();
@@ -560,6 +907,7 @@ data_hex = "c0ffee"
             reorder: d.reorder,
             sheep: d.sheep,
             extern_dispatch: d.extern_dispatch,
+            link: d.link,
             l2fwd: None,
         };
         validate(&d.pipeline, &fc, Path::new("."), &[]).unwrap();

@@ -234,7 +234,26 @@ impl Delayer {
         self.counters
     }
 
-    fn drain(&mut self, out: &mut Output<'_>, now_ns: u64) {
+    /// Keep `packet` until `due_ns`; a full buffer drops it and counts it
+    /// (`buffer_full`). The link emulator's delay line is this buffer.
+    pub(crate) fn hold(&mut self, packet: Packet, due_ns: u64) {
+        if self.heap.len() >= self.capacity {
+            self.counters.buffer_full += 1;
+            return;
+        }
+        self.order += 1;
+        self.heap.push(Reverse(Entry {
+            due_ns,
+            order: self.order,
+            packet,
+        }));
+        self.counters.delayed += 1;
+        self.counters.max_held = self.counters.max_held.max(self.heap.len() as u64);
+    }
+
+    /// Send every held packet that is due (and, with TimeDrop, drop those
+    /// that are due but find the output full).
+    pub(crate) fn drain(&mut self, out: &mut Output<'_>, now_ns: u64) {
         while let Some(Reverse(top)) = self.heap.peek() {
             if top.due_ns > now_ns || out.fwd.is_full() {
                 break;
@@ -270,21 +289,10 @@ impl App for Delayer {
         self.drain(out, now_ns);
         for _ in 0..input.nreadable() {
             let Some(p) = input.receive() else { break };
-            if self.heap.len() >= self.capacity {
-                self.counters.buffer_full += 1;
-                continue;
-            }
             let arrival = if p.rx_ns != 0 { p.rx_ns } else { now_ns };
             let due_ns = arrival + self.sampler.sample();
-            self.order += 1;
-            self.heap.push(Reverse(Entry {
-                due_ns,
-                order: self.order,
-                packet: p,
-            }));
-            self.counters.delayed += 1;
+            self.hold(p, due_ns);
         }
-        self.counters.max_held = self.counters.max_held.max(self.heap.len() as u64);
         self.drain(out, now_ns);
     }
 

@@ -18,6 +18,7 @@
 //! | `sheep` | emulated cost: TSC cycles + k random pointer-chasing accesses into S bytes | [`sheep`] |
 //! | `delayer` | delay + jitter (uniform, normal, exponential, trace), buffer limit, TimeDrop | [`delayer`] |
 //! | `reorder` | RFC 9550 packet ordering function | [`reorder`] |
+//! | `link` | link emulation: loss (Bernoulli, Gilbert–Elliott), rate limit with a tail-drop queue, delay, duplication, reordering | [`emulator`] |
 //! | `extern-dispatch` | 802.1Q VID signalling, CRC-based instance choice, 0x54BB header | [`dispatch`] |
 //!
 //! [`config`] turns the `[dut]` section of a spec into a chain and says in
@@ -40,6 +41,7 @@ pub mod app;
 pub mod config;
 pub mod delayer;
 pub mod dispatch;
+pub mod emulator;
 pub mod engine;
 pub mod l2fwd;
 pub mod link;

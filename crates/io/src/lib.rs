@@ -61,6 +61,29 @@ mod udp;
 pub mod xdp_live;
 
 pub use af_packet::{AfPacket, AfPacketConfig, RxRingKind};
+
+/// Send a UDP socket's IPv4 datagrams without a UDP checksum (`SO_NO_CHECK`; 0
+/// means "none" in IPv4). For interfaces that leave the checksum to an offload
+/// no hardware will do, when a user-space data plane re-sends the frames as it
+/// read them (a macvlan, whose offload cannot be turned off, across the link DuT).
+pub fn udp_without_checksum(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    sys::setsockopt(
+        &fd,
+        libc::SOL_SOCKET,
+        libc::SO_NO_CHECK,
+        &(1 as libc::c_int),
+    )
+}
+
+/// Wait up to `timeout` for `fd` to become readable; true when it is (false on
+/// timeout or a signal). `ppoll`, so the timeout is kept to the ns, where a
+/// socket's `SO_RCVTIMEO` is rounded up to the kernel's tick (4 ms at 250 Hz).
+pub fn wait_readable(
+    fd: std::os::fd::BorrowedFd<'_>,
+    timeout: std::time::Duration,
+) -> std::io::Result<bool> {
+    sys::poll_one(&fd, libc::POLLIN, timeout).map(|revents| revents != 0)
+}
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
 pub use mem::MemIo;
 pub use timestamping::{TxStamp, TxStampOptions, TxStampStatus};

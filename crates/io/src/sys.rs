@@ -62,7 +62,7 @@ pub(crate) fn socket(domain: c_int, ty: c_int, proto: c_int) -> io::Result<Owned
 
 /// `setsockopt(2)` with a plain-data value.
 pub(crate) fn setsockopt<T: Copy>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: c_int,
     name: c_int,
     val: &T,
@@ -185,7 +185,7 @@ pub(crate) fn poll_in(fd: &OwnedFd, timeout: std::time::Duration) -> io::Result<
 /// rounded up, made a data-plane worker waiting for a delayer deadline 50 µs away sleep
 /// for 1 ms.
 pub(crate) fn poll_one(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     events: libc::c_short,
     timeout: std::time::Duration,
 ) -> io::Result<libc::c_short> {

@@ -9,7 +9,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod app_ncs;
 pub mod compare;
+pub mod dut_link;
 pub mod dut_nflab;
 pub mod dut_testpmd;
 pub mod env;

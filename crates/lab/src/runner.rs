@@ -99,10 +99,25 @@ pub fn run_one_with(
         crate::spec::DutKind::Nflab => Some(crate::dut_nflab::start(topo, &spec.dut)?),
         _ => None,
     };
+    // link DuT: both directions from here until the recorder is done.
+    let link_dut = match spec.dut.kind {
+        crate::spec::DutKind::Link => Some(crate::dut_link::start(topo, &spec.dut)?),
+        _ => None,
+    };
     // testpmd DuT: forwarding from here until the recorder is done.
     let testpmd_dut = match spec.dut.kind {
         crate::spec::DutKind::Testpmd => Some(crate::dut_testpmd::start(topo, &spec.dut)?),
         _ => None,
+    };
+
+    // NCSbench: plant and controller across the DuT while the probes run.
+    let ncs = match &spec.app {
+        Some(crate::spec::AppSection::Ncsbench(cfg)) => {
+            let scenario = crate::app_ncs::scenario(spec, topo, cfg);
+            write_json(&dir.join("ncs-scenario.json"), &scenario)?;
+            Some(crate::app_ncs::start(topo, cfg)?)
+        }
+        None => None,
     };
 
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
@@ -126,6 +141,19 @@ pub fn run_one_with(
     if let Some(d) = nflab_dut.map(crate::dut_nflab::NflabDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {
+            return Err(LabError::Other(e));
+        }
+    }
+    // The benchmark's periods may outlast the probes: the DuT stays up for them.
+    if let Some(run) = ncs {
+        run.finish(
+            dir,
+            &format!("{:03} {}", plan.index, spec.dut.kind.as_str()),
+        )?;
+    }
+    if let Some(d) = link_dut.map(crate::dut_link::LinkDut::stop) {
+        write_json(&dir.join("dut.json"), &d)?;
+        if let Some(e) = d.error() {
             return Err(LabError::Other(e));
         }
     }

@@ -47,6 +47,19 @@ pub struct Spec {
     /// Model predictions written as `model.json` before the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::model::ModelSection>,
+    /// An application run over the DuT next to the probe traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppSection>,
+}
+
+/// `[app]`: an application over the topology, by `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AppSection {
+    /// Seed 000's NCSbench: a simulated inverted pendulum and its controller
+    /// (`period_ms`, `deadline_ms`, `periods`, `backups`,
+    /// `max_consecutive_losses`, `time_scale`, `seed`).
+    Ncsbench(nflab_apps::ncs::session::NcsConfig),
 }
 
 /// `[experiment]`.
@@ -172,6 +185,10 @@ pub struct DutSection {
     /// nflab data plane: `[dut.extern_dispatch]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extern_dispatch: Option<nflab_dataplane::config::DispatchConfig>,
+    /// link emulator (`dut.kind = "link"`, or the `link` function of a pipeline):
+    /// `[dut.link]`, with `[dut.link.reverse]` for the other direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<nflab_dataplane::config::LinkConfig>,
 }
 
 impl Default for DutSection {
@@ -194,6 +211,7 @@ impl Default for DutSection {
             delayer: None,
             reorder: None,
             extern_dispatch: None,
+            link: None,
         }
     }
 }
@@ -208,6 +226,7 @@ impl DutSection {
             delayer: self.delayer.clone(),
             reorder: self.reorder.clone(),
             extern_dispatch: self.extern_dispatch.clone(),
+            link: self.link.clone(),
         }
     }
 
@@ -296,6 +315,44 @@ impl DutSection {
         }
     }
 
+    /// Check a link DuT section: `[dut.link]`, `[dut.link.reverse]` and the
+    /// engine keys that apply; the error names the key and what is valid.
+    pub fn check_link(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        for (key, set) in [
+            ("pipeline", self.pipeline.is_some()),
+            ("forward_mode", self.forward_mode.is_some()),
+            ("command", self.command.is_some()),
+            ("workers", self.workers.is_some()),
+            ("l2fwd", self.l2fwd.is_some()),
+            ("router", self.router.is_some()),
+            ("sheep", self.sheep.is_some()),
+            ("delayer", self.delayer.is_some()),
+            ("reorder", self.reorder.is_some()),
+            ("extern_dispatch", self.extern_dispatch.is_some()),
+        ] {
+            if set {
+                return bad(format!(
+                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
+                ));
+            }
+        }
+        if self.io.as_deref() == Some("af_xdp") {
+            return bad(
+                "dut.io = \"af_xdp\" cannot serve a link, which receives and sends on both interfaces: use af_packet (or auto)".into(),
+            );
+        }
+        self.check_io("use af_packet or auto")?;
+        let forward = crate::dut_link::direction(self, false);
+        forward.check_nflab()?;
+        let reverse = crate::dut_link::direction(self, true);
+        let base = std::path::Path::new(".");
+        let c = reverse.link.clone().unwrap_or_default();
+        nflab_dataplane::config::link_params(&c, "dut.link.reverse", base)
+            .map_err(|e| LabError::Unsupported(e.0))?;
+        Ok(())
+    }
+
     /// Check a testpmd DuT section: its keys and their ranges.
     pub fn check_testpmd(&self) -> Result<(), LabError> {
         let bad = |m: String| Err(LabError::Unsupported(m));
@@ -347,6 +404,9 @@ pub enum DutKind {
     Loopback,
     /// The nflab data plane.
     Nflab,
+    /// An emulated link (loss, rate, delay, duplication, reordering) both ways:
+    /// the data plane's `link` function, dut0 → dut1 and dut1 → dut0.
+    Link,
     /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
     Testpmd,
     /// A user command or a real device.
@@ -361,6 +421,7 @@ impl DutKind {
             DutKind::LinuxBridge => "linux-bridge",
             DutKind::Loopback => "loopback",
             DutKind::Nflab => "nflab",
+            DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
             DutKind::External => "external",
         }
@@ -1122,10 +1183,11 @@ impl Spec {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, testpmd",
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
+            DutKind::Link => self.dut.check_link()?,
             DutKind::Testpmd => {
                 self.dut.check_testpmd()?;
                 // Before any namespace exists: one sentence naming the package.
@@ -1135,6 +1197,17 @@ impl Spec {
         }
         if self.topology.kind == TopologyKind::Hosts {
             crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
+        }
+        if let Some(AppSection::Ncsbench(ncs)) = &self.app {
+            ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
+            crate::app_ncs::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "ncsbench",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
         }
         if self.traffic.backend == Backend::Udp {
             return unsupported(
@@ -1213,14 +1286,20 @@ impl Spec {
             };
             let parts: Vec<&str> = key.split('.').collect();
             let knob = parts.len() > 2 && parts[0] == "knobs" && parts[1] == "sysctl";
+            // "dut.link.delay_us", "dut.link.reverse.delay_us": a link's own keys.
+            let link = (parts.len() == 3 || (parts.len() == 4 && parts[2] == "reverse"))
+                && parts[0] == "dut"
+                && parts[1] == "link";
             if !knob
+                && !link
                 && (parts.len() != 2
-                    || !["topology", "dut", "traffic", "analysis", "knobs"].contains(&parts[0]))
+                    || !["topology", "dut", "traffic", "analysis", "knobs", "app"]
+                        .contains(&parts[0]))
             {
                 return Err(LabError::Spec {
                     file: origin.to_string(),
                     message: format!(
-                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis or knobs, or \"knobs.sysctl.<name>\""
+                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis, knobs or app, \"dut.link.<key>\", \"dut.link.reverse.<key>\" or \"knobs.sysctl.<name>\""
                     ),
                 });
             }
@@ -1261,9 +1340,8 @@ impl Spec {
                                 sys.insert(name.to_string(), value.clone());
                             }
                         }
-                        None => {
-                            t.insert(field.to_string(), value.clone());
-                        }
+                        // "link.delay_us" under dut: tables down to the key.
+                        None => set_nested(t, &field.split('.').collect::<Vec<_>>(), value),
                     }
                 }
             }
@@ -1311,6 +1389,24 @@ impl Spec {
             p.index = i;
         }
         Ok(plans)
+    }
+}
+
+/// Set `path` (table names, then the key) in `t` to `value`, making the tables on the way.
+fn set_nested(t: &mut toml::Table, path: &[&str], value: &toml::Value) {
+    match path {
+        [] => {}
+        [key] => {
+            t.insert(key.to_string(), value.clone());
+        }
+        [name, rest @ ..] => {
+            let e = t
+                .entry(name.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(inner) = e {
+                set_nested(inner, rest, value);
+            }
+        }
     }
 }
 
@@ -1505,6 +1601,119 @@ duration_s = 1
         };
         let e = testpmd.check_testpmd().unwrap_err().to_string();
         assert!(e.contains("dut.workers does not apply"), "{e}");
+    }
+
+    #[test]
+    fn a_link_spec_checks_each_direction_and_names_the_bad_key() {
+        let check = |dut: &str| {
+            let text = format!("[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n{dut}\n");
+            Spec::parse(&text, "t")
+                .and_then(|s| s.check_supported())
+                .map_err(|e| e.to_string())
+        };
+        check(
+            "[dut.link]\ndelay_us = 8090\njitter_us = 740\ndistribution = \"normal\"\n\
+             loss = { model = \"gilbert-elliott\", p = 0.01, r = 0.5, \"1-h\" = 0.8, \"1-k\" = 0.0 }\n\
+             rate_mbps = 26\nqueue_packets = 64\nduplicate = 0.001\nreorder = 0.01\n\
+             [dut.link.reverse]\ndelay_us = 100",
+        )
+        .expect("a full link");
+        check("").expect("a bare link is a cable");
+        for (dut, want) in [
+            (
+                "[dut.link.reverse]\nloss = { model = \"bernoulli\", p = 2 }",
+                "dut.link.reverse.loss.p = 2 is not a probability",
+            ),
+            (
+                "[dut.link]\nrate_mbps = -3",
+                "dut.link.rate_mbps = -3 is not valid",
+            ),
+            (
+                "pipeline = [\"l2fwd\"]",
+                "dut.pipeline does not apply to dut.kind = \"link\"",
+            ),
+            ("io = \"af_xdp\"", "dut.io = \"af_xdp\" cannot serve a link"),
+            ("[dut.link]\ndelay = 5", "delay"),
+        ] {
+            let e = check(dut).unwrap_err();
+            assert!(e.contains(want), "{dut}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A pipeline's link function carries one direction only.
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"nflab\"\npipeline = [\"link\"]\n[dut.link.reverse]\ndelay_us = 1\n";
+        let e = Spec::parse(text, "t")
+            .and_then(|s| s.check_supported())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dut.link.reverse applies to dut.kind = \"link\" only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_links_keys_can_be_swept() {
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n[dut.link]\njitter_us = 5\n\
+                    [dut.link.reverse]\ndelay_us = 1\n[app]\nkind = \"ncsbench\"\n\
+                    [sweep]\n\"dut.link.delay_us\" = [100, 200]\n\"dut.link.reverse.jitter_us\" = [0, 3]\n\"app.periods\" = [10]\n";
+        let plans = Spec::parse(text, "t").unwrap().expand(text).unwrap();
+        assert_eq!(plans.len(), 4);
+        let l = plans[3].spec.dut.link.clone().unwrap();
+        assert_eq!((l.delay_us, l.jitter_us), (Some(200.0), Some(5.0)));
+        let r = l.reverse.unwrap();
+        assert_eq!((r.delay_us, r.jitter_us), (Some(1.0), Some(3.0)));
+        let Some(AppSection::Ncsbench(c)) = &plans[0].spec.app else {
+            panic!("no app")
+        };
+        assert_eq!(c.periods, 10);
+        let bad = text.replace("dut.link.delay_us", "dut.link.x.y.z");
+        let e = Spec::parse(&bad, "t")
+            .and_then(|s| s.expand(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sweep key \"dut.link.x.y.z\" is not valid"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_ncsbench_app_is_checked_with_its_dut() {
+        let check = |dut: &str, app: &str| {
+            let text = format!(
+                "[experiment]\nname = \"x\"\n[dut]\nkind = \"{dut}\"\n[app]\nkind = \"ncsbench\"\n{app}\n"
+            );
+            Spec::parse(&text, "t")
+                .and_then(|s| s.check_supported().map(|()| s))
+                .map_err(|e| e.to_string())
+        };
+        let s = check("link", "periods = 100").expect("a valid app");
+        let Some(AppSection::Ncsbench(c)) = s.app else {
+            panic!("no app")
+        };
+        assert_eq!(
+            (c.period_ms, c.deadline_ms, c.periods, c.backups),
+            (35.0, 29.0, 100, 10)
+        );
+        assert_eq!(c.max_consecutive_losses, 3);
+        for (dut, app, want) in [
+            (
+                "link",
+                "period_ms = 20",
+                "app.period_ms = 20 is shorter than app.deadline_ms = 29",
+            ),
+            (
+                "linux-router",
+                "",
+                "cannot cross dut.kind = \"linux-router\"",
+            ),
+            ("link", "periods_ms = 5", "periods_ms"),
+            ("link", "time_scale = 0.5", "app.time_scale = 0.5"),
+        ] {
+            let e = check(dut, app).unwrap_err();
+            assert!(e.contains(want), "{app}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! ```text
 //!   nflab-<id>-lg                          nflab-<id>-dut
 //!   gen ──► lg0 ═══════ veth ═══════► dut0 ─┐
-//!                                           │ linux-router | linux-bridge | nflab | testpmd
+//!                                           │ linux-router | linux-bridge | nflab | link | testpmd
 //!   rec ◄── lg1 ◄══════ veth ════════ dut1 ◄┘
 //! ```
 //!
@@ -114,9 +114,11 @@ impl Topology {
         let lg_ns = format!("{NS_PREFIX}{id}-lg");
         let dut_ns = match dut {
             DutKind::Loopback => None,
-            DutKind::LinuxRouter | DutKind::LinuxBridge | DutKind::Nflab | DutKind::Testpmd => {
-                Some(format!("{NS_PREFIX}{id}-dut"))
-            }
+            DutKind::LinuxRouter
+            | DutKind::LinuxBridge
+            | DutKind::Nflab
+            | DutKind::Link
+            | DutKind::Testpmd => Some(format!("{NS_PREFIX}{id}-dut")),
             other => {
                 return Err(LabError::Unsupported(format!(
                     "dut.kind = \"{}\" cannot be built by the netns topology of this version",
@@ -311,6 +313,14 @@ impl Topology {
         for dev in ["lo", "lg0", "lg1"] {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
         }
+        if self.dut == DutKind::Link {
+            // A link passes frames as they are read from dut0/dut1, and a veth
+            // leaves the checksums of the kernel's own UDP and TCP packets to
+            // "hardware" that is not there: the receiver would drop them.
+            for dev in ["lg0", "lg1"] {
+                checksums_in_software(&lg, dev)?;
+            }
+        }
         if let Some(dut) = self.dut_ns.clone() {
             match self.dut {
                 DutKind::LinuxRouter => {
@@ -390,7 +400,7 @@ impl Topology {
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
                 }
-                DutKind::Nflab | DutKind::Testpmd => {
+                DutKind::Nflab | DutKind::Link | DutKind::Testpmd => {
                     // The data plane (or testpmd) owns dut0/dut1; the kernel
                     // must not forward a copy of what it sees there.
                     sysctl(&dut, &["net.ipv4.ip_forward=0"])?;
@@ -560,6 +570,27 @@ pub fn gc() -> Result<Vec<String>, LabError> {
 
 fn ip(args: &[&str]) -> Result<(), LabError> {
     run("ip", args)
+}
+
+/// `ethtool -K DEV tx off` in `ns`: the kernel computes transmit checksums itself.
+fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+        .output()
+        .map_err(|e| {
+            LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(LabError::Topology(
+        if err.contains("ethtool") && err.contains("No such file") {
+            "dut.kind = \"link\" needs ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
+        } else {
+            format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
+        },
+    ))
 }
 
 fn sysctl(ns: &str, settings: &[&str]) -> Result<(), LabError> {

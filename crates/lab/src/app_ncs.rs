@@ -1,0 +1,243 @@
+//! `[app] kind = "ncsbench"`: seed 000's NCSbench over the run's DuT, next to
+//! the probe traffic.
+//!
+//! The controller runs in the LoadGen namespace on lg0 (198.18.0.1); the
+//! plant in a namespace of its own, `nflab-<id>-plant`, on `ncs0`
+//! (198.18.0.3), a macvlan of lg1: sensor messages cross the DuT from lg1's
+//! side to lg0's, actuations the other way, while the recorder keeps reading
+//! lg1. Both ends are on one IPv4 subnet with static neighbours, so the DuT
+//! must carry frames as they are: `link`, `linux-bridge` or `loopback`.
+//! `runs/NNN/ncs.json` holds the figures ([`nflab_apps::ncs::kpi`]).
+
+use std::net::UdpSocket;
+use std::process::Command;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nflab_apps::ncs::kpi::{periods_csv, report, NcsReport};
+use nflab_apps::ncs::session::{run_controller, run_plant, setup, NcsConfig};
+use nflab_wire::MacAddr;
+
+use crate::error::LabError;
+use crate::netns::NetnsGuard;
+use crate::spec::DutKind;
+use crate::topology::{Topology, LG0_MAC};
+
+/// Controller address (lg0's).
+pub const CONTROLLER_IP: &str = "198.18.0.1";
+/// Plant address (on ncs0, in the plant's namespace).
+pub const PLANT_IP: &str = "198.18.0.3";
+/// The plant interface's MAC.
+pub const PLANT_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x02, 0x01]);
+const CONTROLLER_PORT: u16 = 47000;
+const PLANT_PORT: u16 = 47001;
+
+/// The DuT kinds the benchmark can cross.
+pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
+    match kind {
+        DutKind::Link | DutKind::LinuxBridge | DutKind::Loopback => Ok(()),
+        other => Err(LabError::Unsupported(format!(
+            "app.kind = \"ncsbench\" cannot cross dut.kind = \"{}\": plant and controller share one subnet, so use link, linux-bridge or loopback",
+            other.as_str()
+        ))),
+    }
+}
+
+/// The plant's namespace, deleted on drop.
+struct PlantNs(String);
+
+impl Drop for PlantNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A benchmark under way.
+pub struct NcsRun {
+    plant: JoinHandle<Result<(Vec<nflab_apps::ncs::session::PeriodRecord>, bool), LabError>>,
+    controller: JoinHandle<Result<u64, LabError>>,
+    cfg: NcsConfig,
+    _ns: PlantNs,
+}
+
+fn ip(args: &[&str]) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Topology(format!(
+            "'ip {}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Set up the plant's namespace and start both sides.
+pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
+    cfg.validate().map_err(|e| LabError::Unsupported(e.0))?;
+    check_dut(topo.dut)?;
+    let ns = PlantNs(format!("{}{}-plant", crate::topology::NS_PREFIX, topo.id));
+    let lg = topo.lg_ns.as_str();
+    ip(&["netns", "add", &ns.0])?;
+    ip(&[
+        "-n",
+        lg,
+        "link",
+        "add",
+        "ncs0",
+        "link",
+        "lg1",
+        "address",
+        &PLANT_MAC.to_string(),
+        "type",
+        "macvlan",
+        "mode",
+        "bridge",
+    ])?;
+    ip(&["-n", lg, "link", "set", "ncs0", "netns", &ns.0])?;
+    ip(&[
+        "-n",
+        &ns.0,
+        "addr",
+        "add",
+        &format!("{PLANT_IP}/24"),
+        "dev",
+        "ncs0",
+    ])?;
+    for dev in ["lo", "ncs0"] {
+        ip(&["-n", &ns.0, "link", "set", dev, "up"])?;
+    }
+    // Static neighbours: no ARP crosses the DuT.
+    ip(&[
+        "-n",
+        &ns.0,
+        "neigh",
+        "replace",
+        CONTROLLER_IP,
+        "lladdr",
+        &LG0_MAC.to_string(),
+        "dev",
+        "ncs0",
+        "nud",
+        "permanent",
+    ])?;
+    ip(&[
+        "-n",
+        lg,
+        "neigh",
+        "replace",
+        PLANT_IP,
+        "lladdr",
+        &PLANT_MAC.to_string(),
+        "dev",
+        "lg0",
+        "nud",
+        "permanent",
+    ])?;
+    let io = |e: std::io::Error| LabError::Host(format!("the NCSbench socket: {e}"));
+    let ctrl_sock =
+        NetnsGuard::run(lg, || UdpSocket::bind((CONTROLLER_IP, CONTROLLER_PORT)))?.map_err(io)?;
+    let plant_sock = NetnsGuard::run(&ns.0, || {
+        let s = UdpSocket::bind((PLANT_IP, PLANT_PORT))?;
+        s.connect((CONTROLLER_IP, CONTROLLER_PORT))?;
+        // ncs0 is a macvlan, whose checksum offload stays on; a link DuT re-sends
+        // frames as read, so the checksum would never be filled in (lg0 and lg1
+        // compute theirs in software, topology.rs).
+        nflab_io::udp_without_checksum(std::os::fd::AsFd::as_fd(&s))?;
+        Ok(s)
+    })?
+    .map_err(io)?;
+    let (side, controller) = setup(cfg);
+    let backups = cfg.backups as usize;
+    let controller = std::thread::Builder::new()
+        .name("ncs-controller".into())
+        .spawn(move || {
+            run_controller(&ctrl_sock, controller, backups, Duration::from_secs(5))
+                .map_err(|e| LabError::Other(e.0))
+        })
+        .map_err(|e| LabError::Host(format!("cannot start the controller thread: {e}")))?;
+    let plant = std::thread::Builder::new()
+        .name("ncs-plant".into())
+        .spawn(move || {
+            let side = run_plant(&plant_sock, side).map_err(|e| LabError::Other(e.0))?;
+            Ok((side.records, side.fell))
+        })
+        .map_err(|e| LabError::Host(format!("cannot start the plant thread: {e}")))?;
+    Ok(NcsRun {
+        plant,
+        controller,
+        cfg: cfg.clone(),
+        _ns: ns,
+    })
+}
+
+/// The six items of seed 000's scenario description (Sec. 6.1.5) for a run of
+/// `spec`: `runs/NNN/ncs-scenario.json`.
+pub fn scenario(spec: &crate::spec::Spec, topo: &Topology, cfg: &NcsConfig) -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|k| k.trim().to_string())
+        .unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    serde_json::json!({
+        "application": format!(
+            "NCSbench with a simulated two-wheeled inverted pendulum (NXTway-GS dynamics, RK4 at 1 kHz, ±8 V) and an LQR controller sending {} backups; period {} ms, deadline {} ms, {} periods, {}× real time",
+            cfg.backups, cfg.period_ms, cfg.deadline_ms, cfg.periods, cfg.time_scale
+        ),
+        "stack": "UDP over IPv4 through Linux kernel sockets, both ends on this host (CLOCK_MONOTONIC timestamps); the plant's datagrams carry no UDP checksum",
+        "topology": format!(
+            "controller in {} on lg0 ({CONTROLLER_IP}) — DuT {} in {} — plant in {}-plant on ncs0 ({PLANT_IP}, a macvlan of lg1)",
+            topo.lg_ns,
+            topo.dut.as_str(),
+            topo.dut_ns.as_deref().unwrap_or("(none)"),
+            topo.lg_ns.trim_end_matches("-lg"),
+        ),
+        "environment": {
+            "dut": spec.dut.kind.as_str(),
+            "link": spec.dut.link,
+        },
+        "interference": {
+            "what": "the run's probe stream on the same path",
+            "pattern": spec.traffic.pattern,
+            "rate_pps": spec.traffic.rate_pps,
+            "frame_bytes": spec.traffic.frame_bytes,
+        },
+        "hardware": { "cpu": cpu, "cpus": cpus, "kernel": kernel, "more": "system.json" },
+    })
+}
+
+impl NcsRun {
+    /// Wait for the run to end (all periods, or a fall), then write its
+    /// figures to `dir`: `ncs.json`, `ncs-tables.md` (Tables 6.3 and 6.4 for
+    /// this run, labelled `scenario`) and `ncs-periods.csv`.
+    pub fn finish(self, dir: &std::path::Path, scenario: &str) -> Result<NcsReport, LabError> {
+        let panicked = |who: &str| LabError::Other(format!("the NCSbench {who} thread panicked"));
+        let (records, fell) = self.plant.join().map_err(|_| panicked("plant"))??;
+        self.controller
+            .join()
+            .map_err(|_| panicked("controller"))??;
+        let r = report(&records, fell, &self.cfg);
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.join(name), text)
+                .map_err(|e| LabError::Host(format!("cannot write {name}: {e}")))
+        };
+        let json = serde_json::to_string_pretty(&r)
+            .map_err(|e| LabError::Other(format!("ncs.json: {e}")))?;
+        write("ncs.json", &json)?;
+        write("ncs-tables.md", &r.tables_markdown(scenario))?;
+        write("ncs-periods.csv", &periods_csv(&records))?;
+        Ok(r)
+    }
+}

@@ -1,0 +1,112 @@
+//! DuT kind `link`: an emulated link between dut0 and dut1, both ways.
+//!
+//! Two workers of the nflab data plane ([`crate::dut_nflab::spawn`]), each
+//! with the one-function pipeline `["link"]`
+//! ([`nflab_dataplane::emulator`]): dut0 → dut1 with `[dut.link]`, and
+//! dut1 → dut0 with `[dut.link]` overridden by `[dut.link.reverse]`, so
+//! request/response traffic crosses the link both ways. Frames pass
+//! unchanged, as over a cable: the generator addresses lg1 directly.
+//!
+//! The ports are AF_PACKET (both workers receive on one interface and send
+//! on the other, and an interface's AF_XDP queue takes one socket); both
+//! workers run on the DuT's CPU and, unless `dut.rx_mode` says otherwise,
+//! in `adaptive` mode, so an idle direction sleeps.
+
+use nflab_dataplane::WorkerStats;
+
+use crate::dut_nflab::{lab_context, spawn, NflabDut, INPUT_IFACE, OUTPUT_IFACE};
+use crate::error::LabError;
+use crate::spec::{DutKind, DutSection};
+use crate::topology::Topology;
+
+/// A running link DuT: one worker per direction.
+pub struct LinkDut {
+    forward: NflabDut,
+    reverse: NflabDut,
+}
+
+/// The counters of both directions, as stored in `dut.json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkStats {
+    /// dut0 → dut1 (the generator's direction).
+    pub forward: WorkerStats,
+    /// dut1 → dut0.
+    pub reverse: WorkerStats,
+}
+
+impl LinkStats {
+    /// The first error of either direction.
+    pub fn error(&self) -> Option<String> {
+        self.forward
+            .error
+            .clone()
+            .or_else(|| self.reverse.error.clone())
+    }
+}
+
+/// The nflab data-plane section of one direction of a link `dut`.
+pub fn direction(dut: &DutSection, reverse: bool) -> DutSection {
+    let link = dut.link.clone().unwrap_or_default();
+    let link = if reverse {
+        link.reversed()
+    } else {
+        nflab_dataplane::config::LinkConfig {
+            reverse: None,
+            ..link
+        }
+    };
+    DutSection {
+        kind: DutKind::Nflab,
+        pipeline: Some(vec!["link".into()]),
+        batch: dut.batch,
+        rx_mode: Some(dut.rx_mode.clone().unwrap_or_else(|| "adaptive".into())),
+        drain_us: dut.drain_us,
+        link_capacity: dut.link_capacity,
+        cpu: dut.cpu,
+        io: Some("af_packet".into()),
+        link: Some(link),
+        ..DutSection::default()
+    }
+}
+
+/// Start both directions of the link in the DuT namespace of `topo`.
+pub fn start(topo: &Topology, dut: &DutSection) -> Result<LinkDut, LabError> {
+    let ns = topo
+        .dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology("the link DuT needs a DuT namespace".into()))?;
+    start_in(Some(ns), (INPUT_IFACE, OUTPUT_IFACE), dut)
+}
+
+/// Start both directions between `ports.0` and `ports.1` (in namespace `ns`, if given).
+pub fn start_in(
+    ns: Option<String>,
+    (a, b): (&str, &str),
+    dut: &DutSection,
+) -> Result<LinkDut, LabError> {
+    dut.check_link()?;
+    let forward = spawn(
+        ns.clone(),
+        a,
+        b,
+        &direction(dut, false),
+        Some(lab_context()),
+    )?;
+    let reverse = spawn(ns, b, a, &direction(dut, true), Some(lab_context()))?;
+    Ok(LinkDut { forward, reverse })
+}
+
+impl LinkDut {
+    /// Whether a direction has stopped on its own (a port failed).
+    pub fn has_stopped(&self) -> bool {
+        self.forward.has_stopped() || self.reverse.has_stopped()
+    }
+
+    /// Stop both directions and return their counters.
+    pub fn stop(self) -> LinkStats {
+        LinkStats {
+            forward: self.forward.stop(),
+            reverse: self.reverse.stop(),
+        }
+    }
+}
