@@ -625,6 +625,8 @@ fn assemble(
         window_histograms: Vec::new(),
         window_ns: None,
         origin_ns: origin,
+        series: Vec::new(),
+        tx_gap: None,
     }
 }
 

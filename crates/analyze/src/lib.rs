@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
 pub mod crossrun;
+pub mod curves;
 pub mod dist;
 mod engine;
 pub mod export;
@@ -50,7 +51,7 @@ mod metrics;
 mod spec;
 
 pub use dist::{Distribution, Method, Pct};
-pub use engine::{Engine, Options};
+pub use engine::{Engine, Options, MAX_SERIES_SLICES};
 pub use fast::analyze_trex_anomalies_only;
 pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
 pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
@@ -491,6 +492,18 @@ pub struct WindowStats {
     pub max_ns: Option<i64>,
 }
 
+/// Smallest and largest latency of the packets sent in one slice of time
+/// (`Options::series_ns`), for drawing latency over time at any N.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySlice {
+    /// Start of the slice (tx clock), ns.
+    pub start_ns: u64,
+    /// Smallest latency in it, ns.
+    pub min_ns: i64,
+    /// Largest latency in it, ns.
+    pub max_ns: i64,
+}
+
 /// One of the worst packets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorstPacket {
@@ -533,6 +546,11 @@ pub struct Analysis {
     pub window_ns: Option<u64>,
     /// Start of window 0 (tx clock), ns.
     pub origin_ns: Option<u64>,
+    /// Min/max latency per slice of `Options::series_ns` (empty without it).
+    pub series: Vec<LatencySlice>,
+    /// Gaps between the tx times of consecutive received sequence numbers of
+    /// a flow, ns (when `Options::tx_gaps`).
+    pub tx_gap: Option<Distribution>,
 }
 
 impl Summary {

@@ -393,5 +393,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
         window_histograms,
         window_ns: opts.window_ns,
         origin_ns: origin,
+        series: Vec::new(),
+        tx_gap: None,
     }
 }
