@@ -520,6 +520,12 @@ impl Distribution {
         self.moments.stdev()
     }
 
+    /// Mean squared difference of the values from `target` (a generator's
+    /// gaps from the configured gap): `stdev² + (mean − target)²`.
+    pub fn mse_about(&self, target: f64) -> Option<f64> {
+        Some(self.stdev()?.powi(2) + (self.mean()? - target).powi(2))
+    }
+
     /// Sum of all values as a float.
     pub fn sum(&self) -> f64 {
         self.mean().map_or(0.0, |m| m * self.moments.count as f64)

@@ -532,6 +532,7 @@ pub struct SpanInfo {
 
 /// The result of [`analyze_with`] / [`Engine::finish`]: the summary plus the
 /// distributions behind it (for CDF, histogram and interval-log exports).
+#[derive(Debug)]
 pub struct Analysis {
     /// The summary.
     pub summary: Summary,
