@@ -1049,7 +1049,7 @@ impl Engine {
     }
 }
 
-fn secondary_limit(exact_limit: u64) -> u64 {
+pub(crate) fn secondary_limit(exact_limit: u64) -> u64 {
     if exact_limit == u64::MAX {
         u64::MAX
     } else {

@@ -823,26 +823,37 @@ pub fn analyze_file_with(
             })
         }
         Format::Trex if is_stdin(path) => trex_stream(path, cfg, &opts),
-        Format::Trex => {
-            let (n, leftover) = trex_records(path)?;
-            if opts.tx_span.is_none() {
-                opts.tx_span = trex_span(path);
-            }
-            let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
-                let mut src = TrexSource::open(path)?;
-                let sent = [FlowSent {
-                    flow: 0,
-                    sent: n,
-                    warmup: 0,
-                }];
-                let e = run_source(&mut src, cfg, &opts, Some(&sent), n)?;
-                Ok(e.finish(None))
-            };
-            let mut analysis = with_resolved_thresholds(cfg, pass)?;
-            analysis.summary.notes.push(trex_note(path));
-            Ok(trex_outcome(path, analysis, leftover, n))
-        }
+        // Both cores: the file split into parts, every statistic merged.
+        Format::Trex => crate::fast::analyze_trex_full(path, cfg, &opts, 0)
+            .unwrap_or_else(|| trex_engine_pass(path, cfg, &opts)),
     }
+}
+
+/// A TRex-fork file through the [`Engine`] (one core): for the options the
+/// split pass cannot honour (windows, trimming, deadline, worst N, …).
+pub(crate) fn trex_engine_pass(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    let mut opts = opts.clone();
+    let (n, leftover) = trex_records(path)?;
+    if opts.tx_span.is_none() {
+        opts.tx_span = trex_span(path);
+    }
+    let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+        let mut src = TrexSource::open(path)?;
+        let sent = [FlowSent {
+            flow: 0,
+            sent: n,
+            warmup: 0,
+        }];
+        let e = run_source(&mut src, cfg, &opts, Some(&sent), n)?;
+        Ok(e.finish(None))
+    };
+    let mut analysis = with_resolved_thresholds(cfg, pass)?;
+    analysis.summary.notes.push(trex_note(path));
+    Ok(trex_outcome(path, analysis, leftover, n))
 }
 
 /// A TRex-fork stream on standard input: one pass, so no relative
