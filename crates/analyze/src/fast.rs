@@ -162,25 +162,54 @@ impl JitterPart {
         a.extend(d.iter().map(|x| x.abs()));
         self.signed.merge(&Moments::of_block(d));
         self.abs.merge(&Moments::of_block(a));
-        // RFC 3550 §6.4.1, J += (|D| − J)/16: a chain, one step per packet.
-        let mut j = self.rfc_from_zero;
-        for &x in a.iter() {
-            j += (x as f64 - j) / 16.0;
-        }
-        self.rfc_from_zero = j;
+        self.rfc_from_zero = rfc3550_chain(self.rfc_from_zero, a);
         self.m += d.len() as u64;
         match &mut self.exact {
             Some(v) => v.extend_from_slice(d),
             None => {
+                // Split into values >= 0 and magnitudes of negative ones
+                // without a branch (the sign of a difference is a coin flip).
+                let (p, q) = (&mut sc.nonneg, &mut sc.negmag);
+                p.resize(d.len(), 0);
+                q.resize(d.len(), 0);
+                let (mut i, mut j) = (0, 0);
                 for &x in d.iter() {
-                    match u64::try_from(x) {
-                        Ok(v) => sc.dpos.record(v),
-                        Err(_) => sc.dneg.record(x.unsigned_abs()),
-                    }
+                    p[i] = x;
+                    q[j] = x.wrapping_neg();
+                    let neg = usize::from(x < 0);
+                    i += 1 - neg;
+                    j += neg;
+                }
+                for (h, v) in [(&mut sc.dpos, &p[..i]), (&mut sc.dneg, &q[..j])] {
+                    let (lo, hi) = v
+                        .iter()
+                        .fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                    h.record_nonneg(v, lo, hi);
                 }
             }
         }
     }
+}
+
+/// RFC 3550 §6.4.1, `J += (|D| − J)/16` for each magnitude of `mags`, from
+/// `j`. The recurrence is `J' = c·J + |D|/16` with `c = 15/16`, so four
+/// steps are one: `J4 = c⁴·J + (c³|D₁| + c²|D₂| + c|D₃| + |D₄|)/16`, whose
+/// bracket does not wait for `J`: a quarter of the dependent chain, equal to
+/// the step-by-step value to within a few ulps.
+fn rfc3550_chain(mut j: f64, mags: &[i64]) -> f64 {
+    const C: f64 = 15.0 / 16.0;
+    const C2: f64 = C * C;
+    const C3: f64 = C2 * C;
+    const C4: f64 = C2 * C2;
+    let mut quads = mags.chunks_exact(4);
+    for q in &mut quads {
+        let b = C3 * q[0] as f64 + C2 * q[1] as f64 + C * q[2] as f64 + q[3] as f64;
+        j = C4 * j + b / 16.0;
+    }
+    for &x in quads.remainder() {
+        j += (x as f64 - j) / 16.0;
+    }
+    j
 }
 
 /// The signed difference of consecutive latencies, as the engine clamps it.
@@ -211,9 +240,12 @@ struct JitterScratch {
     /// Differences >= 0 and magnitudes of the negative ones.
     dpos: HdrCounts,
     dneg: HdrCounts,
-    /// The block's differences and their magnitudes.
+    /// The block's differences and their magnitudes, and the differences
+    /// split by sign.
     diff: Vec<i64>,
     abs: Vec<i64>,
+    nonneg: Vec<i64>,
+    negmag: Vec<i64>,
 }
 
 impl Scratch {
@@ -230,6 +262,8 @@ impl Scratch {
                 dneg: HdrCounts::new(digits),
                 diff: Vec::new(),
                 abs: Vec::new(),
+                nonneg: Vec::new(),
+                negmag: Vec::new(),
             },
         }
     }
