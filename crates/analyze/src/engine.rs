@@ -756,10 +756,14 @@ impl Engine {
         }
     }
 
-    /// End the pass. `sent` are the counts known only at the end (the
-    /// trailer); `None` keeps those given to [`Engine::new`], or derives
-    /// them from the highest seq.
-    pub fn finish(mut self, sent: Option<&[FlowSent]>) -> Analysis {
+    /// End the pass: release what the reorder rings hold, close every open
+    /// run and window. `sent` as in [`Engine::finish`] (which then builds the
+    /// summary, in `metrics`). Returns the flow ids, the notes so far, the
+    /// series and the tx gaps.
+    pub(crate) fn close(
+        &mut self,
+        sent: Option<&[FlowSent]>,
+    ) -> (Vec<u16>, Vec<String>, Vec<LatencySlice>, Option<Distribution>) {
         let mut notes = Vec::new();
         if let Some(sent) = sent {
             if !self.sent_given {
@@ -825,12 +829,7 @@ impl Engine {
             self.flows[usize::from(id)] = Some(f);
         }
         self.close_windows(true);
-        let series = self.take_series();
-        let tx_gap = self.tx_gap.take();
-        let mut a = crate::metrics::assemble(self, ids, notes);
-        a.series = series;
-        a.tx_gap = tx_gap;
-        a
+        (ids, notes, self.take_series(), self.tx_gap.take())
     }
 
     // ---- accessors for assemble() ----

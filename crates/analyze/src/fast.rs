@@ -25,7 +25,7 @@ use hdrhistogram::Histogram;
 
 use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
-use crate::input::{secs_to_ns, TREX_RECORD_BYTES};
+use crate::trex::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::metrics::{latency_block, with_resolved_thresholds};
 use crate::*;
 
@@ -346,7 +346,7 @@ impl Part {
         let lat = &mut sc.lat;
         let hdr = sc.pos.f64_index();
         let mut indexed = false;
-        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat, hdr, &mut sc.idx) {
+        let (lat_lo, lat_hi) = match crate::trex::trex_latencies(bytes, lat, hdr, &mut sc.idx) {
             Some(b) => {
                 indexed = true;
                 self.tx = (self.tx.0.min(b.tx.0), self.tx.1.max(b.tx.1));
@@ -575,7 +575,7 @@ fn parallel(
             if bad.len() == 1 { "it" } else { "them" }
         )));
     }
-    let (n, leftover) = crate::input::trex_records(path)?;
+    let (n, leftover) = crate::trex::trex_records(path)?;
     let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
         t => t,
@@ -680,8 +680,8 @@ fn parallel(
     };
     let mut analysis = with_resolved_thresholds(cfg, pass)?;
     let notes = &mut analysis.summary.notes;
-    notes.push(crate::input::trex_note(path));
-    Ok(crate::input::trex_outcome(path, analysis, leftover, n))
+    notes.push(crate::trex::trex_note(path));
+    Ok(crate::trex::trex_outcome(path, analysis, leftover, n))
 }
 
 /// Join the parts (in file order) and the threads' histograms into an

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use nflab_record::{FlowSent, Record, TailState};
 
 use crate::engine::{Engine, Options};
-use crate::input::FileAnalysis;
+use crate::FileAnalysis;
 use crate::metrics::with_resolved_thresholds;
 use crate::{Analysis, AnalysisConfig, AnalyzeError};
 

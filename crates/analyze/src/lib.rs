@@ -49,12 +49,13 @@ pub mod import;
 mod input;
 mod metrics;
 mod spec;
+mod trex;
 
 pub use dist::{Distribution, Method, Pct};
 pub use engine::{Engine, Options, MAX_SERIES_SLICES};
 pub use fast::analyze_trex_anomalies_only;
 pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
-pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
+pub use input::{analyze_file, analyze_file_with, read_csv, Format};
 pub use metrics::{analyze, analyze_with};
 pub use spec::{parse_duration_ns, AnomalySpec, Base, Cmp, LostMode, Threshold};
 
@@ -502,6 +503,18 @@ pub struct LatencySlice {
     pub min_ns: i64,
     /// Largest latency in it, ns.
     pub max_ns: i64,
+}
+
+/// The outcome of analysing one file.
+pub struct FileAnalysis {
+    /// The analysis.
+    pub analysis: Analysis,
+    /// How an `.nfr` file ended ([`TailState::Complete`] for other formats
+    /// unless they were cut short).
+    pub tail: TailState,
+    /// A problem that ended reading early (truncated file, bad CSV row): one
+    /// sentence naming the file and the place; everything before it was analysed.
+    pub problem: Option<String>,
 }
 
 /// One of the worst packets.

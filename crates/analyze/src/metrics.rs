@@ -203,6 +203,19 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+impl Engine {
+    /// End the pass and summarise it. `sent` are the counts known only at
+    /// the end (the trailer); `None` keeps those given to [`Engine::new`],
+    /// or derives them from the highest seq.
+    pub fn finish(mut self, sent: Option<&[FlowSent]>) -> Analysis {
+        let (ids, notes, series, tx_gap) = self.close(sent);
+        let mut a = assemble(self, ids, notes);
+        a.series = series;
+        a.tx_gap = tx_gap;
+        a
+    }
+}
+
 /// The jitter family of `n` packets from the signed IPDV distribution, its
 /// magnitudes, the consecutive-latency differences (arrival order), the
 /// RFC 3550 estimate and the latency block (PDV = latency − min).
