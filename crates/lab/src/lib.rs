@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod cpu;
 pub mod dut_nflab;
 pub mod dut_testpmd;
 pub mod env;
