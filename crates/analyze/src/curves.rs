@@ -116,7 +116,11 @@ mod tests {
         let pts = percentile_curve(&mut d, 40);
         for &(inv, v) in &pts[..pts.len() - 1] {
             let q = 1.0 - 1.0 / inv;
-            assert_eq!(v, ((q * 1000.0).ceil() as i64).clamp(1, 1000), "at 1/(1-p)={inv}");
+            assert_eq!(
+                v,
+                ((q * 1000.0).ceil() as i64).clamp(1, 1000),
+                "at 1/(1-p)={inv}"
+            );
         }
         assert_eq!(*pts.last().unwrap(), (1000.0, 1000));
         // 40 per decade up to 1000 = 3 decades, plus the max.

@@ -763,7 +763,12 @@ impl Engine {
     pub(crate) fn close(
         &mut self,
         sent: Option<&[FlowSent]>,
-    ) -> (Vec<u16>, Vec<String>, Vec<LatencySlice>, Option<Distribution>) {
+    ) -> (
+        Vec<u16>,
+        Vec<String>,
+        Vec<LatencySlice>,
+        Option<Distribution>,
+    ) {
         let mut notes = Vec::new();
         if let Some(sent) = sent {
             if !self.sent_given {

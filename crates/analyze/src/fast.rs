@@ -25,8 +25,8 @@ use hdrhistogram::Histogram;
 
 use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
-use crate::trex::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::metrics::{latency_block, with_resolved_thresholds};
+use crate::trex::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::*;
 
 /// Bytes read per `pread`: large enough that the syscall cost vanishes,
@@ -1044,7 +1044,12 @@ mod tests {
     /// The split full pass against the engine's, field for field (the
     /// RFC 3550 estimate to 1e-12 relative), and the IPDV distribution
     /// bucket for bucket, split into 1, 2 and 5 parts.
-    fn check_full_split_equal(path: &Path, cfg: &AnalysisConfig, opts: &Options, engine: &Analysis) {
+    fn check_full_split_equal(
+        path: &Path,
+        cfg: &AnalysisConfig,
+        opts: &Options,
+        engine: &Analysis,
+    ) {
         let mut want = serde_json::to_value(&engine.summary).unwrap();
         let want_rfc = want["jitter_ns"]["rfc3550"].take();
         let mut engine_ipdv = engine.ipdv.clone();
@@ -1062,7 +1067,10 @@ mod tests {
             let got_rfc = got["jitter_ns"]["rfc3550"].take();
             match (got_rfc.as_f64(), want_rfc.as_f64()) {
                 (Some(g), Some(w)) => {
-                    assert!((g - w).abs() <= w.abs() * 1e-12 + 1e-9, "rfc3550 {g} vs {w}")
+                    assert!(
+                        (g - w).abs() <= w.abs() * 1e-12 + 1e-9,
+                        "rfc3550 {g} vs {w}"
+                    )
                 }
                 (g, w) => assert_eq!(g, w),
             }

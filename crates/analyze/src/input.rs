@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
+use crate::engine::{Engine, Options};
+use crate::metrics::with_resolved_thresholds;
 use crate::trex::{
     is_stdin, secs_to_ns, trex_note, trex_outcome, trex_records, trex_span, TREX_RECORD_BYTES,
 };
-use crate::engine::{Engine, Options};
-use crate::metrics::with_resolved_thresholds;
 use crate::{Analysis, AnalysisConfig, AnalyzeError, AnomalySpec, FileAnalysis, Summary};
 
 /// Sent counts derived from the records alone: `highest seq + 1` per flow,
@@ -73,7 +73,6 @@ impl std::str::FromStr for Format {
         }
     }
 }
-
 
 /// A stream of record blocks.
 trait Source {
@@ -294,7 +293,6 @@ pub(crate) struct TrexSource {
     /// Bytes after the last whole record (known at the end).
     leftover: u64,
 }
-
 
 impl TrexSource {
     /// Open `path`, or standard input when it is `-`.
@@ -598,7 +596,6 @@ fn trex_stream(
     analysis.summary.notes.push(trex_note(path));
     Ok(trex_outcome(path, analysis, src.leftover, n))
 }
-
 
 /// The timestamp sources a records file's metadata names.
 fn timestamp_sources(meta: &nflab_record::Metadata) -> crate::TimestampSources {

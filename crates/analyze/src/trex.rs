@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::dist::F64Index;
-use crate::{AnalyzeError, Analysis, FileAnalysis, TailState};
+use crate::{Analysis, AnalyzeError, FileAnalysis, TailState};
 
 /// The path that means standard input (read as a TRex-fork stream).
 pub const STDIN_PATH: &str = "-";

@@ -499,7 +499,12 @@ fn series_slices_and_tx_gaps_by_hand() {
 fn merged_distributions_equal_one_recorded_whole() {
     let a: Vec<i64> = (0..500).map(|i| (i * 7919) % 1000 - 100).collect();
     let b: Vec<i64> = (0..700).map(|i| (i * 104_729) % 5000).collect();
-    for (limit_a, limit_b) in [(u64::MAX, u64::MAX), (1000, u64::MAX), (0, 0), (u64::MAX, 0)] {
+    for (limit_a, limit_b) in [
+        (u64::MAX, u64::MAX),
+        (1000, u64::MAX),
+        (0, 0),
+        (u64::MAX, 0),
+    ] {
         let mut whole = Distribution::new(limit_a.min(limit_b), 3);
         let (mut da, mut db) = (Distribution::new(limit_a, 3), Distribution::new(limit_b, 3));
         a.iter().for_each(|&v| {
@@ -516,7 +521,11 @@ fn merged_distributions_equal_one_recorded_whole() {
         assert_eq!(da.mean(), whole.mean());
         let ranks = [1, 2, 600, 1188, 1200];
         let qa: Vec<i64> = da.values_at_ranks(&ranks).iter().map(|q| q.value).collect();
-        let qw: Vec<i64> = whole.values_at_ranks(&ranks).iter().map(|q| q.value).collect();
+        let qw: Vec<i64> = whole
+            .values_at_ranks(&ranks)
+            .iter()
+            .map(|q| q.value)
+            .collect();
         assert_eq!(qa, qw, "limits {limit_a} {limit_b}");
     }
 }

@@ -1410,7 +1410,12 @@ fn report_numbers_are_nflab_analyze_json_field_by_field() {
     assert_ne!(body, quickstart, "the quickstart's duration line changed");
     let spec = write_spec(&tmp.0, "quickstart", &body);
     let out = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.to_str().unwrap()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
@@ -1428,12 +1433,13 @@ fn report_numbers_are_nflab_analyze_json_field_by_field() {
         let records = dir.join("runs").join(name).join("records.nfr");
         let words: Vec<&str> = command.split_whitespace().collect();
         assert_eq!(words[..2], ["nflab", "analyze"]);
-        let out = nflab()
-            .args(&words[2..])
-            .arg(&records)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{command} {}: {}", records.display(), stderr(&out));
+        let out = nflab().args(&words[1..]).arg(&records).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{command} {}: {}",
+            records.display(),
+            stderr(&out)
+        );
         let cli: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let cli = cli.as_object().unwrap();
         for (k, v) in cli {

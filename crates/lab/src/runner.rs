@@ -875,7 +875,6 @@ fn wait_until_forwarding(
     )))
 }
 
-
 #[cfg(test)]
 mod traffic_tests {
     use super::*;

@@ -162,7 +162,10 @@ impl RunData {
             .events
             .iter()
             .map(|a| {
-                let t0 = a.start_tx_ns.unwrap_or(self.t0_ns).saturating_sub(self.t0_ns);
+                let t0 = a
+                    .start_tx_ns
+                    .unwrap_or(self.t0_ns)
+                    .saturating_sub(self.t0_ns);
                 Anomaly {
                     flow: a.flow,
                     t0_ns: t0,

@@ -675,10 +675,9 @@ fn every_number_is_the_engines_analysis_of_the_records() {
     let base = common::tmpdir("engine");
     let exp = common::experiment(&base);
     write_report(&exp).unwrap();
-    let a: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(exp.join("figures/analysis.json")).unwrap(),
-    )
-    .unwrap();
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(exp.join("figures/analysis.json")).unwrap())
+            .unwrap();
     let (cfg, opts) = options_of(a["command"].as_str().unwrap());
     assert!(!cfg.anomalies.is_empty() && opts.window_ns.is_some());
     let runs = a["runs"].as_object().unwrap();
@@ -695,8 +694,15 @@ fn every_number_is_the_engines_analysis_of_the_records() {
     }
     // The sweep's p99 points are means over repetitions of those summaries.
     let rows = csv(&exp, "sweep");
-    let (metric, mean, reps) = (col(&rows, "metric"), col(&rows, "mean_ns"), col(&rows, "repetitions"));
-    let p99: Vec<f64> = runs.values().map(|s| s["latency_ns"]["p99"].as_f64().unwrap()).collect();
+    let (metric, mean, reps) = (
+        col(&rows, "metric"),
+        col(&rows, "mean_ns"),
+        col(&rows, "repetitions"),
+    );
+    let p99: Vec<f64> = runs
+        .values()
+        .map(|s| s["latency_ns"]["p99"].as_f64().unwrap())
+        .collect();
     // Runs 000..007: (loopback, linux-router) × (10, 20 kpps) × 2 repetitions.
     for (k, pair) in p99.chunks(2).enumerate() {
         let m = (pair[0] + pair[1]) / 2.0;
@@ -706,6 +712,10 @@ fn every_number_is_the_engines_analysis_of_the_records() {
             .nth(k)
             .unwrap_or_else(|| panic!("no sweep row {k}"));
         // The CSV prints a few significant digits.
-        assert!((num(&row[mean]) - m).abs() <= m * 1e-3, "config {k}: {} vs {m}", row[mean]);
+        assert!(
+            (num(&row[mean]) - m).abs() <= m * 1e-3,
+            "config {k}: {} vs {m}",
+            row[mean]
+        );
     }
 }

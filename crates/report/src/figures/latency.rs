@@ -1,8 +1,8 @@
 //! Latency distribution figures: HDR percentile plot, CDF, CCDF, histogram.
 
 use super::{Ctx, Figure, Table};
-use nflab_analyze::curves;
 use crate::svg::{fmt_ns, num, Axis, Fmt, Plot, Scale};
+use nflab_analyze::curves;
 
 const W: f64 = 860.0;
 const H: f64 = 380.0;
@@ -25,7 +25,11 @@ fn lat_range(ctx: &Ctx) -> (f64, f64) {
 
 fn notes(ctx: &Ctx) -> Vec<String> {
     let mut n: Vec<String> = ctx.missing_note().into_iter().collect();
-    if ctx.lat.iter().any(|l| l.2.borrow().min().is_some_and(|v| v <= 0)) {
+    if ctx
+        .lat
+        .iter()
+        .any(|l| l.2.borrow().min().is_some_and(|v| v <= 0))
+    {
         n.push("Some latencies are zero or negative (clock problem); a log axis draws them at its lower edge.".into());
     }
     n
@@ -85,7 +89,13 @@ pub fn cdf(ctx: &Ctx, ccdf: bool) -> Option<Figure> {
     }
     let (lo, hi) = lat_range(ctx);
     let x = Axis::log_decades("one-way latency (log)", lo, hi, Fmt::Ns);
-    let nmax = ctx.lat.iter().map(|l| l.2.borrow().count()).max().unwrap_or(1).max(1) as f64;
+    let nmax = ctx
+        .lat
+        .iter()
+        .map(|l| l.2.borrow().count())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let y = if ccdf {
         Axis::log_decades("P(latency > x) (log)", 1.0 / nmax, 1.0, Fmt::Prob)
     } else {

@@ -270,7 +270,8 @@ pub fn throughput(ctx: &Ctx) -> Option<Figure> {
                 })
             });
             let loss = per_run(e, *ci, &|r| r.num("/loss_ratio"));
-            let (Some(a), b) = (crate::figures::mean_ci(&rx), crate::figures::mean_ci(&loss)) else {
+            let (Some(a), b) = (crate::figures::mean_ci(&rx), crate::figures::mean_ci(&loss))
+            else {
                 continue;
             };
             let b = b.unwrap_or((f64::NAN, None));
