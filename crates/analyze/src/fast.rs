@@ -465,11 +465,10 @@ enum Jitter {
     Hdr,
 }
 
-/// Read records `first..first + count` of `file` into a [`Part`], and their
-/// latencies into `exact` (one slot per record) when given.
+/// Read records `first..first + count` of `file` (at `path`) into a
+/// [`Part`], and their latencies into `exact` (one slot per record) when given.
 fn scan_part(
-    file: &File,
-    path: &Path,
+    (file, path): (&File, &Path),
     (first, count): (u64, u64),
     specs: &[AnomalySpec],
     lows: &[Option<i64>],
@@ -638,8 +637,7 @@ fn parallel(
                             parts.push((
                                 k,
                                 scan_part(
-                                    file,
-                                    path,
+                                    (file, path),
                                     (a, b - a),
                                     specs,
                                     lows,
