@@ -430,6 +430,32 @@ impl Distribution {
         }
     }
 
+    /// Add every value of `other` (repetitions pooled): stays exact while the
+    /// total fits `self`'s exact limit, else both become HDR histograms.
+    pub fn merge(&mut self, other: &Distribution) {
+        let total = self.count().saturating_add(other.count());
+        self.moments.merge(&other.moments);
+        if let (Some(a), Some(b)) = (&mut self.exact, &other.exact) {
+            if total <= self.exact_limit {
+                a.extend_from_slice(b);
+                return;
+            }
+        }
+        for x in self.exact.take().unwrap_or_default() {
+            self.hdr_record(x);
+        }
+        for &x in other.exact.as_deref().unwrap_or_default() {
+            self.hdr_record(x);
+        }
+        let digits = self.digits;
+        for (mine, theirs) in [(&mut self.pos, &other.pos), (&mut self.neg, &other.neg)] {
+            if let Some(h) = theirs {
+                // Auto-resizing: adding any histogram succeeds.
+                let _ = mine.get_or_insert_with(|| new_histogram(digits)).add(h);
+            }
+        }
+    }
+
     /// Reserve room for `n` more values in exact mode (no effect when they
     /// would exceed the exact limit).
     pub fn reserve(&mut self, n: u64) {
@@ -492,6 +518,12 @@ impl Distribution {
     /// Population standard deviation (divides by N).
     pub fn stdev(&self) -> Option<f64> {
         self.moments.stdev()
+    }
+
+    /// Mean squared difference of the values from `target` (a generator's
+    /// gaps from the configured gap): `stdev² + (mean − target)²`.
+    pub fn mse_about(&self, target: f64) -> Option<f64> {
+        Some(self.stdev()?.powi(2) + (self.mean()? - target).powi(2))
     }
 
     /// Sum of all values as a float.

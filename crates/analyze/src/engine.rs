@@ -57,6 +57,12 @@ pub struct Options {
     pub per_flow_latency: bool,
     /// Keep one HDR histogram per window for an interval-log export.
     pub interval_log: bool,
+    /// Smallest and largest latency per slice of this much tx time
+    /// ([`Analysis::series`]): the latency-over-time figure, whatever N.
+    pub series_ns: Option<u64>,
+    /// Keep the distribution of tx gaps between consecutive received
+    /// sequence numbers ([`Analysis::tx_gap`]): the generator self-check.
+    pub tx_gaps: bool,
 }
 
 impl Default for Options {
@@ -75,9 +81,15 @@ impl Default for Options {
             anomaly_events: 100,
             per_flow_latency: false,
             interval_log: false,
+            series_ns: None,
+            tx_gaps: false,
         }
     }
 }
+
+/// Slices kept in [`Analysis::series`] at most; a slice index beyond (a tx
+/// time far past the span the caller sized the slices for) is not drawn.
+pub const MAX_SERIES_SLICES: usize = 1 << 20;
 
 /// The standard percentiles of `latency_ns`.
 pub(crate) fn standard_pcts() -> [Pct; 6] {
@@ -210,6 +222,9 @@ pub struct Engine {
     window_hists: Vec<(u64, hdrhistogram::Histogram<u64>)>,
     clamped: u64,
     pushes: u64,
+    /// `(min, max)` latency per series slice (`i64::MAX, i64::MIN` when empty).
+    series: Vec<(i64, i64)>,
+    tx_gap: Option<Distribution>,
 }
 
 fn lat_of(r: &Record) -> (i64, bool) {
@@ -271,6 +286,12 @@ impl Engine {
             window_hists: Vec::new(),
             clamped: 0,
             pushes: 0,
+            series: Vec::new(),
+            // Exact up to 2^20 gaps whatever the latency's limit: the self-check
+            // bins them by value, and a gap is about the same everywhere.
+            tx_gap: opts
+                .tx_gaps
+                .then(|| Distribution::new(SECONDARY_EXACT, opts.hdr_digits)),
         };
         e.anom = e
             .specs
@@ -557,6 +578,9 @@ impl Engine {
                 let d = d.clamp(i128::from(i64::MIN + 1), i128::from(i64::MAX)) as i64;
                 self.ipdv.record(d);
                 self.ipdv_abs.record(d.abs());
+                if let Some(g) = &mut self.tx_gap {
+                    g.record((i128::from(s.tx) - i128::from(f.prev.map_or(0, |p| p.2))) as i64);
+                }
             }
         }
         if f.burst > 0 {
@@ -586,8 +610,44 @@ impl Engine {
         if let Some(w) = self.window_of(s.tx) {
             self.win(w).lat.record(s.lat);
         }
+        if let Some(slice_ns) = self.opts.series_ns {
+            self.series_record(s.tx, s.lat, slice_ns);
+        }
         f.prev = Some((s.seq, s.lat, s.tx));
         f.last_released_tx = Some(s.tx);
+    }
+
+    fn series_record(&mut self, tx: u64, lat: i64, slice_ns: u64) {
+        let origin = self.origin.unwrap_or(tx);
+        let Ok(i) = usize::try_from(tx.saturating_sub(origin) / slice_ns.max(1)) else {
+            return;
+        };
+        if i >= MAX_SERIES_SLICES {
+            return;
+        }
+        if i >= self.series.len() {
+            self.series.resize(i + 1, (i64::MAX, i64::MIN));
+        }
+        let m = &mut self.series[i];
+        m.0 = m.0.min(lat);
+        m.1 = m.1.max(lat);
+    }
+
+    /// The non-empty series slices, in time order.
+    fn take_series(&mut self) -> Vec<LatencySlice> {
+        let (Some(w), Some(origin)) = (self.opts.series_ns, self.origin) else {
+            return Vec::new();
+        };
+        std::mem::take(&mut self.series)
+            .into_iter()
+            .enumerate()
+            .filter(|(_, m)| m.0 <= m.1)
+            .map(|(i, m)| LatencySlice {
+                start_ns: origin.saturating_add((i as u64).saturating_mul(w)),
+                min_ns: m.0,
+                max_ns: m.1,
+            })
+            .collect()
     }
 
     fn missing(&mut self, f: &mut FlowState, first: u64, count: u64) {
@@ -696,10 +756,19 @@ impl Engine {
         }
     }
 
-    /// End the pass. `sent` are the counts known only at the end (the
-    /// trailer); `None` keeps those given to [`Engine::new`], or derives
-    /// them from the highest seq.
-    pub fn finish(mut self, sent: Option<&[FlowSent]>) -> Analysis {
+    /// End the pass: release what the reorder rings hold, close every open
+    /// run and window. `sent` as in [`Engine::finish`] (which then builds the
+    /// summary, in `metrics`). Returns the flow ids, the notes so far, the
+    /// series and the tx gaps.
+    pub(crate) fn close(
+        &mut self,
+        sent: Option<&[FlowSent]>,
+    ) -> (
+        Vec<u16>,
+        Vec<String>,
+        Vec<LatencySlice>,
+        Option<Distribution>,
+    ) {
         let mut notes = Vec::new();
         if let Some(sent) = sent {
             if !self.sent_given {
@@ -765,7 +834,7 @@ impl Engine {
             self.flows[usize::from(id)] = Some(f);
         }
         self.close_windows(true);
-        crate::metrics::assemble(self, ids, notes)
+        (ids, notes, self.take_series(), self.tx_gap.take())
     }
 
     // ---- accessors for assemble() ----
@@ -984,7 +1053,7 @@ impl Engine {
     }
 }
 
-fn secondary_limit(exact_limit: u64) -> u64 {
+pub(crate) fn secondary_limit(exact_limit: u64) -> u64 {
     if exact_limit == u64::MAX {
         u64::MAX
     } else {

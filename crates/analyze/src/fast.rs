@@ -25,8 +25,8 @@ use hdrhistogram::Histogram;
 
 use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
-use crate::input::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::metrics::{latency_block, with_resolved_thresholds};
+use crate::trex::{secs_to_ns, TREX_RECORD_BYTES};
 use crate::*;
 
 /// Bytes read per `pread`: large enough that the syscall cost vanishes,
@@ -106,6 +106,116 @@ struct Part {
     frags: Vec<Vec<Frag>>,
     /// Per spec: the run being built (`len == 0`: none).
     open: Vec<Frag>,
+    /// The full pass's differences of consecutive latencies (`None`: anomalies only).
+    jitter: Option<JitterPart>,
+}
+
+/// Differences of consecutive latencies inside one part (IPDV, and for a
+/// TRex file, where arrival order is sequence order, also the consecutive
+/// differences); the difference across a part border is added when the
+/// parts are joined.
+struct JitterPart {
+    first_lat: Option<i64>,
+    last_lat: Option<i64>,
+    signed: Moments,
+    abs: Moments,
+    /// Every difference, in order, while the whole file's fit the exact limit.
+    exact: Option<Vec<i64>>,
+    /// RFC 3550 estimate over the part's differences, started from 0, and
+    /// how many differences it took: the estimate from a start `j` is
+    /// `j·(15/16)^m + rfc_from_zero`.
+    rfc_from_zero: f64,
+    m: u64,
+}
+
+impl JitterPart {
+    fn new(exact: bool) -> JitterPart {
+        JitterPart {
+            first_lat: None,
+            last_lat: None,
+            signed: Moments::new(),
+            abs: Moments::new(),
+            exact: exact.then(Vec::new),
+            rfc_from_zero: 0.0,
+            m: 0,
+        }
+    }
+
+    /// The differences of `lat` (following the part's records so far).
+    fn scan(&mut self, lat: &[i64], sc: &mut JitterScratch) {
+        let Some(&first) = lat.first() else { return };
+        if self.first_lat.is_none() {
+            self.first_lat = Some(first);
+        }
+        let d = &mut sc.diff;
+        d.clear();
+        if let Some(p) = self.last_lat {
+            d.push(ipdv(p, first));
+        }
+        d.extend(lat.windows(2).map(|w| ipdv(w[0], w[1])));
+        self.last_lat = lat.last().copied();
+        if d.is_empty() {
+            return;
+        }
+        let a = &mut sc.abs;
+        a.clear();
+        a.extend(d.iter().map(|x| x.abs()));
+        self.signed.merge(&Moments::of_block(d));
+        self.abs.merge(&Moments::of_block(a));
+        self.rfc_from_zero = rfc3550_chain(self.rfc_from_zero, a);
+        self.m += d.len() as u64;
+        match &mut self.exact {
+            Some(v) => v.extend_from_slice(d),
+            None => {
+                // Split into values >= 0 and magnitudes of negative ones
+                // without a branch (the sign of a difference is a coin flip).
+                let (p, q) = (&mut sc.nonneg, &mut sc.negmag);
+                p.resize(d.len(), 0);
+                q.resize(d.len(), 0);
+                let (mut i, mut j) = (0, 0);
+                for &x in d.iter() {
+                    p[i] = x;
+                    q[j] = x.wrapping_neg();
+                    let neg = usize::from(x < 0);
+                    i += 1 - neg;
+                    j += neg;
+                }
+                for (h, v) in [(&mut sc.dpos, &p[..i]), (&mut sc.dneg, &q[..j])] {
+                    let (lo, hi) = v
+                        .iter()
+                        .fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                    h.record_nonneg(v, lo, hi);
+                }
+            }
+        }
+    }
+}
+
+/// RFC 3550 §6.4.1, `J += (|D| − J)/16` for each magnitude of `mags`, from
+/// `j`. The recurrence is `J' = c·J + |D|/16` with `c = 15/16`, so four
+/// steps are one: `J4 = c⁴·J + (c³|D₁| + c²|D₂| + c|D₃| + |D₄|)/16`, whose
+/// bracket does not wait for `J`: a quarter of the dependent chain, equal to
+/// the step-by-step value to within a few ulps.
+fn rfc3550_chain(mut j: f64, mags: &[i64]) -> f64 {
+    const C: f64 = 15.0 / 16.0;
+    const C2: f64 = C * C;
+    const C3: f64 = C2 * C;
+    const C4: f64 = C2 * C2;
+    let mut quads = mags.chunks_exact(4);
+    for q in &mut quads {
+        let b = C3 * q[0] as f64 + C2 * q[1] as f64 + C * q[2] as f64 + q[3] as f64;
+        j = C4 * j + b / 16.0;
+    }
+    for &x in quads.remainder() {
+        j += (x as f64 - j) / 16.0;
+    }
+    j
+}
+
+/// The signed difference of consecutive latencies, as the engine clamps it.
+#[inline(always)]
+fn ipdv(prev: i64, next: i64) -> i64 {
+    next.saturating_sub(prev).max(i64::MIN + 1)
 }
 
 /// What a thread keeps across its parts (order does not matter): the
@@ -120,6 +230,22 @@ struct Scratch {
     idx: Vec<u32>,
     /// Count latencies into the histograms (not when every latency is kept).
     histogram: bool,
+    /// The full pass's differences of consecutive latencies.
+    jit: JitterScratch,
+}
+
+/// A thread's counts of latency differences (order does not matter) and
+/// reused buffers.
+struct JitterScratch {
+    /// Differences >= 0 and magnitudes of the negative ones.
+    dpos: HdrCounts,
+    dneg: HdrCounts,
+    /// The block's differences and their magnitudes, and the differences
+    /// split by sign.
+    diff: Vec<i64>,
+    abs: Vec<i64>,
+    nonneg: Vec<i64>,
+    negmag: Vec<i64>,
 }
 
 impl Scratch {
@@ -131,6 +257,14 @@ impl Scratch {
             buf: vec![0u8; BLOCK_BYTES],
             lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
             idx: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
+            jit: JitterScratch {
+                dpos: HdrCounts::new(digits),
+                dneg: HdrCounts::new(digits),
+                diff: Vec::new(),
+                abs: Vec::new(),
+                nonneg: Vec::new(),
+                negmag: Vec::new(),
+            },
         }
     }
 }
@@ -168,7 +302,7 @@ fn tx_at(bytes: &[u8], i: usize) -> u64 {
 }
 
 impl Part {
-    fn new(n_specs: usize) -> Part {
+    fn new(n_specs: usize, jitter: Option<JitterPart>) -> Part {
         let none = Frag {
             start_seq: 0,
             len: 0,
@@ -188,6 +322,7 @@ impl Part {
             clamped: 0,
             frags: vec![Vec::new(); n_specs],
             open: vec![none; n_specs],
+            jitter,
         }
     }
 
@@ -211,7 +346,7 @@ impl Part {
         let lat = &mut sc.lat;
         let hdr = sc.pos.f64_index();
         let mut indexed = false;
-        let (lat_lo, lat_hi) = match crate::input::trex_latencies(bytes, lat, hdr, &mut sc.idx) {
+        let (lat_lo, lat_hi) = match crate::trex::trex_latencies(bytes, lat, hdr, &mut sc.idx) {
             Some(b) => {
                 indexed = true;
                 self.tx = (self.tx.0.min(b.tx.0), self.tx.1.max(b.tx.1));
@@ -244,6 +379,9 @@ impl Part {
         }
         self.moments
             .merge(&Moments::of_block_within(lat, lat_lo, lat_hi));
+        if let Some(j) = &mut self.jitter {
+            j.scan(lat, &mut sc.jit);
+        }
         if !sc.histogram {
             // --exact: the latencies go to the exact vector instead (scan_part).
         } else if lat_lo >= 0 && indexed {
@@ -318,18 +456,28 @@ impl Part {
     }
 }
 
-/// Read records `first..first + count` of `file` into a [`Part`], and their
-/// latencies into `exact` (one slot per record) when given.
+/// How the full pass keeps the differences of consecutive latencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Jitter {
+    /// Every one (the file's fit the engine's exact limit of them).
+    Exact,
+    /// In HDR histograms.
+    Hdr,
+}
+
+/// Read records `first..first + count` of `file` (at `path`) into a
+/// [`Part`], and their latencies into `exact` (one slot per record) when given.
 fn scan_part(
-    file: &File,
-    path: &Path,
+    (file, path): (&File, &Path),
     (first, count): (u64, u64),
     specs: &[AnomalySpec],
     lows: &[Option<i64>],
     sc: &mut Scratch,
     mut exact: Option<&mut [i64]>,
+    jitter: Option<Jitter>,
 ) -> Result<Part, AnalyzeError> {
-    let mut part = Part::new(specs.len());
+    let jitter = jitter.map(|j| JitterPart::new(j == Jitter::Exact));
+    let mut part = Part::new(specs.len(), jitter);
     let mut buf = std::mem::take(&mut sc.buf);
     let mut done = 0u64;
     while done < count {
@@ -369,9 +517,32 @@ pub fn analyze_trex_anomalies_only(
     opts: &Options,
     threads: usize,
 ) -> Result<FileAnalysis, AnalyzeError> {
-    // Parts of at least a block: tiny files are not worth a thread.
-    let min_part = (BLOCK_BYTES / TREX_RECORD_BYTES) as u64;
-    anomalies_only(path, cfg, opts, threads, min_part)
+    anomalies_only(path, cfg, opts, threads, MIN_PART)
+}
+
+/// Parts of at least a block: tiny files are not worth a thread.
+const MIN_PART: u64 = (BLOCK_BYTES / TREX_RECORD_BYTES) as u64;
+
+/// Every statistic of the full pass over a TRex-fork file, split across
+/// `threads` threads (0: one per core), when `opts` asks for nothing the
+/// split cannot give (see [`full_pass_supports`]); `None` otherwise. Equal
+/// to the [`Engine`](crate::Engine)'s pass field for field, except the
+/// RFC 3550 estimate, whose recurrence is joined across parts in closed
+/// form (`J·(15/16)^m + J₀`): equal to within a few ulps.
+pub(crate) fn analyze_trex_full(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    threads: usize,
+) -> Option<Result<FileAnalysis, AnalyzeError>> {
+    full_pass_supports(opts).then(|| parallel(path, cfg, opts, threads, MIN_PART, true))
+}
+
+/// Whether the split pass computes everything `opts` asks for: no windows,
+/// trimming, deadline, worst N, per-flow latency or interval log (those
+/// need the engine's sequence-ordered stream).
+pub(crate) fn full_pass_supports(opts: &Options) -> bool {
+    unsupported(opts).is_empty() && opts.series_ns.is_none() && !opts.tx_gaps
 }
 
 /// [`analyze_trex_anomalies_only`] with parts of at least `min_part` records.
@@ -382,6 +553,18 @@ fn anomalies_only(
     threads: usize,
     min_part: u64,
 ) -> Result<FileAnalysis, AnalyzeError> {
+    parallel(path, cfg, opts, threads, min_part, false)
+}
+
+/// The split pass; `full`: every statistic, else anomalies only.
+fn parallel(
+    path: &Path,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+    threads: usize,
+    min_part: u64,
+    full: bool,
+) -> Result<FileAnalysis, AnalyzeError> {
     let bad = unsupported(opts);
     if !bad.is_empty() {
         return Err(AnalyzeError::Invalid(format!(
@@ -391,7 +574,7 @@ fn anomalies_only(
             if bad.len() == 1 { "it" } else { "them" }
         )));
     }
-    let (n, leftover) = crate::input::trex_records(path)?;
+    let (n, leftover) = crate::trex::trex_records(path)?;
     let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
         t => t,
@@ -427,6 +610,14 @@ fn anomalies_only(
         } else {
             Vec::new()
         };
+        let jitter = full.then(|| {
+            let limit = crate::engine::secondary_limit(opts.exact_limit);
+            if n.saturating_sub(1) <= limit {
+                Jitter::Exact
+            } else {
+                Jitter::Hdr
+            }
+        });
         let (file, lows, next, slots) = (&file, lows.as_slice(), &next, slot_vec.as_slice());
         let done = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
@@ -445,7 +636,15 @@ fn anomalies_only(
                                 .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
                             parts.push((
                                 k,
-                                scan_part(file, path, (a, b - a), specs, lows, &mut sc, out)?,
+                                scan_part(
+                                    (file, path),
+                                    (a, b - a),
+                                    specs,
+                                    lows,
+                                    &mut sc,
+                                    out,
+                                    jitter,
+                                )?,
                             ));
                         }
                         Ok((parts, sc))
@@ -459,19 +658,28 @@ fn anomalies_only(
         })?;
         let mut parts = Vec::with_capacity(n_parts as usize);
         let mut hists = Vec::with_capacity(done.len());
+        let mut diff_hists = Vec::with_capacity(done.len());
         for (p, sc) in done {
             parts.extend(p);
             hists.push((sc.pos, sc.neg));
+            diff_hists.push((sc.jit.dpos, sc.jit.dneg));
         }
         parts.sort_unstable_by_key(|(k, _)| *k);
         let parts = parts.into_iter().map(|(_, p)| p).collect();
         drop(slot_vec);
-        Ok(assemble(parts, &hists, keep_all.then_some(all), cfg, opts))
+        let mut parts: Vec<Part> = parts;
+        let parts_jitter: Vec<JitterPart> =
+            parts.iter_mut().filter_map(|p| p.jitter.take()).collect();
+        let mut a = assemble(parts, &hists, keep_all.then_some(all), cfg, opts);
+        if full {
+            full_summary(&mut a, &parts_jitter, &diff_hists, opts);
+        }
+        Ok(a)
     };
     let mut analysis = with_resolved_thresholds(cfg, pass)?;
     let notes = &mut analysis.summary.notes;
-    notes.push(crate::input::trex_note(path));
-    Ok(crate::input::trex_outcome(path, analysis, leftover, n))
+    notes.push(crate::trex::trex_note(path));
+    Ok(crate::trex::trex_outcome(path, analysis, leftover, n))
 }
 
 /// Join the parts (in file order) and the threads' histograms into an
@@ -625,7 +833,117 @@ fn assemble(
         window_histograms: Vec::new(),
         window_ns: None,
         origin_ns: origin,
+        series: Vec::new(),
+        tx_gap: None,
     }
+}
+
+/// The full pass's statistics besides the anomalies-only ones: the IPDV
+/// and consecutive-difference distributions and the RFC 3550 estimate,
+/// joined across the parts (in file order) and the threads' histograms, and
+/// the loss, reordering and flow blocks of a file that has no loss and no
+/// reordering (seq = position).
+fn full_summary(
+    a: &mut Analysis,
+    parts: &[JitterPart],
+    hists: &[(HdrCounts, HdrCounts)],
+    opts: &Options,
+) {
+    let digits = opts.hdr_digits;
+    let exact = parts.iter().all(|p| p.exact.is_some());
+    let (mut signed, mut abs) = (Moments::new(), Moments::new());
+    let mut vals: Vec<i64> = Vec::new();
+    let mut pos = crate::dist::new_histogram(digits);
+    let mut neg: Option<Histogram<u64>> = None;
+    for (p, q) in hists {
+        // Auto-resizing histograms of equal precision always add.
+        let _ = pos.add(p.to_histogram());
+        if q.len() > 0 {
+            let _ = neg
+                .get_or_insert_with(|| crate::dist::new_histogram(digits))
+                .add(q.to_histogram());
+        }
+    }
+    let mut rfc = 0.0f64;
+    let mut prev_last: Option<i64> = None;
+    for p in parts {
+        if let (Some(l), Some(f)) = (prev_last, p.first_lat) {
+            // The difference across the border, in its place in the chain.
+            let d = ipdv(l, f);
+            signed.record(d);
+            abs.record(d.abs());
+            rfc += (d.abs() as f64 - rfc) / 16.0;
+            if exact {
+                vals.push(d);
+            } else {
+                let _ = match u64::try_from(d) {
+                    Ok(v) => pos.record(v),
+                    Err(_) => neg
+                        .get_or_insert_with(|| crate::dist::new_histogram(digits))
+                        .record(d.unsigned_abs()),
+                };
+            }
+        }
+        let decay = match i32::try_from(p.m) {
+            Ok(m) => (15.0f64 / 16.0).powi(m),
+            Err(_) => (15.0f64 / 16.0).powf(p.m as f64),
+        };
+        rfc = rfc * decay + p.rfc_from_zero;
+        signed.merge(&p.signed);
+        abs.merge(&p.abs);
+        if let Some(v) = &p.exact {
+            vals.extend_from_slice(v);
+        }
+        prev_last = p.last_lat.or(prev_last);
+    }
+    let (mut ipdv_d, mut abs_d) = if exact {
+        let mags = vals.iter().map(|x| x.abs()).collect();
+        (
+            Distribution::from_exact(signed, vals, digits),
+            Distribution::from_exact(abs, mags, digits),
+        )
+    } else {
+        let mut mags = pos.clone();
+        if let Some(h) = &neg {
+            let _ = mags.add(h);
+        }
+        (
+            Distribution::from_hdr(signed, Some(pos), neg, digits),
+            Distribution::from_hdr(abs, Some(mags), None, digits),
+        )
+    };
+    // Arrival order is sequence order: the consecutive differences are the
+    // IPDV magnitudes (only their moments are reported).
+    let consec = Distribution::from_hdr(abs, None, None, digits);
+    let n = a.latency.count();
+    let s = &mut a.summary;
+    s.jitter_ns =
+        crate::metrics::jitter_stats(&mut ipdv_d, &mut abs_d, &consec, rfc, n, &s.latency_ns);
+    s.loss = Some(LossStats {
+        bursts: 0,
+        burst_mean: None,
+        burst_max: None,
+        burst_lengths: Vec::new(),
+        deadline_ns: None,
+        late: None,
+        loss_ratio_with_deadline: None,
+    });
+    s.reorder = Some(ReorderStats {
+        ratio: 0.0,
+        extent_mean: None,
+        extent_p99: None,
+        extent_max: None,
+        beyond_window: 0,
+    });
+    s.flows = vec![FlowSummary {
+        flow: 0,
+        packets: s.packets,
+        loss_ratio: 0.0,
+        late: None,
+        latency_ns: None,
+    }];
+    s.notes.retain(|x| !x.starts_with("anomalies-only pass"));
+    a.ipdv = ipdv_d;
 }
 
 #[cfg(test)]
@@ -694,9 +1012,10 @@ mod tests {
             percentiles: vec![Pct::parse("0.1").unwrap(), Pct::parse("33.3").unwrap()],
             ..Options::default()
         };
-        let mut full = crate::analyze_file_with(path, &cfg, &opts, Some(Format::Trex))
+        let mut full = crate::input::trex_engine_pass(path, &cfg, &opts)
             .unwrap_or_else(|e| panic!("{e}"))
             .analysis;
+        check_full_split_equal(path, &cfg, &opts, &full);
         // Every HDR bucket (negative latencies too), not just the percentiles.
         let full_buckets = full.latency.value_counts();
         let full = full.summary;
@@ -717,6 +1036,43 @@ mod tests {
             assert_eq!(fast.rate, full.rate);
             assert_eq!(fast.span, full.span);
             assert_eq!(fast.percentiles, full.percentiles);
+        }
+    }
+
+    /// The split full pass against the engine's, field for field (the
+    /// RFC 3550 estimate to 1e-12 relative), and the IPDV distribution
+    /// bucket for bucket, split into 1, 2 and 5 parts.
+    fn check_full_split_equal(
+        path: &Path,
+        cfg: &AnalysisConfig,
+        opts: &Options,
+        engine: &Analysis,
+    ) {
+        let mut want = serde_json::to_value(&engine.summary).unwrap();
+        let want_rfc = want["jitter_ns"]["rfc3550"].take();
+        let mut engine_ipdv = engine.ipdv.clone();
+        for threads in [1, 2, 5] {
+            let mut split = parallel(path, cfg, opts, threads, 1, true)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .analysis;
+            assert_eq!(
+                split.ipdv.value_counts(),
+                engine_ipdv.value_counts(),
+                "{threads} parts"
+            );
+            assert_eq!(split.ipdv.method(), engine_ipdv.method());
+            let mut got = serde_json::to_value(&split.summary).unwrap();
+            let got_rfc = got["jitter_ns"]["rfc3550"].take();
+            match (got_rfc.as_f64(), want_rfc.as_f64()) {
+                (Some(g), Some(w)) => {
+                    assert!(
+                        (g - w).abs() <= w.abs() * 1e-12 + 1e-9,
+                        "rfc3550 {g} vs {w}"
+                    )
+                }
+                (g, w) => assert_eq!(g, w),
+            }
+            assert_eq!(got, want, "{threads} parts");
         }
     }
 

@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 use nflab_record::{FlowSent, Record, TailState};
 
 use crate::engine::{Engine, Options};
-use crate::input::FileAnalysis;
 use crate::metrics::with_resolved_thresholds;
+use crate::FileAnalysis;
 use crate::{Analysis, AnalysisConfig, AnalyzeError};
 
 /// Largest block or record accepted; a length beyond it is corruption.

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
 pub mod crossrun;
+pub mod curves;
 pub mod dist;
 mod engine;
 pub mod export;
@@ -49,12 +50,13 @@ mod input;
 mod metrics;
 pub mod order_ci;
 mod spec;
+mod trex;
 
 pub use dist::{Distribution, Method, Pct};
-pub use engine::{Engine, Options};
+pub use engine::{Engine, Options, MAX_SERIES_SLICES};
 pub use fast::analyze_trex_anomalies_only;
 pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
-pub use input::{analyze_file, analyze_file_with, read_csv, FileAnalysis, Format};
+pub use input::{analyze_file, analyze_file_with, read_csv, Format};
 pub use metrics::{analyze, analyze_with};
 pub use spec::{parse_duration_ns, AnomalySpec, Base, Cmp, LostMode, Threshold};
 
@@ -492,6 +494,30 @@ pub struct WindowStats {
     pub max_ns: Option<i64>,
 }
 
+/// Smallest and largest latency of the packets sent in one slice of time
+/// (`Options::series_ns`), for drawing latency over time at any N.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySlice {
+    /// Start of the slice (tx clock), ns.
+    pub start_ns: u64,
+    /// Smallest latency in it, ns.
+    pub min_ns: i64,
+    /// Largest latency in it, ns.
+    pub max_ns: i64,
+}
+
+/// The outcome of analysing one file.
+pub struct FileAnalysis {
+    /// The analysis.
+    pub analysis: Analysis,
+    /// How an `.nfr` file ended ([`TailState::Complete`] for other formats
+    /// unless they were cut short).
+    pub tail: TailState,
+    /// A problem that ended reading early (truncated file, bad CSV row): one
+    /// sentence naming the file and the place; everything before it was analysed.
+    pub problem: Option<String>,
+}
+
 /// One of the worst packets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorstPacket {
@@ -520,6 +546,7 @@ pub struct SpanInfo {
 
 /// The result of [`analyze_with`] / [`Engine::finish`]: the summary plus the
 /// distributions behind it (for CDF, histogram and interval-log exports).
+#[derive(Debug)]
 pub struct Analysis {
     /// The summary.
     pub summary: Summary,
@@ -534,6 +561,11 @@ pub struct Analysis {
     pub window_ns: Option<u64>,
     /// Start of window 0 (tx clock), ns.
     pub origin_ns: Option<u64>,
+    /// Min/max latency per slice of `Options::series_ns` (empty without it).
+    pub series: Vec<LatencySlice>,
+    /// Gaps between the tx times of consecutive received sequence numbers of
+    /// a flow, ns (when `Options::tx_gaps`).
+    pub tx_gap: Option<Distribution>,
 }
 
 impl Summary {

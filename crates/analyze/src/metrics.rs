@@ -203,6 +203,64 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+impl Engine {
+    /// End the pass and summarise it. `sent` are the counts known only at
+    /// the end (the trailer); `None` keeps those given to [`Engine::new`],
+    /// or derives them from the highest seq.
+    pub fn finish(mut self, sent: Option<&[FlowSent]>) -> Analysis {
+        let (ids, notes, series, tx_gap) = self.close(sent);
+        let mut a = assemble(self, ids, notes);
+        a.series = series;
+        a.tx_gap = tx_gap;
+        a
+    }
+}
+
+/// The jitter family of `n` packets from the signed IPDV distribution, its
+/// magnitudes, the consecutive-latency differences (arrival order), the
+/// RFC 3550 estimate and the latency block (PDV = latency − min).
+pub(crate) fn jitter_stats(
+    ipdv: &mut Distribution,
+    ipdv_abs: &mut Distribution,
+    consec: &Distribution,
+    rfc3550: f64,
+    n: u64,
+    latency_ns: &LatencyStats,
+) -> JitterStats {
+    let ipdv_q = ipdv.quantiles(&[Pct { num: 1, den: 100 }, Pct { num: 99, den: 100 }]);
+    let abs_q = ipdv_abs.quantiles(&[
+        Pct { num: 1, den: 2 },
+        Pct { num: 99, den: 100 },
+        Pct {
+            num: 999,
+            den: 1000,
+        },
+    ]);
+    let pdv = |v: Option<i64>| match (v, latency_ns.min) {
+        (Some(v), Some(m)) => Some(v.saturating_sub(m)),
+        _ => None,
+    };
+    JitterStats {
+        rfc3550: (n >= 2).then_some(rfc3550),
+        ipdv_p50: abs_q[0].map(|q| q.value as u64),
+        ipdv_p99: abs_q[1].map(|q| q.value as u64),
+        ipdv_mean: ipdv.mean(),
+        ipdv_min: ipdv.min(),
+        ipdv_p1: ipdv_q[0].map(|q| q.value),
+        ipdv_p99_signed: ipdv_q[1].map(|q| q.value),
+        ipdv_max: ipdv.max(),
+        ipdv_p99_9: abs_q[2].map(|q| q.value as u64),
+        pdv_p50: pdv(latency_ns.p50),
+        pdv_p99: pdv(latency_ns.p99),
+        pdv_p99_9: pdv(latency_ns.p99_9),
+        pdv_max: pdv(latency_ns.max),
+        stdev: latency_ns.stdev,
+        consecutive_mean: consec.mean(),
+        consecutive_stdev: consec.stdev(),
+        consecutive_max: consec.max(),
+    }
+}
+
 /// Build the [`Analysis`] of a finished engine.
 pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> Analysis {
     let p = e.parts();
@@ -266,42 +324,8 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
 
     let (latency_ns, quantiles, percentiles) = latency_block(p.lat, &opts.percentiles, &mut notes);
 
-    // Jitter.
     let n = p.lat.count();
-    let ipdv_q = p
-        .ipdv
-        .quantiles(&[Pct { num: 1, den: 100 }, Pct { num: 99, den: 100 }]);
-    let abs_q = p.ipdv_abs.quantiles(&[
-        Pct { num: 1, den: 2 },
-        Pct { num: 99, den: 100 },
-        Pct {
-            num: 999,
-            den: 1000,
-        },
-    ]);
-    let pdv = |v: Option<i64>| match (v, latency_ns.min) {
-        (Some(v), Some(m)) => Some(v.saturating_sub(m)),
-        _ => None,
-    };
-    let jitter_ns = JitterStats {
-        rfc3550: (n >= 2).then_some(p.rfc3550),
-        ipdv_p50: abs_q[0].map(|q| q.value as u64),
-        ipdv_p99: abs_q[1].map(|q| q.value as u64),
-        ipdv_mean: p.ipdv.mean(),
-        ipdv_min: p.ipdv.min(),
-        ipdv_p1: ipdv_q[0].map(|q| q.value),
-        ipdv_p99_signed: ipdv_q[1].map(|q| q.value),
-        ipdv_max: p.ipdv.max(),
-        ipdv_p99_9: abs_q[2].map(|q| q.value as u64),
-        pdv_p50: pdv(latency_ns.p50),
-        pdv_p99: pdv(latency_ns.p99),
-        pdv_p99_9: pdv(latency_ns.p99_9),
-        pdv_max: pdv(latency_ns.max),
-        stdev: latency_ns.stdev,
-        consecutive_mean: p.consec.mean(),
-        consecutive_stdev: p.consec.stdev(),
-        consecutive_max: p.consec.max(),
-    };
+    let jitter_ns = jitter_stats(p.ipdv, p.ipdv_abs, p.consec, p.rfc3550, n, &latency_ns);
 
     let rx_pps = if n >= 2 && p.rx.1 > p.rx.0 {
         Some((n - 1) as f64 / ((p.rx.1 - p.rx.0) as f64 / 1e9))
@@ -393,5 +417,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
         window_histograms,
         window_ns: opts.window_ns,
         origin_ns: origin,
+        series: Vec::new(),
+        tx_gap: None,
     }
 }

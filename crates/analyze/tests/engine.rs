@@ -457,3 +457,75 @@ fn confidence_intervals() {
     assert_eq!(b, bootstrap_mean_ci(&v, 0.95, 2000, 7).unwrap());
     assert!(mean_t_ci(&[1.0], 0.95).is_none());
 }
+
+#[test]
+fn series_slices_and_tx_gaps_by_hand() {
+    // tx = 1000·seq; slices of 2500 ns hold seqs {0,1,2}, {3,4}, {5,6,7}, ...
+    let l = [
+        Some(5),
+        Some(9),
+        Some(1),
+        None,
+        Some(7),
+        Some(2),
+        Some(8),
+        Some(4),
+    ];
+    let (r, s) = trace(&l);
+    let opts = Options {
+        series_ns: Some(2500),
+        tx_gaps: true,
+        ..exact()
+    };
+    let mut a = analyze_with(&r, &s, &AnalysisConfig::default(), &opts);
+    let got: Vec<(u64, i64, i64)> = a
+        .series
+        .iter()
+        .map(|x| (x.start_ns, x.min_ns, x.max_ns))
+        .collect();
+    // Slice 1 (2500..5000) holds seq 4 only (seq 3 lost).
+    assert_eq!(got, vec![(0, 1, 9), (2500, 7, 7), (5000, 2, 8)]);
+    // Gaps between consecutive received seqs: 0-1, 1-2, 4-5, 5-6, 6-7 (the
+    // pair around the lost seq 3 is left out), each 1000 ns.
+    let g = a.tx_gap.as_mut().expect("tx gaps kept");
+    assert_eq!(g.count(), 5);
+    assert_eq!(g.value_counts(), vec![(1000, 5)]);
+    // Not asked for: nothing kept.
+    let b = analyze_with(&r, &s, &AnalysisConfig::default(), &exact());
+    assert!(b.series.is_empty() && b.tx_gap.is_none());
+}
+
+#[test]
+fn merged_distributions_equal_one_recorded_whole() {
+    let a: Vec<i64> = (0..500).map(|i| (i * 7919) % 1000 - 100).collect();
+    let b: Vec<i64> = (0..700).map(|i| (i * 104_729) % 5000).collect();
+    for (limit_a, limit_b) in [
+        (u64::MAX, u64::MAX),
+        (1000, u64::MAX),
+        (0, 0),
+        (u64::MAX, 0),
+    ] {
+        let mut whole = Distribution::new(limit_a.min(limit_b), 3);
+        let (mut da, mut db) = (Distribution::new(limit_a, 3), Distribution::new(limit_b, 3));
+        a.iter().for_each(|&v| {
+            da.record(v);
+            whole.record(v);
+        });
+        b.iter().for_each(|&v| {
+            db.record(v);
+            whole.record(v);
+        });
+        da.merge(&db);
+        assert_eq!(da.count(), 1200);
+        assert_eq!((da.min(), da.max()), (whole.min(), whole.max()));
+        assert_eq!(da.mean(), whole.mean());
+        let ranks = [1, 2, 600, 1188, 1200];
+        let qa: Vec<i64> = da.values_at_ranks(&ranks).iter().map(|q| q.value).collect();
+        let qw: Vec<i64> = whole
+            .values_at_ranks(&ranks)
+            .iter()
+            .map(|q| q.value)
+            .collect();
+        assert_eq!(qa, qw, "limits {limit_a} {limit_b}");
+    }
+}

@@ -1395,3 +1395,56 @@ fn two_data_plane_workers_each_own_a_queue() {
         .sum();
     assert_eq!(per_instance, rx[0] + rx[1]);
 }
+
+#[test]
+fn report_numbers_are_nflab_analyze_json_field_by_field() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("engine");
+    // The quickstart's six runs, shorter.
+    let quickstart = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.toml"),
+    )
+    .unwrap();
+    let body = quickstart.replace("duration_s = 3", "duration_s = 1");
+    assert_ne!(body, quickstart, "the quickstart's duration line changed");
+    let spec = write_spec(&tmp.0, "quickstart", &body);
+    let out = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nflab run failed: {}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("artifacts:"))
+        .unwrap_or_else(|| panic!("no artifacts line: {stdout}"));
+    let dir = PathBuf::from(line.trim_start_matches("artifacts:").trim());
+    let analysis = read_json(dir.join("figures/analysis.json"));
+    let command = analysis["command"].as_str().unwrap();
+    let runs = analysis["runs"].as_object().unwrap();
+    assert_eq!(runs.len(), 6, "{:?}", runs.keys());
+    for (name, report) in runs {
+        let records = dir.join("runs").join(name).join("records.nfr");
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[..2], ["nflab", "analyze"]);
+        let out = nflab().args(&words[1..]).arg(&records).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{command} {}: {}",
+            records.display(),
+            stderr(&out)
+        );
+        let cli: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let cli = cli.as_object().unwrap();
+        for (k, v) in cli {
+            assert_eq!(&report[k], v, "run {name}: field {k}");
+        }
+        assert_eq!(report.as_object().unwrap().len(), cli.len(), "run {name}");
+    }
+}

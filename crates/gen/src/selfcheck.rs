@@ -18,6 +18,7 @@
 //! deceptively lowers the MSE), and the generator *fell behind* (achieved rate more than
 //! 0.1 % off the configured one).
 
+use nflab_analyze::dist::Moments;
 use serde::Serialize;
 
 /// Share of gaps that may arrive compressed before the generator counts as bursty.
@@ -126,14 +127,14 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
     if gaps.iter().all(|g| g.1.abs_diff(first_cfg) <= 1) {
         sc.configured_ipg_ns = Some(gaps.iter().map(|g| g.1 as f64).sum::<f64>() / sc.gaps as f64);
     }
-    let mut se = 0.0;
-    let mut sum = 0.0;
+    // Mean and mean squared error from the engine's moments (exact sums).
+    let mut rx_gaps = Moments::new();
+    let mut errors = Moments::new();
     let mut judged = 0u64;
     let mut compressed = 0u64;
     for &(rx, cfg) in &gaps {
-        let e = rx as f64 - cfg as f64;
-        se += e * e;
-        sum += rx as f64;
+        rx_gaps.record(rx as i64);
+        errors.record(rx as i64 - cfg as i64);
         if cfg >= MIN_JUDGED_GAP_NS {
             judged += 1;
             if rx * 4 < cfg {
@@ -141,9 +142,10 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
             }
         }
     }
-    sc.ipg_mean_ns = sum / sc.gaps as f64;
+    sc.ipg_mean_ns = rx_gaps.mean().unwrap_or(0.0);
     if paced {
-        let mse = se / sc.gaps as f64;
+        // E[e²] = Var(e) + E[e]².
+        let mse = errors.stdev().unwrap_or(0.0).powi(2) + errors.mean().unwrap_or(0.0).powi(2);
         sc.ipg_mse_ns2 = Some(mse);
         sc.ipg_rmse_ns = Some(mse.sqrt());
     }

@@ -310,23 +310,20 @@ impl<'a> StampWindow<'a> {
     }
 }
 
-/// Nearest-rank spread of `v` (sorted in place); None when empty.
+/// Nearest-rank spread of `v` (the metrics engine's percentiles); None when empty.
 pub fn spread(v: &mut [i64]) -> Option<Spread> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    let rank = |p: u64| {
-        let n = v.len() as u64;
-        // ceil(p/100 * n), clamped to 1..=n, 1-based.
-        let r = (p * n).div_ceil(100).clamp(1, n);
-        v[(r - 1) as usize]
-    };
+    let mut d = nflab_analyze::Distribution::new(u64::MAX, 3);
+    v.iter().for_each(|&x| d.record(x));
+    let (min, max) = (d.min()?, d.max()?);
+    let q = d.quantiles(&[
+        nflab_analyze::Pct { num: 1, den: 2 },
+        nflab_analyze::Pct { num: 99, den: 100 },
+    ]);
     Some(Spread {
-        min: v[0],
-        p50: rank(50),
-        p99: rank(99),
-        max: v[v.len() - 1],
+        min,
+        p50: q[0]?.value,
+        p99: q[1]?.value,
+        max,
     })
 }
 

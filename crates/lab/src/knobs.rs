@@ -191,7 +191,7 @@ impl LoadThreads {
                     std::time::Duration::from_millis(b.period_ms),
                 );
                 std::thread::spawn(move || {
-                    crate::runner::pin_thread(cpu);
+                    crate::cpu::pin_thread(cpu);
                     while !stop.load(Ordering::Relaxed) {
                         let start = std::time::Instant::now();
                         while start.elapsed() < busy {

@@ -11,6 +11,7 @@
 
 pub mod app_ncs;
 pub mod compare;
+pub mod cpu;
 pub mod dut_link;
 pub mod dut_nflab;
 pub mod dut_testpmd;

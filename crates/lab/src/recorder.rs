@@ -9,11 +9,36 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nflab_io::{clock, Layer, PacketIo, TsSource};
+use nflab_io::{clock, AfPacketConfig, Layer, PacketIo, TsSource};
 use nflab_record::{flags, Record, RecordWriter};
 use serde::Serialize;
 
 use crate::error::LabError;
+
+/// First flow id of background streams: the recorder counts flows from here on
+/// instead of recording them.
+pub const BACKGROUND_FLOW_BASE: u16 = 0x8000;
+/// Flow ids reserved per background stream (stream i starts at base + i * span).
+pub const BACKGROUND_FLOW_SPAN: u16 = 0x0800;
+/// Flow id of the readiness probes sent before a run; never recorded.
+pub const READY_FLOW: u16 = u16::MAX;
+
+/// The recorder's ring. A TPACKET_V3 block is handed to user space when it
+/// is full or after its retire timeout, so at low rates each block carries
+/// few frames: the ring must have many blocks to ride out a recorder that is
+/// descheduled for a while (256 × 256 KiB ≈ 1 s at 10 kpps even with 4 ms
+/// blocks, and far more at high rates). The timeout only delays delivery to
+/// the recorder; the timestamps are taken by the kernel at reception.
+pub fn recorder_ring() -> AfPacketConfig {
+    AfPacketConfig {
+        rx: true,
+        tx: false,
+        rx_block_bytes: 256 << 10,
+        rx_blocks: 256,
+        rx_block_timeout_ms: 4,
+        ..AfPacketConfig::default()
+    }
+}
 
 /// What the recorder saw.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -66,14 +91,14 @@ pub fn record<W: Write>(
                 nflab_wire::parse_probe(frame)
             };
             let p = match parsed {
-                Ok(p) if p.flow != crate::runner::READY_FLOW => p,
+                Ok(p) if p.flow != READY_FLOW => p,
                 _ => {
                     report.foreign_frames += 1;
                     return;
                 }
             };
-            if p.flow >= crate::runner::BACKGROUND_FLOW_BASE {
-                let i = (p.flow - crate::runner::BACKGROUND_FLOW_BASE) as usize;
+            if p.flow >= BACKGROUND_FLOW_BASE {
+                let i = (p.flow - BACKGROUND_FLOW_BASE) as usize;
                 if i >= background.len() {
                     background.resize(i + 1, 0);
                 }
@@ -131,7 +156,7 @@ pub fn record<W: Write>(
         .enumerate()
         .filter(|(_, n)| **n > 0)
         .map(|(i, n)| BackgroundCount {
-            flow: crate::runner::BACKGROUND_FLOW_BASE + i as u16,
+            flow: BACKGROUND_FLOW_BASE + i as u16,
             received: *n,
         })
         .collect();

@@ -1,5 +1,6 @@
 //! The results of an experiment: one row per run, as a terminal table and
-//! as `results.parquet` (polars, pandas and DuckDB read it directly).
+//! as `results.parquet` (polars, pandas and DuckDB read it directly); and the
+//! writers of every artifact file of the tree.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -413,4 +414,17 @@ fn split<T, U>(v: &[Option<T>], f: impl Fn(&T) -> U) -> (Vec<U>, Vec<i16>) {
     let vals = v.iter().flatten().map(&f).collect();
     let defs = v.iter().map(|x| x.is_some() as i16).collect();
     (vals, defs)
+}
+
+/// Write an artifact file; the error names it.
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
+    std::fs::write(path, bytes).map_err(|e| LabError::artifact(path, e))
+}
+
+/// Write `value` as pretty JSON (one trailing newline) to an artifact file.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), LabError> {
+    let mut s = serde_json::to_string_pretty(value)
+        .map_err(|e| LabError::Other(format!("{}: {e}", path.display())))?;
+    s.push('\n');
+    write_file(path, s.as_bytes())
 }

@@ -378,7 +378,7 @@ fn search(
 
 /// Write `rfc2544.json`.
 pub fn write_verdicts(dir: &Path, verdicts: &[Verdict]) -> Result<(), LabError> {
-    crate::runner::write_json(&dir.join("rfc2544.json"), &verdicts)
+    crate::results::write_json(&dir.join("rfc2544.json"), &verdicts)
 }
 
 /// One line per verdict for the terminal.

@@ -4,7 +4,6 @@
 //! Every run gets a fresh topology (the analogue of pos' reboot between
 //! runs), and the topology is removed when the run ends in any way.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +21,10 @@ use nflab_record::{ClockInfo, FlowSent, Metadata, Record, RecordWriter, Trailer}
 use nflab_wire::{ProbeSpec, ProbeTemplate};
 use serde::Serialize;
 
+use crate::cpu::pin_thread;
 use crate::error::LabError;
+use crate::recorder::{recorder_ring, BACKGROUND_FLOW_BASE, BACKGROUND_FLOW_SPAN, READY_FLOW};
+use crate::results::{write_file, write_json};
 use crate::spec::{
     Backend, Pattern as SpecPattern, Rate as SpecRate, RateAccounting, RunPlan, StreamKeys,
     TrafficSection,
@@ -223,11 +225,6 @@ pub fn run_one_with(
 // recorder pass over a topology.
 // ---------------------------------------------------------------------------
 
-/// First flow id of background streams: the recorder counts flows from here on
-/// instead of recording them.
-pub const BACKGROUND_FLOW_BASE: u16 = 0x8000;
-/// Flow ids reserved per background stream (stream i starts at base + i * span).
-pub const BACKGROUND_FLOW_SPAN: u16 = 0x0800;
 /// The self-check compares at most this many probe packets with the schedule
 /// (8 bytes of schedule each).
 pub const SELFCHECK_MAX_PACKETS: usize = 20_000_000;
@@ -851,8 +848,6 @@ pub fn run_traffic(
     })
 }
 
-/// Flow id of the readiness probes sent before a run; never recorded.
-pub const READY_FLOW: u16 = u16::MAX;
 /// How long a fresh topology may take to forward its first frame.
 const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -906,49 +901,6 @@ fn wait_until_forwarding(
         topo.dut.as_str(),
         READY_TIMEOUT.as_secs()
     )))
-}
-
-/// The recorder's ring. A TPACKET_V3 block is handed to user space when it
-/// is full or after its retire timeout, so at low rates each block carries
-/// few frames: the ring must have many blocks to ride out a recorder that is
-/// descheduled for a while (256 × 256 KiB ≈ 1 s at 10 kpps even with 4 ms
-/// blocks, and far more at high rates). The timeout only delays delivery to
-/// the recorder; the timestamps are taken by the kernel at reception.
-pub fn recorder_ring() -> AfPacketConfig {
-    AfPacketConfig {
-        rx: true,
-        tx: false,
-        rx_block_bytes: 256 << 10,
-        rx_blocks: 256,
-        rx_block_timeout_ms: 4,
-        ..AfPacketConfig::default()
-    }
-}
-
-/// Pin the calling thread; an impossible pin is reported, not fatal.
-pub fn pin_thread(cpu: usize) {
-    let mut set = nix::sched::CpuSet::new();
-    if set.set(cpu).is_ok() {
-        if let Err(e) = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set) {
-            eprintln!("warning: cannot pin a thread to CPU {cpu}: {e}");
-        }
-    }
-}
-
-pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
-    std::fs::write(path, bytes).map_err(|e| LabError::artifact(path, e))
-}
-
-pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), LabError> {
-    let mut s = serde_json::to_string_pretty(value)
-        .map_err(|e| LabError::Other(format!("{}: {e}", path.display())))?;
-    s.push('\n');
-    write_file(path, s.as_bytes())
-}
-
-/// True when progress lines are wanted by default.
-pub fn stderr_is_terminal() -> bool {
-    std::io::stderr().is_terminal()
 }
 
 #[cfg(test)]

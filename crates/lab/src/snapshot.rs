@@ -195,7 +195,7 @@ impl Snapshot {
 
 /// Write `system.json` of a run: before, after and delta.
 pub fn write(dir: &Path, before: &Snapshot, after: &Snapshot) -> Result<(), crate::LabError> {
-    crate::runner::write_json(
+    crate::results::write_json(
         &dir.join("system.json"),
         &serde_json::json!({ "before": before, "after": after, "delta": before.delta(after) }),
     )

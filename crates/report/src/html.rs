@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use crate::figures::Figure;
 use crate::load::{Experiment, Run};
-use crate::stats;
 use crate::svg::{esc, fmt_ns, fmt_pps, fmt_value, Fmt};
 
 /// Figures that were not drawn, with the reason: (id, title, reason).
@@ -20,7 +19,7 @@ fn s<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
 /// `mean ± h` of a per-run metric over a configuration's runs.
 fn cell(e: &Experiment, runs: &[usize], metric: &dyn Fn(&Run) -> Option<f64>, fmt: Fmt) -> String {
     let vals: Vec<f64> = runs.iter().filter_map(|&r| metric(&e.runs[r])).collect();
-    match stats::mean_ci(&vals) {
+    match crate::figures::mean_ci(&vals) {
         None => "—".into(),
         Some((m, None)) => fmt_value(m, fmt),
         Some((m, Some(0.0))) => fmt_value(m, fmt),
@@ -198,10 +197,10 @@ fn noise_floor(h: &mut String, e: &Experiment) {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.label),
             c.runs.len(),
-            cell(e, &c.runs, &|r| r.num("/latency_ns/p50").or_else(|| r.quantile(0.5)), Fmt::Ns),
-            cell(e, &c.runs, &|r| r.num("/latency_ns/p99").or_else(|| r.quantile(0.99)), Fmt::Ns),
-            cell(e, &c.runs, &|r| r.num("/latency_ns/p99.9").or_else(|| r.quantile(0.999)), Fmt::Ns),
-            cell(e, &c.runs, &|r| r.num("/latency_ns/max").or_else(|| r.quantile(1.0)), Fmt::Ns),
+            cell(e, &c.runs, &|r| r.num("/latency_ns/p50"), Fmt::Ns),
+            cell(e, &c.runs, &|r| r.num("/latency_ns/p99"), Fmt::Ns),
+            cell(e, &c.runs, &|r| r.num("/latency_ns/p99.9"), Fmt::Ns),
+            cell(e, &c.runs, &|r| r.num("/latency_ns/max"), Fmt::Ns),
             cell(e, &c.runs, &|r| r.num("/jitter_ns/rfc3550"), Fmt::Ns),
         );
     }
@@ -234,7 +233,7 @@ fn results(h: &mut String, e: &Experiment) {
     }
     h.push_str("</tr>");
     for c in &e.configs {
-        let lat = |ptr: &'static str, q: f64| move |r: &Run| r.num(ptr).or_else(|| r.quantile(q));
+        let lat = |ptr: &'static str| move |r: &Run| r.num(ptr);
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
@@ -243,11 +242,11 @@ fn results(h: &mut String, e: &Experiment) {
             cell(e, &c.runs, &|r| r.offered_pps(), Fmt::Pps),
             cell(e, &c.runs, &|r| r.num("/rate/rx_pps"), Fmt::Pps),
             cell(e, &c.runs, &|r| r.num("/loss_ratio"), Fmt::Percent),
-            cell(e, &c.runs, &lat("/latency_ns/p50", 0.5), Fmt::Ns),
-            cell(e, &c.runs, &lat("/latency_ns/p99", 0.99), Fmt::Ns),
-            cell(e, &c.runs, &lat("/latency_ns/p99.9", 0.999), Fmt::Ns),
-            cell(e, &c.runs, &lat("/latency_ns/p99.99", 0.9999), Fmt::Ns),
-            cell(e, &c.runs, &lat("/latency_ns/max", 1.0), Fmt::Ns),
+            cell(e, &c.runs, &lat("/latency_ns/p50"), Fmt::Ns),
+            cell(e, &c.runs, &lat("/latency_ns/p99"), Fmt::Ns),
+            cell(e, &c.runs, &lat("/latency_ns/p99.9"), Fmt::Ns),
+            cell(e, &c.runs, &lat("/latency_ns/p99.99"), Fmt::Ns),
+            cell(e, &c.runs, &lat("/latency_ns/max"), Fmt::Ns),
             cell(e, &c.runs, &|r| r.num("/jitter_ns/rfc3550"), Fmt::Ns),
         );
         if !specs.is_empty() {
@@ -297,9 +296,9 @@ fn results(h: &mut String, e: &Experiment) {
             g(r.received(), Fmt::Num),
             g(r.num("/loss_ratio"), Fmt::Percent),
             r.num("/rate/rx_pps").map_or("—".into(), fmt_pps),
-            g(r.num("/latency_ns/p50").or_else(|| r.quantile(0.5)), Fmt::Ns),
-            g(r.num("/latency_ns/p99").or_else(|| r.quantile(0.99)), Fmt::Ns),
-            r.num("/latency_ns/max").or_else(|| r.quantile(1.0)).map_or("—".into(), fmt_ns),
+            g(r.num("/latency_ns/p50"), Fmt::Ns),
+            g(r.num("/latency_ns/p99"), Fmt::Ns),
+            r.num("/latency_ns/max").map_or("—".into(), fmt_ns),
             esc(&notes.join("; "))
         );
     }

@@ -10,6 +10,8 @@
 //! DIR/figures/ID.png       ... as PNG (rendered from the SVG; feature `png`)
 //! DIR/figures/ID.csv       ... and exactly the data it draws
 //! DIR/figures/README.md    what each figure shows and the command that redraws it
+//! DIR/figures/analysis.json  per run, the engine's summary every number is read from,
+//!                          and the `nflab analyze` command that prints the same
 //! ```
 //!
 //! The HTML opens offline: figures are inline SVG drawn by [`svg`], the
@@ -36,13 +38,13 @@
 //!
 //! # Limitations and caveats
 //!
-//! * Records are held in memory (about 40 bytes per packet) up to
-//!   [`load::EXACT_PACKETS`] over all runs; longer runs are read in one
-//!   streaming pass into bounded reductions ([`stream`]): an HDR histogram
-//!   (3 significant digits) for the distributions, time slices for the
-//!   series. The captions say where this applies and its error bound.
-//! * Percentiles here are computed from the records (nearest rank), the same
-//!   definition as `summary.json`.
+//! * The report computes no statistic of its own: each run's records go
+//!   through one pass of the metrics engine (`nflab_analyze`), with the
+//!   options of [`load::analyze_command`], and every number, curve, window,
+//!   anomaly and worst packet drawn is the engine's. A run's latency
+//!   distribution is exact up to [`load::EXACT_PACKETS`] values and an HDR
+//!   histogram (3 significant digits) beyond, as in `nflab analyze`; the
+//!   captions say where this applies and its error bound.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -50,12 +52,9 @@ use std::path::{Path, PathBuf};
 
 pub mod figures;
 mod html;
-pub mod lat;
 pub mod load;
 #[cfg(feature = "png")]
 mod png;
-pub mod stats;
-pub mod stream;
 pub mod svg;
 
 pub use figures::Figure;
@@ -91,8 +90,8 @@ pub struct Options {
     pub only_figure: Option<String>,
     /// Skip PNG rendering even when the `png` feature is built.
     pub no_png: bool,
-    /// Packets held one by one over all runs (default
-    /// [`load::EXACT_PACKETS`]); runs beyond are read in one bounded pass.
+    /// Latencies held one by one per run (default [`load::EXACT_PACKETS`],
+    /// `nflab analyze`'s); a run beyond has an HDR distribution.
     pub exact_packets: Option<u64>,
 }
 
@@ -194,6 +193,9 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
         let readme = fdir.join("README.md");
         write(&readme, figures::readme(&e, &figs).as_bytes())?;
         files.push(readme);
+        let analysis = fdir.join("analysis.json");
+        write(&analysis, analysis_json(&e).as_bytes())?;
+        files.push(analysis);
         let skipped = skipped(&e, &figs);
         let page = html::page(&e, &figs, &skipped, &png_notes);
         let path = dir.join("report.html");
@@ -207,6 +209,22 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
         figures: selected.iter().map(|f| f.id.clone()).collect(),
         problems,
     })
+}
+
+/// `figures/analysis.json`: `{"command": …, "runs": {"000": summary, …}}`,
+/// the engine's summary of each run with records, which every number of the
+/// report is read from; `command` + the run's `records.nfr` prints the same.
+fn analysis_json(e: &load::Experiment) -> String {
+    let runs: serde_json::Map<String, serde_json::Value> = e
+        .runs
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), r.data.as_ref()?.summary_json.clone())))
+        .collect();
+    let v = serde_json::json!({
+        "command": load::analyze_command(e),
+        "runs": runs,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
 }
 
 /// Figures that were not drawn and why.

@@ -8,18 +8,22 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nflab_analyze::{Analysis, AnomalyDetail, AnomalySpec, Distribution, Format, Options};
 use serde_json::Value;
 
-use crate::lat::Lat;
-use crate::stats::Anomaly;
-use crate::stream::{Acc, Plan, Streamed};
-
-/// Packets held per packet (about 40 bytes each) across all runs of an
-/// experiment; runs beyond it are streamed into bounded reductions.
-pub const EXACT_PACKETS: u64 = 1 << 21;
+/// Latencies held one by one per run before its distribution becomes an
+/// HDR histogram: `nflab analyze`'s default, so the report's numbers are
+/// the command's.
+pub const EXACT_PACKETS: u64 = nflab_analyze::dist::DEFAULT_EXACT_LIMIT;
 
 /// Packets marked as the worst of each run.
 pub const WORST_N: usize = 500;
+
+/// Anomalies listed per run and definition (all are counted).
+pub const MAX_ANOMALIES: usize = 100_000;
+
+/// Time slices per run of the latency-over-time series (min and max each).
+pub const TIME_SLICES: u64 = 16_384;
 
 /// One packet as the figures see it.
 #[derive(Debug, Clone, Copy)]
@@ -34,17 +38,40 @@ pub struct Pkt {
     pub flow: u16,
 }
 
-/// Records of one run, warm-up excluded, first copies only.
+/// One anomaly as the timeline draws it (times since the run's first
+/// measured transmit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Anomaly {
+    /// Flow.
+    pub flow: u16,
+    /// Transmit time of its first packet, ns.
+    pub t0_ns: u64,
+    /// Transmit time of its last received packet, ns.
+    pub t1_ns: u64,
+    /// Packets in it.
+    pub packets: u64,
+    /// Highest latency in it, ns.
+    pub max_ns: Option<i64>,
+}
+
+/// One time window: `(t0_ns, p50, p99, max, packets)`, `t0` since the
+/// run's first measured transmit.
+pub type Window = (u64, f64, f64, f64, u64);
+
+/// The engine's analysis of one run's records (warm-up excluded, first
+/// copies only), and the file's provenance.
 #[derive(Debug)]
 pub struct RunData {
     /// Measured packets: received after warm-up, first copies.
     pub n: u64,
     /// Transmit time of the last measured packet, ns after the first.
     pub span_ns: u64,
-    /// Latencies: every value, or an HDR histogram for a streamed run.
-    pub lat: Lat,
-    /// Every packet, or the bounded reductions of a run too long to hold.
-    pub detail: Detail,
+    /// Transmit time of the first measured packet (engine clock), ns.
+    pub t0_ns: u64,
+    /// Everything `nflab analyze` computes of the records.
+    pub analysis: Analysis,
+    /// Width of a series slice, ns.
+    pub slice_ns: u64,
     /// Clock source of the timestamps.
     pub clock: String,
     /// Clock resolution, ns.
@@ -55,80 +82,101 @@ pub struct RunData {
     pub rx_ts: String,
     /// Packets sent per flow after warm-up, when the trailer has them.
     pub sent: Option<u64>,
-}
-
-/// Per-packet data of a run, or what a single bounded pass kept of it.
-#[derive(Debug)]
-pub enum Detail {
-    /// Packets in transmit-time order (runs within the exact budget).
-    Exact(Vec<Pkt>),
-    /// Reductions of a run over the budget (see [`crate::stream`]).
-    Streamed(Box<Streamed>),
+    /// `analysis.summary` as JSON, for reading numbers by pointer.
+    pub summary_json: Value,
 }
 
 impl RunData {
-    /// The packets, when every one is held.
-    pub fn pkts(&self) -> Option<&[Pkt]> {
-        match &self.detail {
-            Detail::Exact(p) => Some(p),
-            Detail::Streamed(_) => None,
-        }
-    }
-
-    /// The reductions, when the run was streamed.
-    pub fn streamed(&self) -> Option<&Streamed> {
-        match &self.detail {
-            Detail::Exact(_) => None,
-            Detail::Streamed(s) => Some(s),
-        }
+    /// The latency distribution (exact, or HDR beyond [`EXACT_PACKETS`]).
+    pub fn lat(&self) -> &Distribution {
+        &self.analysis.latency
     }
 
     /// Min/max latency per column of `span_ns / cols` transmit time:
-    /// `(t0_ns, t1_ns, min, max)` per non-empty column.
+    /// `(t0_ns, t1_ns, min, max)` per non-empty column, assembled from the
+    /// engine's time slices (each placed by its midpoint).
     pub fn columns(&self, span_ns: u64, cols: usize) -> Vec<(f64, f64, f64, f64)> {
-        match &self.detail {
-            Detail::Exact(p) => {
-                crate::stats::decimate(p.iter().map(|q| (q.t_ns, q.lat_ns)), span_ns, cols)
-            }
-            Detail::Streamed(s) => s.columns(span_ns, cols),
+        let cols = cols.max(1);
+        let w = (span_ns as f64 / cols as f64).max(1.0);
+        let mut mm: Vec<(i64, i64)> = vec![(i64::MAX, i64::MIN); cols];
+        for s in &self.analysis.series {
+            let mid = s.start_ns.saturating_sub(self.t0_ns) as f64 + self.slice_ns as f64 / 2.0;
+            let c = ((mid / w) as usize).min(cols - 1);
+            mm[c] = (mm[c].0.min(s.min_ns), mm[c].1.max(s.max_ns));
         }
+        mm.iter()
+            .enumerate()
+            .filter(|(_, e)| e.0 <= e.1)
+            .map(|(i, e)| (i as f64 * w, (i + 1) as f64 * w, e.0 as f64, e.1 as f64))
+            .collect()
     }
 
     /// The `n` (at most [`WORST_N`]) packets of highest latency, in time order.
     pub fn worst(&self, n: usize) -> Vec<Pkt> {
-        match &self.detail {
-            Detail::Exact(p) => crate::stats::worst(p, n),
-            Detail::Streamed(s) => {
-                let mut v = s.worst.clone();
-                if v.len() > n {
-                    v.sort_by_key(|p| std::cmp::Reverse(p.lat_ns));
-                    v.truncate(n);
-                    v.sort_by_key(|p| (p.t_ns, p.flow, p.seq));
+        let mut w = self.analysis.summary.worst.clone();
+        w.sort_by_key(|p| std::cmp::Reverse(p.latency_ns));
+        w.truncate(n);
+        let mut v: Vec<Pkt> = w
+            .iter()
+            .map(|p| Pkt {
+                t_ns: p.tx_ns.saturating_sub(self.t0_ns),
+                lat_ns: p.latency_ns,
+                seq: p.seq,
+                flow: p.flow,
+            })
+            .collect();
+        v.sort_by_key(|p| (p.t_ns, p.flow, p.seq));
+        v
+    }
+
+    /// The engine's windows with packets, as `(t0_ns, p50, p99, max, packets)`.
+    pub fn windows(&self) -> Vec<Window> {
+        self.analysis
+            .summary
+            .windows
+            .iter()
+            .filter_map(|w| {
+                Some((
+                    w.start_ns.saturating_sub(self.t0_ns),
+                    w.p50_ns? as f64,
+                    w.p99_ns? as f64,
+                    w.max_ns? as f64,
+                    w.packets,
+                ))
+            })
+            .collect()
+    }
+
+    /// The engine's result for anomaly definition `k` of the experiment.
+    pub fn anomaly_detail(&self, k: usize) -> Option<&AnomalyDetail> {
+        self.analysis.summary.anomaly_details.get(k)
+    }
+
+    /// Anomalies of definition `k` in start order, and how many more were
+    /// counted than listed.
+    pub fn anomalies(&self, k: usize) -> (Vec<Anomaly>, u64) {
+        let Some(d) = self.anomaly_detail(k) else {
+            return (Vec::new(), 0);
+        };
+        let mut v: Vec<Anomaly> = d
+            .events
+            .iter()
+            .map(|a| {
+                let t0 = a
+                    .start_tx_ns
+                    .unwrap_or(self.t0_ns)
+                    .saturating_sub(self.t0_ns);
+                Anomaly {
+                    flow: a.flow,
+                    t0_ns: t0,
+                    t1_ns: t0 + a.duration_ns,
+                    packets: a.packets,
+                    max_ns: a.peak_ns,
                 }
-                v
-            }
-        }
-    }
-
-    /// Per-window `(t0_ns, p50, p99, max, count)`; `None` for a streamed
-    /// run that kept no window histograms (not its configuration's first).
-    pub fn windows(&self, win_ns: u64) -> Option<Vec<crate::stats::Window>> {
-        match &self.detail {
-            Detail::Exact(p) => Some(crate::stats::windows(p, win_ns)),
-            Detail::Streamed(s) => s.windows(win_ns),
-        }
-    }
-
-    /// Anomalies of definition `(n, t_ns)` in start order, and how many more
-    /// a streamed run found than it kept.
-    pub fn anomalies(&self, n: u32, t_ns: u64) -> (Vec<Anomaly>, u64) {
-        match &self.detail {
-            Detail::Exact(p) => (crate::stats::anomalies(p, n, t_ns), 0),
-            Detail::Streamed(s) => s
-                .anomalies(n, t_ns)
-                .map(|(v, d)| (v.to_vec(), d))
-                .unwrap_or_default(),
-        }
+            })
+            .collect();
+        v.sort_by_key(|a| (a.t0_ns, a.flow));
+        (v, d.count.saturating_sub(d.events.len() as u64))
     }
 }
 
@@ -181,6 +229,8 @@ pub struct Experiment {
     pub configs: Vec<Config>,
     /// Experiment-level problems.
     pub problems: Vec<String>,
+    /// Length of the time windows every run was analysed with, ns.
+    pub window_ns: u64,
 }
 
 impl Experiment {
@@ -253,21 +303,21 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The anomaly definitions `(n, t_ns)` of the first run that names any
-/// (`analysis.anomalies` of its parameters).
-fn anomaly_specs<'a>(params: impl Iterator<Item = &'a Value>) -> Vec<(u32, u64)> {
+/// The anomaly definitions of the first run that names any
+/// (`analysis.anomalies` of its parameters); one a definition cannot parse is skipped.
+fn anomaly_specs<'a>(params: impl Iterator<Item = &'a Value>) -> Vec<AnomalySpec> {
     params
         .filter_map(|p| p.pointer("/analysis/anomalies")?.as_array().cloned())
         .next()
         .unwrap_or_default()
         .iter()
-        .filter_map(|v| crate::stats::parse_anomaly(v.as_str()?))
+        .filter_map(|v| v.as_str()?.parse().ok())
         .collect()
 }
 
 impl Experiment {
-    /// The experiment's anomaly definitions `(n, t_ns)`, as the records were reduced with.
-    pub fn anomaly_specs(&self) -> Vec<(u32, u64)> {
+    /// The experiment's anomaly definitions, as the records are analysed with.
+    pub fn anomaly_specs(&self) -> Vec<AnomalySpec> {
         anomaly_specs(self.runs.iter().map(|r| &r.params))
     }
 }
@@ -282,8 +332,8 @@ pub fn load(dir: &Path) -> Experiment {
     load_with(dir, EXACT_PACKETS)
 }
 
-/// [`load`], holding at most `exact_packets` packets (over all runs) one by
-/// one; the runs beyond are streamed ([`Detail::Streamed`]).
+/// [`load`], with distributions exact up to `exact_packets` latencies per
+/// run and HDR histograms beyond.
 pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
     let mut problems = Vec::new();
     let name = dir
@@ -364,27 +414,24 @@ pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
         configs[idx].runs.push(i);
         r.config = idx;
     }
-    // Records last: the streaming pass needs the experiment's anomaly
-    // definitions and which run is the first of its configuration.
+    // Records last, each in one pass of the engine with the experiment's
+    // anomaly definitions and one window length for all runs.
     let specs = anomaly_specs(runs.iter().map(|(r, _)| &r.params));
-    let mut budget = exact_packets;
-    let mut has_windows = vec![false; configs.len()];
-    for ((r, has_files), d) in runs.iter_mut().zip(&run_dirs) {
+    let spans: Vec<u64> = run_dirs
+        .iter()
+        .map(|d| {
+            nflab_record::prescan(&d.join("records.nfr"))
+                .and_then(|p| p.span)
+                .map_or(0, |(a, b)| b.saturating_sub(a))
+        })
+        .collect();
+    let window_ns = window_for(spans.iter().copied().max().unwrap_or(0));
+    for (((r, has_files), d), span) in runs.iter_mut().zip(&run_dirs).zip(&spans) {
         if !*has_files {
             continue;
         }
-        let cbr = r.params.pointer("/traffic/pattern").and_then(Value::as_str) == Some("cbr");
-        let plan = Plan {
-            specs: specs.clone(),
-            target_gap_ns: r.offered_pps().filter(|&p| cbr && p > 0.0).map(|p| 1e9 / p),
-            windows: !has_windows[r.config],
-            worst_n: WORST_N,
-            ..Plan::default()
-        };
-        r.data = load_records(&d.join("records.nfr"), &mut r.problems, &mut budget, plan);
-        if r.data.as_ref().is_some_and(|d| d.n > 1) {
-            has_windows[r.config] = true;
-        }
+        let opts = engine_options(exact_packets, window_ns, *span);
+        r.data = load_records(&d.join("records.nfr"), &mut r.problems, &specs, &opts);
     }
     let mut e = Experiment {
         dir: dir.to_path_buf(),
@@ -395,6 +442,7 @@ pub fn load_with(dir: &Path, exact_packets: u64) -> Experiment {
         runs: runs.into_iter().map(|(r, _)| r).collect(),
         configs,
         problems,
+        window_ns,
     };
     let keys = e.sweep_keys();
     let dut_default = e
@@ -509,140 +557,106 @@ fn load_run(dir: &Path) -> (Run, bool) {
     (r, true)
 }
 
+/// About 60 windows over a run of `span_ns`, a 1-2-5 number of milliseconds
+/// (at least 1 µs).
+pub fn window_for(span_ns: u64) -> u64 {
+    (crate::svg::nice_step(span_ns.max(1) as f64 / 60.0 / 1e6) * 1e6).max(1e3) as u64
+}
+
+/// What the report asks of the engine for one run of `span_ns` (prescan):
+/// the options of [`analyze_command`] plus the drawing-only series and
+/// tx gaps, which do not change the summary.
+pub fn engine_options(exact_limit: u64, window_ns: u64, span_ns: u64) -> Options {
+    Options {
+        exact_limit,
+        worst_n: WORST_N,
+        window_ns: Some(window_ns),
+        anomaly_events: MAX_ANOMALIES,
+        series_ns: Some(span_ns.div_ceil(TIME_SLICES).max(1)),
+        tx_gaps: true,
+        ..Options::default()
+    }
+}
+
+/// The `nflab analyze` command whose `--json` output is, field by field,
+/// the summary the report drew a run from (append the run's records.nfr).
+pub fn analyze_command(e: &Experiment) -> String {
+    let mut c = format!(
+        "nflab analyze --json --worst {WORST_N} --window {}ns --anomaly-events {MAX_ANOMALIES}",
+        e.window_ns
+    );
+    for a in e.anomaly_specs() {
+        c.push_str(&format!(" --anomaly {a}"));
+    }
+    c
+}
+
 fn load_records(
     path: &Path,
     problems: &mut Vec<String>,
-    budget: &mut u64,
-    mut plan: Plan,
+    specs: &[AnomalySpec],
+    opts: &Options,
 ) -> Option<RunData> {
     if !path.exists() {
         problems.push("records.nfr is missing: no per-packet figure for this run".into());
         return None;
     }
-    let mut rd = match nflab_record::RecordReader::open(path) {
-        Ok(r) => r,
+    let meta = match nflab_record::RecordReader::open(path) {
+        Ok(r) => r.metadata().clone(),
         Err(e) => {
             problems.push(format!("records.nfr is unreadable ({e})"));
             return None;
         }
     };
-    let pre = nflab_record::prescan(path).unwrap_or_default();
-    let exact = pre.records <= *budget;
-    // Streamed block by block: into the compact form the figures use (32
-    // bytes per packet) while the budget allows, else into `Acc`'s bounded
-    // reductions. Warm-up is known up front only from a trailer.
-    let mut pkts: Vec<Pkt> = Vec::new();
-    let mut acc = None;
-    if exact {
-        *budget -= pre.records;
-        pkts.reserve_exact(pre.records as usize);
-    } else {
-        if let Some(t) = &pre.trailer {
-            plan.first_seq = t.sent.iter().map(|s| (s.flow, s.warmup)).collect();
-        }
-        plan.span_hint = pre.span;
-        acc = Some(Acc::new(plan));
-    }
-    let mut buf = Vec::new();
-    let mut read = 0u64;
-    loop {
-        match rd.next_block(&mut buf) {
-            Ok(true) => {
-                read += buf.len() as u64;
-                match &mut acc {
-                    Some(a) => buf.iter().for_each(|r| a.push(r)),
-                    None => pkts.extend(buf.iter().map(|r| Pkt {
-                        t_ns: r.tx_ns,
-                        lat_ns: r.rx_ns as i64 - r.tx_ns as i64,
-                        seq: r.seq,
-                        flow: r.flow,
-                    })),
-                }
-            }
-            Ok(false) => break,
-            Err(e) => {
-                problems.push(format!(
-                    "records.nfr could not be read to the end ({e}); the {read} records before are shown"
-                ));
-                break;
-            }
-        }
-    }
-    if rd.is_finished() {
-        match rd.tail() {
-            nflab_record::TailState::Complete => {}
-            nflab_record::TailState::NoTrailer => problems.push(format!(
-                "records.nfr has no trailer: the recorder stopped between blocks, so sent counts and warm-up are unknown; the {read} records written are shown"
-            )),
-            nflab_record::TailState::Truncated {
-                discarded_bytes,
-                reason,
-            } => problems.push(format!(
-                "records.nfr is cut off ({reason}; {discarded_bytes} bytes ignored): the {read} records before the cut are shown"
-            )),
-        }
-    }
-    let trailer = rd.trailer().or(pre.trailer.as_ref());
-    let sent = trailer.map(|t| {
-        t.sent
-            .iter()
-            .map(|s| s.sent.saturating_sub(s.warmup))
-            .sum::<u64>()
-    });
-    let (n, span_ns, lat, detail) = match acc {
-        Some(a) => {
-            let (s, h) = a.finish();
-            if s.late > 0 {
-                problems.push(format!(
-                    "{} packets arrived more than {} sequence numbers late: they are drawn, but could not be checked for duplicates and count as missing for anomalies and gaps",
-                    s.late,
-                    crate::stream::REORDER_WINDOW
-                ));
-            }
-            (
-                h.len(),
-                s.span_ns,
-                Lat::Hdr(Box::new(h)),
-                Detail::Streamed(Box::new(s)),
-            )
-        }
-        None => {
-            let warm: BTreeMap<u16, u64> = trailer
-                .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
-                .unwrap_or_default();
-            pkts.retain(|p| p.seq >= warm.get(&p.flow).copied().unwrap_or(0));
-            // Only the first copy of a (flow, seq) counts: a stable sort keeps
-            // arrival order among copies, and dedup keeps the first.
-            pkts.sort_by_key(|p| (p.flow, p.seq));
-            pkts.dedup_by_key(|p| (p.flow, p.seq));
-            pkts.sort_unstable_by_key(|p| (p.t_ns, p.flow, p.seq));
-            let t0 = pkts.first().map(|p| p.t_ns).unwrap_or(0);
-            for p in &mut pkts {
-                p.t_ns -= t0;
-            }
-            let mut sorted: Vec<i64> = pkts.iter().map(|p| p.lat_ns).collect();
-            sorted.sort_unstable();
-            let span = pkts.last().map_or(0, |p| p.t_ns);
-            (
-                pkts.len() as u64,
-                span,
-                Lat::Exact(sorted),
-                Detail::Exact(pkts),
-            )
+    let cfg = nflab_analyze::AnalysisConfig {
+        anomalies: specs.to_vec(),
+        ..Default::default()
+    };
+    let fa = match nflab_analyze::analyze_file_with(path, &cfg, opts, Some(Format::Nfr)) {
+        Ok(fa) => fa,
+        Err(e) => {
+            problems.push(format!("records.nfr could not be analysed ({e})"));
+            return None;
         }
     };
+    let read = fa.analysis.summary.packets.received;
+    match &fa.tail {
+        nflab_record::TailState::Complete => {}
+        nflab_record::TailState::NoTrailer => problems.push(format!(
+            "records.nfr has no trailer: the recorder stopped between blocks, so sent counts and warm-up are unknown; the {read} records written are shown"
+        )),
+        nflab_record::TailState::Truncated {
+            discarded_bytes,
+            reason,
+        } => problems.push(format!(
+            "records.nfr is cut off ({reason}; {discarded_bytes} bytes ignored): the {read} packets before the cut are shown"
+        )),
+    }
+    let s = &fa.analysis.summary;
+    if let Some(r) = s.reorder.as_ref().filter(|r| r.beyond_window > 0) {
+        problems.push(format!(
+            "{} packets arrived more than the reorder window late: they count as lost (docs/metrics.md § Reordering)",
+            r.beyond_window
+        ));
+    }
+    let sent = matches!(fa.tail, nflab_record::TailState::Complete).then_some(s.packets.sent);
+    let span = s.span.unwrap_or_default();
+    let t0_ns = span.first_tx_ns.unwrap_or(0);
+    let n = s.packets.received;
     if n == 0 {
         problems.push("no packet was received (100 % loss or an empty record file): nothing to draw for this run".into());
     }
     Some(RunData {
         n,
-        span_ns,
-        lat,
-        detail,
-        clock: rd.metadata().clock.source.clone(),
-        resolution_ns: rd.metadata().clock.resolution_ns,
-        tx_ts: rd.metadata().tx_timestamp.clone(),
-        rx_ts: rd.metadata().rx_timestamp.clone(),
+        span_ns: span.last_tx_ns.unwrap_or(t0_ns).saturating_sub(t0_ns),
+        t0_ns,
+        slice_ns: opts.series_ns.unwrap_or(1),
+        summary_json: serde_json::to_value(&fa.analysis.summary).unwrap_or(Value::Null),
+        analysis: fa.analysis,
+        clock: meta.clock.source.clone(),
+        resolution_ns: meta.clock.resolution_ns,
+        tx_ts: meta.tx_timestamp.clone(),
+        rx_ts: meta.rx_timestamp.clone(),
         sent,
     })
 }
@@ -653,9 +667,14 @@ pub fn f(v: &Value, ptr: &str) -> Option<f64> {
 }
 
 impl Run {
-    /// A summary number, e.g. `num("/latency_ns/p99")`.
+    /// A summary number, e.g. `num("/latency_ns/p99")`: the engine's
+    /// analysis of the records, else the run's summary.json (for what the
+    /// records do not hold, such as the offered rate).
     pub fn num(&self, ptr: &str) -> Option<f64> {
-        self.summary.as_ref().and_then(|s| f(s, ptr))
+        self.data
+            .as_ref()
+            .and_then(|d| f(&d.summary_json, ptr))
+            .or_else(|| self.summary.as_ref().and_then(|s| f(s, ptr)))
     }
 
     /// Offered rate: summary, else params.
@@ -677,11 +696,5 @@ impl Run {
     pub fn received(&self) -> Option<f64> {
         self.num("/packets/received")
             .or_else(|| self.data.as_ref().map(|d| d.n as f64))
-    }
-
-    /// Latency percentile `q` in [0,1], nearest rank, from the records (HDR
-    /// for a streamed run).
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        self.data.as_ref().and_then(|d| d.lat.quantile(q))
     }
 }

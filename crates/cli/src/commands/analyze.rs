@@ -237,6 +237,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         per_flow_latency: args.per_flow,
         // The anomalies-only pass keeps no windows; its export has no interval log.
         interval_log: args.export.is_some() && !args.anomalies_only,
+        ..Options::default()
     };
     let cfg = AnalysisConfig {
         anomalies,

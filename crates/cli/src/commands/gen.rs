@@ -405,7 +405,7 @@ fn send(
     let cpu = args.cpu;
     let realtime = args.realtime;
     let pin = move |k: usize| {
-        nflab_lab::runner::pin_thread((cpu + k) % ncpu);
+        nflab_lab::cpu::pin_thread((cpu + k) % ncpu);
         if realtime {
             if let Err(e) = nflab_io::clock::set_realtime(50) {
                 eprintln!("warning: cannot run the TX thread under SCHED_FIFO: {e}");

@@ -54,7 +54,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             let Some(iface) = &args.iface else {
                 bail!("--iface is required with the af-packet backend");
             };
-            let cfg = nflab_lab::runner::recorder_ring();
+            let cfg = nflab_lab::recorder::recorder_ring();
             (Box::new(AfPacket::open(iface, &cfg)?), "kernel-software")
         }
         super::gen::BackendArg::AfXdp => {

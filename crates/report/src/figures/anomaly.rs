@@ -1,7 +1,7 @@
 //! Anomaly timeline: when each anomaly happened and how long it lasted.
 
 use super::{stack, Ctx, Figure, Table};
-use crate::stats;
+use crate::load::Anomaly;
 use crate::svg::{self, fmt_ns, num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 860.0;
@@ -34,25 +34,30 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         "end_s",
         "duration_ns",
         "packets",
-        "min_latency_ns",
         "max_latency_ns",
     ]);
     let mut panels = Vec::new();
     let mut notes = Vec::new();
-    for (k, (n, thr)) in specs.iter().enumerate() {
-        let spec = format!("{n}:{}", fmt_ns(*thr as f64));
-        let mut found: Vec<(usize, stats::Anomaly)> = Vec::new();
+    for (k, a) in specs.iter().enumerate() {
+        // A relative threshold resolves per run: the title shows the first run's.
+        let thr = with_data
+            .iter()
+            .find_map(|&ri| Some(e.runs[ri].data.as_ref()?.anomaly_detail(k)?.t_ns))
+            .unwrap_or(a.t_ns);
+        let n = &a.n;
+        let spec = format!("{n}:{}", fmt_ns(thr as f64));
+        let mut found: Vec<(usize, Anomaly)> = Vec::new();
         for &ri in &with_data {
             let Some(d) = e.runs[ri].data.as_ref() else {
                 continue;
             };
-            let (v, dropped) = d.anomalies(*n, *thr);
+            let (v, dropped) = d.anomalies(k);
             found.extend(v.into_iter().map(|a| (ri, a)));
             if dropped > 0 {
                 notes.push(format!(
                     "{spec}, run {}: {dropped} further anomalies beyond the first {} were counted but are neither drawn nor in the CSV.",
                     e.runs[ri].name,
-                    crate::stream::MAX_ANOMALIES
+                    crate::load::MAX_ANOMALIES
                 ));
             }
         }
@@ -81,7 +86,7 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         p.mb = if last { 44.0 } else { 20.0 };
         p.title(&format!(
             "anomaly {spec}: ≥ {n} consecutive packets with latency ≥ {} — {} found",
-            fmt_ns(*thr as f64),
+            fmt_ns(thr as f64),
             found.len()
         ));
         p.zoomable();
@@ -99,20 +104,18 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
                 num(a.t1_ns as f64 / 1e9),
                 num(dur),
                 a.packets.to_string(),
-                a.min_ns.to_string(),
-                a.max_ns.to_string(),
+                a.max_ns.map_or(String::new(), |v| v.to_string()),
             ]);
             if i < MAX_MARKS {
                 // A bar from start to end at the height of the duration: wide
                 // anomalies are visibly wide, short ones get a 4 px mark.
                 let tip = format!(
-                    "run {} · {label}: {} packets over {} from {:.4} s, latency {} – {}",
+                    "run {} · {label}: {} packets over {} from {:.4} s, peak latency {}",
                     r.name,
                     a.packets,
                     fmt_ns(dur),
                     a.t0_ns as f64 / 1e9,
-                    fmt_ns(a.min_ns as f64),
-                    fmt_ns(a.max_ns as f64)
+                    a.max_ns.map_or("—".into(), |v| fmt_ns(v as f64))
                 );
                 let y0 = dur / 1.25;
                 let y1 = dur * 1.25;
@@ -153,7 +156,7 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         id: "anomalies".into(),
         title: "Anomaly timeline".into(),
         caption: format!(
-            "Each mark is one anomaly — a run of at least n consecutive sequence numbers whose latency is at least t (docs/metrics.md) — placed at the transmit time of its first packet, at the height of its duration (from the send of its first packet to the arrival of its last, i.e. how long the path was disturbed), and as wide as it lasted (at least 4 px); hover for packets and latency range. One panel per anomaly definition of the spec, colours by run configuration, all runs on one time axis. The count alone hides whether anomalies cluster; this shows when and for how long. {}",
+            "Each mark is one anomaly — a run of at least n consecutive sequence numbers whose latency is at least t (docs/metrics.md) — placed at the transmit time of its first packet, at the height of its duration (from the send of its first packet to the send of its last, as in summary.json's anomaly events), and as wide as it lasted (at least 4 px); hover for packets and peak latency. One panel per anomaly definition of the spec, colours by run configuration, all runs on one time axis. The count alone hides whether anomalies cluster; this shows when and for how long. {}",
             ctx.method
         ),
         svg: stack(&panels, W),

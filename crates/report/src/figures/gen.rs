@@ -9,7 +9,6 @@
 
 use super::{Ctx, Figure, Table};
 use crate::load::f;
-use crate::stats;
 use crate::svg::{fmt_ns, num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 900.0;
@@ -30,7 +29,8 @@ struct Hist {
 fn rebin(raw: &[(f64, u64)]) -> Vec<(f64, f64, u64)> {
     let mut bins: std::collections::BTreeMap<i64, u64> = Default::default();
     for (x, c) in raw {
-        let k = crate::stream::gap_bin(*x);
+        // Bin k holds [10^(k/10), 10^((k+1)/10)).
+        let k = (x.max(1.0).log10() * 10.0).floor() as i64;
         *bins.entry(k).or_default() += c;
     }
     bins.into_iter()
@@ -114,42 +114,20 @@ pub fn selfcheck(ctx: &Ctx) -> Option<Figure> {
                 continue;
             }
             let target = 1e9 / rate;
-            let (bins, total, mse) = match (d.pkts(), d.streamed()) {
-                (Some(pkts), _) => {
-                    let gaps = stats::tx_gaps(pkts);
-                    if gaps.len() < 2 {
-                        continue;
-                    }
-                    let mse = gaps
-                        .iter()
-                        .map(|g| (*g as f64 - target).powi(2))
-                        .sum::<f64>()
-                        / gaps.len() as f64;
-                    let raw: Vec<(f64, u64)> = gaps.iter().map(|g| (*g as f64, 1)).collect();
-                    (rebin(&raw), gaps.len() as u64, mse)
-                }
-                (None, Some(st)) => {
-                    // Binned in the streaming pass with the same rule as `rebin`.
-                    let Some(g) = st.gaps.as_ref().filter(|g| g.total >= 2) else {
-                        continue;
-                    };
-                    let bins = g
-                        .bins
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| **c > 0)
-                        .map(|(k, c)| {
-                            (
-                                10f64.powf(k as f64 / 10.0),
-                                10f64.powf((k + 1) as f64 / 10.0),
-                                *c,
-                            )
-                        })
-                        .collect();
-                    (bins, g.total, g.sq_err / g.total as f64)
-                }
-                _ => continue,
+            let Some(g) = d.analysis.tx_gap.as_ref().filter(|g| g.count() >= 2) else {
+                continue;
             };
+            let raw: Vec<(f64, u64)> = g
+                .clone()
+                .value_counts()
+                .into_iter()
+                .map(|(v, c)| (v as f64, c))
+                .collect();
+            let (bins, total, mse) = (
+                rebin(&raw),
+                g.count(),
+                g.mse_about(target).unwrap_or(f64::NAN),
+            );
             hs.push(Hist {
                 ci,
                 label: c.label.clone(),

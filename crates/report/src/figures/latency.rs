@@ -1,8 +1,8 @@
 //! Latency distribution figures: HDR percentile plot, CDF, CCDF, histogram.
 
 use super::{Ctx, Figure, Table};
-use crate::stats;
 use crate::svg::{fmt_ns, num, Axis, Fmt, Plot, Scale};
+use nflab_analyze::curves;
 
 const W: f64 = 860.0;
 const H: f64 = 380.0;
@@ -11,13 +11,13 @@ fn lat_range(ctx: &Ctx) -> (f64, f64) {
     let lo = ctx
         .lat
         .iter()
-        .filter_map(|l| l.2.min())
+        .filter_map(|l| l.2.borrow().min())
         .map(|v| v as f64)
         .fold(f64::MAX, f64::min);
     let hi = ctx
         .lat
         .iter()
-        .filter_map(|l| l.2.max())
+        .filter_map(|l| l.2.borrow().max())
         .map(|v| v as f64)
         .fold(0.0, f64::max);
     (lo.max(1.0), hi.max(1.0))
@@ -25,7 +25,11 @@ fn lat_range(ctx: &Ctx) -> (f64, f64) {
 
 fn notes(ctx: &Ctx) -> Vec<String> {
     let mut n: Vec<String> = ctx.missing_note().into_iter().collect();
-    if ctx.lat.iter().any(|l| l.2.min().is_some_and(|v| v <= 0)) {
+    if ctx
+        .lat
+        .iter()
+        .any(|l| l.2.borrow().min().is_some_and(|v| v <= 0))
+    {
         n.push("Some latencies are zero or negative (clock problem); a log axis draws them at its lower edge.".into());
     }
     n
@@ -40,14 +44,17 @@ pub fn hdr(ctx: &Ctx) -> Option<Figure> {
     let max_inv = ctx
         .lat
         .iter()
-        .map(|l| l.2.len() as f64)
+        .map(|l| l.2.borrow().count() as f64)
         .fold(10.0, f64::max);
     let x = Axis::log_decades("percentile (axis: 1/(1−p), log)", 1.0, max_inv, Fmt::Nines);
     let y = Axis::log_decades("one-way latency (log)", lo, hi, Fmt::Ns);
     let mut p = Plot::new(W, H, x, y);
     let mut t = Table::new(&["config", "percentile", "inv_1_minus_p", "latency_ns"]);
-    for (ci, label, sorted, _) in &ctx.lat {
-        let pts = stats::hdr_points(sorted);
+    for (ci, label, dist, _) in &ctx.lat {
+        let pts: Vec<(f64, f64)> = curves::percentile_curve(&mut dist.borrow_mut(), 40)
+            .into_iter()
+            .map(|(inv, v)| (inv, v as f64))
+            .collect();
         for (inv, v) in &pts {
             t.push(vec![
                 label.clone(),
@@ -82,7 +89,13 @@ pub fn cdf(ctx: &Ctx, ccdf: bool) -> Option<Figure> {
     }
     let (lo, hi) = lat_range(ctx);
     let x = Axis::log_decades("one-way latency (log)", lo, hi, Fmt::Ns);
-    let nmax = ctx.lat.iter().map(|l| l.2.len()).max().unwrap_or(1).max(1) as f64;
+    let nmax = ctx
+        .lat
+        .iter()
+        .map(|l| l.2.borrow().count())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let y = if ccdf {
         Axis::log_decades("P(latency > x) (log)", 1.0 / nmax, 1.0, Fmt::Prob)
     } else {
@@ -91,8 +104,11 @@ pub fn cdf(ctx: &Ctx, ccdf: bool) -> Option<Figure> {
     let mut p = Plot::new(W, H, x, y);
     let col = if ccdf { "ccdf" } else { "cdf" };
     let mut t = Table::new(&["config", "latency_ns", col]);
-    for (ci, label, sorted, _) in &ctx.lat {
-        let pts = stats::cdf_points(sorted, 600);
+    for (ci, label, dist, _) in &ctx.lat {
+        let pts: Vec<(f64, f64)> = curves::cdf_points(&mut dist.borrow_mut(), 600)
+            .into_iter()
+            .map(|(v, p)| (v as f64, p))
+            .collect();
         let pts: Vec<(f64, f64)> = if ccdf {
             // P(L > x) = 1 − F(x); the last point (F = 1) has no place on a log axis.
             pts.iter()
@@ -143,13 +159,13 @@ pub fn histogram(ctx: &Ctx) -> Option<Figure> {
     }
     let (lo, hi) = lat_range(ctx);
     const PER_DECADE: usize = 20;
-    let edges = stats::log_edges(lo, hi, PER_DECADE);
+    let edges = curves::log_edges(lo, hi, PER_DECADE);
     let x = Axis::log_decades("one-way latency (log, 20 bins per decade)", lo, hi, Fmt::Ns);
     let mut counts = Vec::new();
     let mut fmin: f64 = 1.0;
-    for (_, _, sorted, _) in &ctx.lat {
-        let c = stats::histogram(sorted, &edges);
-        let n = sorted.len() as f64;
+    for (_, _, dist, _) in &ctx.lat {
+        let c = curves::bin_counts(&mut dist.borrow_mut(), &edges);
+        let n = dist.borrow().count() as f64;
         for &k in &c {
             if k > 0 {
                 fmin = fmin.min(k as f64 / n);
@@ -160,8 +176,8 @@ pub fn histogram(ctx: &Ctx) -> Option<Figure> {
     let y = Axis::log_decades("fraction of packets per bin (log)", fmin, 1.0, Fmt::Prob);
     let mut p = Plot::new(W, H, x, y);
     let mut t = Table::new(&["config", "bin_lo_ns", "bin_hi_ns", "count", "fraction"]);
-    for ((ci, label, sorted, _), c) in ctx.lat.iter().zip(&counts) {
-        let n = sorted.len() as f64;
+    for ((ci, label, dist, _), c) in ctx.lat.iter().zip(&counts) {
+        let n = dist.borrow().count() as f64;
         // A step line: flat over each non-empty bin, dropping to the floor between.
         let floor = p.y.min;
         let mut pts = Vec::new();

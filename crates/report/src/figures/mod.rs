@@ -6,9 +6,11 @@
 //! measured, the table of exactly the data drawn, and notes on what is
 //! missing.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
-use crate::lat::Lat;
+use nflab_analyze::{Distribution, Method};
+
 use crate::load::Experiment;
 use crate::svg::{self, Style};
 
@@ -91,9 +93,10 @@ pub struct Figure {
 pub struct Ctx<'a> {
     /// The experiment.
     pub e: &'a Experiment,
-    /// Per configuration with data: (config index, label, latencies of its
-    /// runs pooled, loopback?).
-    pub lat: Vec<(usize, String, Lat, bool)>,
+    /// Per configuration with data: (config index, label, latency
+    /// distributions of its runs pooled, loopback?). In a cell because
+    /// reading ranks of an exact distribution reorders its values.
+    pub lat: Vec<(usize, String, RefCell<Distribution>, bool)>,
     /// "how it was measured", appended to captions.
     pub method: String,
 }
@@ -103,18 +106,20 @@ impl<'a> Ctx<'a> {
     pub fn new(e: &'a Experiment) -> Ctx<'a> {
         let mut lat = Vec::new();
         for (ci, c) in e.configs.iter().enumerate() {
-            let mut parts: Vec<&Lat> = Vec::new();
+            let mut pooled: Option<Distribution> = None;
             let mut loopback = false;
             for &ri in &c.runs {
                 let r = &e.runs[ri];
                 loopback |= r.dut() == "loopback";
                 if let Some(d) = &r.data {
-                    parts.push(&d.lat);
+                    match &mut pooled {
+                        None => pooled = Some(d.lat().clone()),
+                        Some(p) => p.merge(d.lat()),
+                    }
                 }
             }
-            let v = Lat::pool(&parts);
-            if !v.is_empty() {
-                lat.push((ci, c.label.clone(), v, loopback));
+            if let Some(v) = pooled.filter(|v| v.count() > 0) {
+                lat.push((ci, c.label.clone(), RefCell::new(v), loopback));
             }
         }
         let (clock, res) = e.clock();
@@ -147,7 +152,7 @@ impl<'a> Ctx<'a> {
 
     /// "N packets in R runs" for a caption.
     pub fn sample_note(&self) -> String {
-        let n: u64 = self.lat.iter().map(|l| l.2.len()).sum();
+        let n: u64 = self.lat.iter().map(|l| l.2.borrow().count()).sum();
         let reps: Vec<usize> = self.e.configs.iter().map(|c| c.runs.len()).collect();
         let r = reps.iter().max().copied().unwrap_or(0);
         format!(
@@ -168,7 +173,7 @@ impl<'a> Ctx<'a> {
         let hdr: Vec<&str> = self
             .lat
             .iter()
-            .filter(|l| !l.2.is_exact())
+            .filter(|l| l.2.borrow().method() == Method::Hdr)
             .map(|l| l.1.as_str())
             .collect();
         if hdr.is_empty() {
@@ -177,8 +182,8 @@ impl<'a> Ctx<'a> {
         format!(
             " Too many packets to hold one by one for {}: there the distribution is an HDR histogram with {} significant digits, read in one pass, and each value drawn is the upper end of its bucket — at most {} % above the exact nearest-rank value (the minimum and maximum are exact).",
             hdr.join(", "),
-            crate::lat::HDR_DIGITS,
-            svg::fmt_num(crate::lat::HDR_REL_ERROR * 100.0)
+            nflab_analyze::dist::DEFAULT_HDR_DIGITS,
+            svg::fmt_num(10f64.powi(-i32::from(nflab_analyze::dist::DEFAULT_HDR_DIGITS)) * 100.0)
         )
     }
 
@@ -203,20 +208,15 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Caption text for runs read in one bounded pass (`runs`: "NNN (detail)"):
-/// how their figure data was reduced (`how`) and what that costs (`cost`).
-/// Empty when every run was held packet by packet.
-pub fn streamed_note(runs: &[String], how: &str, cost: &str) -> String {
-    if runs.is_empty() {
-        return String::new();
+/// Mean over repetitions and the half-width of its 95 % Student-t
+/// confidence interval (`nflab_analyze::crossrun`); no half-width for
+/// fewer than 2 values.
+pub fn mean_ci(xs: &[f64]) -> Option<(f64, Option<f64>)> {
+    match xs {
+        [] => None,
+        [x] => Some((*x, None)),
+        _ => nflab_analyze::crossrun::mean_t_ci(xs, 0.95).map(|i| (i.mean, Some(i.hi - i.mean))),
     }
-    format!(
-        " Run{} {} had too many packets to hold one by one and {} read in one pass: {} {how}, {cost}.",
-        if runs.len() > 1 { "s" } else { "" },
-        runs.join(", "),
-        if runs.len() > 1 { "were" } else { "was" },
-        if runs.len() > 1 { "their" } else { "its" }
-    )
 }
 
 /// Stack several SVG panels vertically into one SVG document.

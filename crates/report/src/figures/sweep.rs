@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::{stack, Ctx, Figure, Table};
 use crate::load::{fmt_param, Experiment};
-use crate::stats;
 use crate::svg::{num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 860.0;
@@ -101,16 +100,16 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
     let e = ctx.e;
     let xk = x_key(e)?;
     let gs = groups(e, &xk);
-    let metrics: [(&str, f64, &str); 2] = [("p99", 0.99, ""), ("p50", 0.5, "5 3")];
+    let metrics: [(&str, &str); 2] = [("p99", ""), ("p50", "5 3")];
     let mut pts: Vec<SweepLine> = Vec::new();
     let (mut lo, mut hi) = (f64::MAX, 0f64);
     for (gi, (gl, cfgs)) in gs.iter().enumerate() {
-        for (mname, q, dash) in metrics {
+        for (mname, dash) in metrics {
             let mut v = Vec::new();
             for (x, ci) in cfgs {
                 let ptr = format!("/latency_ns/{mname}");
-                let vals = per_run(e, *ci, &|r| r.num(&ptr).or_else(|| r.quantile(q)));
-                if let Some((m, h)) = stats::mean_ci(&vals) {
+                let vals = per_run(e, *ci, &|r| r.num(&ptr));
+                if let Some((m, h)) = crate::figures::mean_ci(&vals) {
                     let h = h.unwrap_or(0.0);
                     lo = lo.min(m - h).min(m);
                     hi = hi.max(m + h);
@@ -130,7 +129,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
     let predicted = super::model::predictions(ctx);
     let mut model_lines: Vec<ModelLine> = Vec::new();
     for (gi, (gl, cfgs)) in gs.iter().enumerate() {
-        for (mname, _, _) in metrics {
+        for (mname, _) in metrics {
             let key = format!("{mname}_ns");
             let mut v = Vec::new();
             for (x, ci) in cfgs {
@@ -271,7 +270,8 @@ pub fn throughput(ctx: &Ctx) -> Option<Figure> {
                 })
             });
             let loss = per_run(e, *ci, &|r| r.num("/loss_ratio"));
-            let (Some(a), b) = (stats::mean_ci(&rx), stats::mean_ci(&loss)) else {
+            let (Some(a), b) = (crate::figures::mean_ci(&rx), crate::figures::mean_ci(&loss))
+            else {
                 continue;
             };
             let b = b.unwrap_or((f64::NAN, None));

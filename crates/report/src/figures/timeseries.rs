@@ -26,20 +26,20 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         .max(1);
     let lo = runs
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.lat.min())
+        .filter_map(|&i| e.runs[i].data.as_ref()?.lat().min())
         .min()
         .unwrap_or(1) as f64;
     let hi = runs
         .iter()
-        .filter_map(|&i| e.runs[i].data.as_ref()?.lat.max())
+        .filter_map(|&i| e.runs[i].data.as_ref()?.lat().max())
         .max()
         .unwrap_or(1) as f64;
-    let mut streamed: Vec<String> = Vec::new();
     let mut t = Table::new(&["run", "config", "kind", "t0_s", "t1_s", "min_ns", "max_ns"]);
     let mut panels = Vec::new();
     let mut notes = Vec::new();
     let mut col_ns = 0.0;
-    let thresholds = e.anomaly_specs();
+    let mut slice_ns = 0;
+    let specs = e.anomaly_specs();
     for (k, &ri) in runs.iter().enumerate() {
         let r = &e.runs[ri];
         let Some(d) = r.data.as_ref() else { continue };
@@ -61,9 +61,7 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         let cols_n = (p.pw() * 2.0) as usize;
         col_ns = span as f64 / cols_n as f64;
         let cols = d.columns(span, cols_n);
-        if let Some(st) = d.streamed() {
-            streamed.push(format!("{} ({})", r.name, fmt_ns(st.slice_ns() as f64)));
-        }
+        slice_ns = slice_ns.max(d.slice_ns);
         let cols_s: Vec<(f64, f64, f64, f64)> = cols
             .iter()
             .map(|c| (c.0 / 1e9, c.1 / 1e9, c.2, c.3))
@@ -76,14 +74,15 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         let ci = r.config;
         p.columns(0, "min–max per column", &cols_s, svg::color(ci));
         p.dots(1, &format!("worst {WORST_N}"), &wpts, "#C00000", 1.8);
-        if let Some(p99) = d.lat.quantile(0.99) {
+        if let Some(p99) = r.num("/latency_ns/p99") {
             p.hline(p99, &format!("p99 {}", fmt_ns(p99)), "#555");
         }
-        for (n, thr) in &thresholds {
-            if (*thr as f64) < hi * 1.5 {
+        for (k, a) in specs.iter().enumerate() {
+            let thr = d.anomaly_detail(k).map_or(a.t_ns, |x| x.t_ns) as f64;
+            if thr < hi * 1.5 {
                 p.hline_at(
-                    *thr as f64,
-                    &format!("anomaly {n}:{}", fmt_ns(*thr as f64)),
+                    thr,
+                    &format!("anomaly {}:{}", a.n, fmt_ns(thr)),
                     "#B8860B",
                     true,
                 );
@@ -144,13 +143,10 @@ pub fn over_time(ctx: &Ctx) -> Option<Figure> {
         id: "timeseries".into(),
         title: "Latency over time".into(),
         caption: format!(
-            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted and no spike can fall between pixels, and the figure has as many points for 10⁹ packets as for 10⁴ (the pass over the records grows with N: docs/benchmarks.md § Report). Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset.{} {}",
+            "Latency of every packet against its transmit time, one panel per run on shared axes. The series is decimated to the minimum and maximum of each column (two columns per pixel, {} of transmit time each): every packet is counted and no spike can fall between pixels, and the figure has as many points for 10⁹ packets as for 10⁴ (the pass over the records grows with N: docs/benchmarks.md § Report). The engine keeps the minimum and maximum of {} time slices per run (at most {} each), and a column is the union of the slices whose middle falls in it, so a packet's time is placed to within half a slice. Red dots: the {WORST_N} packets of highest latency in the run (the worst-case scatter of the sources). Grey line: the run's p99; gold: anomaly thresholds of the spec. Drag across a panel to zoom in time, double-click to reset. {}",
             fmt_ns(col_ns),
-            super::streamed_note(
-                &streamed,
-                &format!("columns are assembled from {} time slices per run, of the width given", crate::stream::TIME_SLICES),
-                "so a packet's time is placed to within half a slice"
-            ),
+            crate::load::TIME_SLICES,
+            fmt_ns(slice_ns as f64),
             ctx.method
         ),
         svg: stack(&panels, W),
@@ -181,22 +177,13 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
         .max()
         .unwrap_or(1)
         .max(1);
-    // About 60 windows over the longest run, a 1-2-5 number of milliseconds.
-    let win_ns = (svg::nice_step(span as f64 / 60.0 / 1e6) * 1e6).max(1e3) as u64;
+    let win_ns = e.window_ns;
     let mut series = Vec::new();
-    let mut streamed = Vec::new();
     let (mut lo, mut hi) = (f64::MAX, 0f64);
     for &ri in &picks {
         let r = &e.runs[ri];
         let d = r.data.as_ref()?;
-        let Some(w) = d.windows(win_ns) else { continue };
-        if let Some(st) = d.streamed() {
-            streamed.push(format!(
-                "{} ({})",
-                r.name,
-                fmt_ns(st.window_slice_ns() as f64)
-            ));
-        }
+        let w = d.windows();
         for x in &w {
             lo = lo.min(x.2);
             hi = hi.max(x.3);
@@ -232,7 +219,7 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
         let r = &e.runs[*ri];
         let ci = r.config;
         let label = &e.configs[ci].label;
-        let mid = |x: &(u64, f64, f64, f64, usize)| (x.0 + win_ns / 2) as f64 / 1e9;
+        let mid = |x: &crate::load::Window| (x.0 + win_ns / 2) as f64 / 1e9;
         let p99: Vec<(f64, f64)> = w.iter().map(|x| (mid(x), x.2)).collect();
         let mx: Vec<(f64, f64)> = w.iter().map(|x| (mid(x), x.3)).collect();
         let st = Style::solid(ci);
@@ -266,16 +253,8 @@ pub fn windows(ctx: &Ctx) -> Option<Figure> {
         id: "windows".into(),
         title: "p99 and maximum per time window".into(),
         caption: format!(
-            "Tail latency over the run: for each window of {} of transmit time, the 99th percentile (solid) and the maximum (dotted) of the packets sent in it, nearest rank; one colour per run configuration (its first repetition). A flat p99 with isolated maxima means rare spikes; a p99 that moves means the whole distribution shifted. Drag to zoom, double-click to reset.{} {}",
+            "Tail latency over the run: for each window of {} of transmit time, the 99th percentile (solid) and the maximum (dotted) of the packets sent in it, nearest rank; one colour per run configuration (its first repetition). A flat p99 with isolated maxima means rare spikes; a p99 that moves means the whole distribution shifted. The windows are the engine's (summary.windows of figures/analysis.json): exact up to 2^20 packets per window, an HDR histogram of 3 significant digits beyond. Drag to zoom, double-click to reset. {}",
             fmt_ns(win_ns as f64),
-            super::streamed_note(
-                &streamed,
-                &format!(
-                    "windows are unions of time slices of the width given (a divisor of the window), each with an HDR histogram of {} significant digits",
-                    crate::stream::WINDOW_DIGITS
-                ),
-                "so p50 and p99 are at most 1 % above the exact values (packet counts and maximum are exact)"
-            ),
             ctx.method
         ),
         svg: p.finish(),
