@@ -60,7 +60,7 @@ pub mod timestamping;
 mod udp;
 pub mod xdp_live;
 
-pub use af_packet::{AfPacket, AfPacketConfig, RxRingKind};
+pub use af_packet::{AfPacket, AfPacketConfig, Fanout, FanoutMode, RxRingKind};
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
 pub use mem::MemIo;
 pub use timestamping::{TxStamp, TxStampOptions, TxStampStatus};
