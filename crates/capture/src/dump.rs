@@ -317,7 +317,10 @@ mod tests {
         p.add(fired(2000)); // 1900..2050: new
         let due = p.rest();
         assert_eq!(due.len(), 2);
-        assert_eq!((due[0].from_ns, due[0].to_ns, due[0].reasons.len()), (900, 1130, 2));
+        assert_eq!(
+            (due[0].from_ns, due[0].to_ns, due[0].reasons.len()),
+            (900, 1130, 2)
+        );
         assert_eq!((due[1].id, due[1].from_ns, due[1].to_ns), (1, 1900, 2050));
     }
 

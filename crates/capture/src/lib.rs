@@ -210,7 +210,7 @@ pub fn run(
         Some(n) => n,
         None => producer::rx_queues(&cfg.iface)?,
     };
-    let sockets = producer::open_all(&cfg.iface, producers, cfg.ring_bytes)?;
+    let sockets = producer::open_all(&cfg.iface, producers)?;
     let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, producers));
     let started_ns = nflab_io::clock::realtime_ns();
     let (tx, rx) = mpsc::channel::<Arc<qq::InnerQueue>>();
@@ -242,7 +242,13 @@ pub fn run(
         }
         let (dumps, fired, fired_total) = analysis.join().expect("analyzer thread panicked")?;
         Ok(assemble(
-            cfg, started_ns, counters, &ring, dumps, fired, fired_total,
+            cfg,
+            started_ns,
+            counters,
+            &ring,
+            dumps,
+            fired,
+            fired_total,
         ))
     })?;
     report.ended_ns = nflab_io::clock::realtime_ns();
@@ -310,7 +316,11 @@ fn analyze_and_dump(
         let settled = nflab_io::clock::realtime_ns()
             .saturating_sub(cfg.handover_timeout_ns + producer::RING_TIMEOUT_NS * 4);
         for w in plan.due(settled) {
-            dumps.push(dump::write(&ctx, &w, &ring.overlapping(w.from_ns, w.to_ns))?);
+            dumps.push(dump::write(
+                &ctx,
+                &w,
+                &ring.overlapping(w.from_ns, w.to_ns),
+            )?);
         }
     }
     if manual.swap(false, Ordering::Relaxed) {
@@ -318,7 +328,11 @@ fn analyze_and_dump(
         record(f, &mut plan);
     }
     for w in plan.rest() {
-        dumps.push(dump::write(&ctx, &w, &ring.overlapping(w.from_ns, w.to_ns))?);
+        dumps.push(dump::write(
+            &ctx,
+            &w,
+            &ring.overlapping(w.from_ns, w.to_ns),
+        )?);
     }
     Ok((dumps, listed, total))
 }

@@ -49,10 +49,12 @@ pub fn rx_queues(iface: &str) -> Result<usize, CaptureError> {
 }
 
 /// Open `n` RX rings on `iface` in one fanout group (no group for one ring).
-pub fn open_all(iface: &str, n: usize, ring_bytes: usize) -> Result<Vec<AfPacket>, CaptureError> {
-    // Each kernel ring holds a few ms of frames at line rate: 1 MiB blocks, up
-    // to 32 of them, fewer for a small budget.
-    let blocks = (ring_bytes / n / (1 << 20)).clamp(4, 32);
+pub fn open_all(iface: &str, n: usize) -> Result<Vec<AfPacket>, CaptureError> {
+    // The kernel retires a block after 1 ms even if it is nearly empty, so at
+    // low rates the ring's depth in time is its block count in ms: 128 blocks
+    // ride out a producer that the scheduler keeps off the CPU for 100 ms.
+    // (The kernel ring is outside the QQ budget: it is the NIC side of it.)
+    let blocks = 128;
     let fanout = (n > 1).then(|| Fanout {
         // Group ids are per namespace; the pid keeps two captures apart.
         group_id: (std::process::id() & 0xffff) as u16,
@@ -66,7 +68,7 @@ pub fn open_all(iface: &str, n: usize, ring_bytes: usize) -> Result<Vec<AfPacket
                     rx: true,
                     tx: false,
                     rx_ring: RxRingKind::Blocks,
-                    rx_block_bytes: 1 << 20,
+                    rx_block_bytes: 256 << 10,
                     rx_blocks: blocks,
                     rx_block_timeout_ms: (RING_TIMEOUT_NS / 1_000_000) as u32,
                     kernel_timestamps: true,
@@ -121,15 +123,13 @@ impl Producer {
         loop {
             let stopping = stop.load(Ordering::Relaxed);
             let snaplen = self.snaplen;
-            let n = self.sock.rx_batch(
-                BATCH,
-                Duration::from_millis(5),
-                &mut |frame, meta| {
+            let n = self
+                .sock
+                .rx_batch(BATCH, Duration::from_millis(5), &mut |frame, meta| {
                     let ts_ns = meta.ts_ns.unwrap_or_else(nflab_io::clock::realtime_ns);
                     let kept = &frame[..frame.len().min(snaplen)];
                     queue.push(ts_ns, meta.wire_len as u32, kept);
-                },
-            )?;
+                })?;
             captured += n as u64;
             if queue.is_empty() {
                 opened = Instant::now();

@@ -230,8 +230,14 @@ mod tests {
         q.push(20, 1500, &[4; 100]);
         let f: Vec<_> = q.frames().collect();
         assert_eq!(f.len(), 2);
-        assert_eq!((f[0].ts_ns, f[0].wire_len, f[0].data), (10, 64, &[1u8, 2, 3][..]));
-        assert_eq!((f[1].ts_ns, f[1].wire_len, f[1].data.len()), (20, 1500, 100));
+        assert_eq!(
+            (f[0].ts_ns, f[0].wire_len, f[0].data),
+            (10, 64, &[1u8, 2, 3][..])
+        );
+        assert_eq!(
+            (f[1].ts_ns, f[1].wire_len, f[1].data.len()),
+            (20, 1500, 100)
+        );
         assert_eq!((q.first_ns(), q.last_ns()), (Some(10), Some(20)));
     }
 
@@ -245,7 +251,9 @@ mod tests {
         // Room for three queues of this size.
         let ring = OuterRing::new(3 * one + one / 2, 2);
         for i in 0..5u64 {
-            assert!(ring.hand_over(queue((i % 2) as usize, i * 100, 10)).is_some());
+            assert!(ring
+                .hand_over(queue((i % 2) as usize, i * 100, 10))
+                .is_some());
         }
         let s = ring.stats();
         assert_eq!(s.handed_over, vec![30, 20]);
@@ -264,7 +272,10 @@ mod tests {
         let ring = OuterRing::new(16, 1);
         assert!(ring.hand_over(queue(0, 0, 10)).is_none());
         let s = ring.stats();
-        assert_eq!((s.handed_over[0], s.discarded[0], s.held_bytes), (10, 10, 0));
+        assert_eq!(
+            (s.handed_over[0], s.discarded[0], s.held_bytes),
+            (10, 10, 0)
+        );
     }
 
     #[test]

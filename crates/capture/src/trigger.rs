@@ -121,7 +121,7 @@ impl Analyzer {
         for s in specs {
             let rule = match s {
                 TriggerSpec::Filter(f) => Rule::Filter(Filter::compile(f)?),
-                TriggerSpec::Anomaly(a) => Rule::Anomaly(a.clone()),
+                TriggerSpec::Anomaly(a) => Rule::Anomaly(*a),
                 TriggerSpec::LossBurst(k) => Rule::LossBurst(*k),
             };
             sources.push(Source {
@@ -241,7 +241,10 @@ mod tests {
 
     #[test]
     fn a_filter_that_does_not_compile_gives_libpcaps_message() {
-        let e = Filter::compile("udp port nonsense").err().unwrap().to_string();
+        let e = Filter::compile("udp port nonsense")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("udp port nonsense"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }
@@ -254,7 +257,12 @@ mod tests {
         other[37] = 10; // UDP destination port 7 -> 10 (low byte; frame without VLAN)
         let fired = feed(
             &mut a,
-            &[(5, other.clone()), (10, p.clone()), (500, p.clone()), (1010, p.clone())],
+            &[
+                (5, other.clone()),
+                (10, p.clone()),
+                (500, p.clone()),
+                (1010, p.clone()),
+            ],
         );
         let at: Vec<_> = fired.iter().map(|f| f.at_ns).collect();
         assert_eq!(at, vec![10, 1010]);
@@ -292,6 +300,9 @@ mod tests {
         let fired = feed(&mut a, &frames);
         assert_eq!(fired.len(), 1, "{fired:?}");
         assert_eq!(fired[0].at_ns, 80);
-        assert!(fired[0].reason.contains("3 missing before seq 8"), "{fired:?}");
+        assert!(
+            fired[0].reason.contains("3 missing before seq 8"),
+            "{fired:?}"
+        );
     }
 }
