@@ -188,74 +188,104 @@ pub struct Control {
     pub manual: Arc<AtomicBool>,
 }
 
-/// Capture on `cfg.iface` until `ctl.stop` is set or `duration` has passed;
-/// write the dumps and `capture.json` into `cfg.out_dir`. Must be called in the
-/// interface's network namespace.
+/// A capture whose filters are compiled and whose sockets are open: from
+/// here on no frame of the interface is missed.
+pub struct Capture {
+    cfg: CaptureConfig,
+    analyzer: trigger::Analyzer,
+    sockets: Vec<nflab_io::AfPacket>,
+}
+
+impl Capture {
+    /// Check `cfg`, compile every filter (a bad one is an error now, before
+    /// any packet) and open the producers' sockets. Call it in the
+    /// interface's network namespace.
+    pub fn open(cfg: &CaptureConfig) -> Result<Capture, CaptureError> {
+        cfg.check()?;
+        let analyzer = trigger::Analyzer::new(&cfg.triggers, cfg.post_ns)?;
+        if let Some(f) = &cfg.dump_filter {
+            trigger::Filter::compile(f)?;
+        }
+        std::fs::create_dir_all(&cfg.out_dir).map_err(|e| CaptureError::io(&cfg.out_dir, e))?;
+        let producers = match cfg.producers {
+            Some(n) => n,
+            None => producer::rx_queues(&cfg.iface)?,
+        };
+        let sockets = producer::open_all(&cfg.iface, producers)?;
+        Ok(Capture {
+            cfg: cfg.clone(),
+            analyzer,
+            sockets,
+        })
+    }
+
+    /// Capture until `ctl.stop` is set or `duration` has passed; write the
+    /// dumps and `capture.json` into the output directory.
+    pub fn run(
+        self,
+        ctl: &Control,
+        duration: Option<Duration>,
+    ) -> Result<CaptureReport, CaptureError> {
+        let Capture {
+            cfg,
+            analyzer,
+            sockets,
+        } = self;
+        let cfg = &cfg;
+        let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, sockets.len()));
+        let started_ns = nflab_io::clock::realtime_ns();
+        let (tx, rx) = mpsc::channel::<Arc<qq::InnerQueue>>();
+        let mut report = std::thread::scope(|s| -> Result<CaptureReport, CaptureError> {
+            let mut handles = Vec::new();
+            for (id, sock) in sockets.into_iter().enumerate() {
+                let (ring, tx, stop) = (Arc::clone(&ring), tx.clone(), Arc::clone(&ctl.stop));
+                let p = producer::Producer::new(id, sock, cfg);
+                handles.push(s.spawn(move || p.run(&ring, &tx, &stop)));
+            }
+            drop(tx);
+            let analysis = {
+                let (ring, manual) = (Arc::clone(&ring), Arc::clone(&ctl.manual));
+                // Ends when the last producer has gone and its queues are scanned.
+                s.spawn(move || analyze_and_dump(cfg, analyzer, &ring, rx, &manual))
+            };
+            let t0 = Instant::now();
+            while !ctl.stop.load(Ordering::Relaxed) {
+                if duration.is_some_and(|d| t0.elapsed() >= d) {
+                    ctl.stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut counters = Vec::new();
+            for h in handles {
+                counters.push(h.join().expect("producer thread panicked")?);
+            }
+            let (dumps, fired, fired_total) = analysis.join().expect("analyzer thread panicked")?;
+            Ok(assemble(
+                cfg,
+                started_ns,
+                counters,
+                &ring,
+                dumps,
+                fired,
+                fired_total,
+            ))
+        })?;
+        report.ended_ns = nflab_io::clock::realtime_ns();
+        let path = cfg.out_dir.join("capture.json");
+        let json = serde_json::to_string_pretty(&report).expect("report serializes");
+        std::fs::write(&path, json + "\n").map_err(|e| CaptureError::io(&path, e))?;
+        Ok(report)
+    }
+}
+
+/// [`Capture::open`] then [`Capture::run`].
 pub fn run(
     cfg: &CaptureConfig,
     ctl: &Control,
     duration: Option<Duration>,
 ) -> Result<CaptureReport, CaptureError> {
-    cfg.check()?;
-    // Compile everything before the first packet: a bad filter is an error now.
-    let analyzer = trigger::Analyzer::new(&cfg.triggers, cfg.post_ns)?;
-    let dump_filter = cfg
-        .dump_filter
-        .as_deref()
-        .map(trigger::Filter::compile)
-        .transpose()?;
-    drop(dump_filter);
-    std::fs::create_dir_all(&cfg.out_dir).map_err(|e| CaptureError::io(&cfg.out_dir, e))?;
-    let producers = match cfg.producers {
-        Some(n) => n,
-        None => producer::rx_queues(&cfg.iface)?,
-    };
-    let sockets = producer::open_all(&cfg.iface, producers)?;
-    let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, producers));
-    let started_ns = nflab_io::clock::realtime_ns();
-    let (tx, rx) = mpsc::channel::<Arc<qq::InnerQueue>>();
-
-    let mut report = std::thread::scope(|s| -> Result<CaptureReport, CaptureError> {
-        let mut handles = Vec::new();
-        for (id, sock) in sockets.into_iter().enumerate() {
-            let (ring, tx, stop) = (Arc::clone(&ring), tx.clone(), Arc::clone(&ctl.stop));
-            let p = producer::Producer::new(id, sock, cfg);
-            handles.push(s.spawn(move || p.run(&ring, &tx, &stop)));
-        }
-        drop(tx);
-        let analysis = {
-            let (ring, manual) = (Arc::clone(&ring), Arc::clone(&ctl.manual));
-            // Ends when the last producer has gone and its queues are scanned.
-            s.spawn(move || analyze_and_dump(cfg, analyzer, &ring, rx, &manual))
-        };
-        let t0 = Instant::now();
-        while !ctl.stop.load(Ordering::Relaxed) {
-            if duration.is_some_and(|d| t0.elapsed() >= d) {
-                ctl.stop.store(true, Ordering::Relaxed);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut counters = Vec::new();
-        for h in handles {
-            counters.push(h.join().expect("producer thread panicked")?);
-        }
-        let (dumps, fired, fired_total) = analysis.join().expect("analyzer thread panicked")?;
-        Ok(assemble(
-            cfg,
-            started_ns,
-            counters,
-            &ring,
-            dumps,
-            fired,
-            fired_total,
-        ))
-    })?;
-    report.ended_ns = nflab_io::clock::realtime_ns();
-    let path = cfg.out_dir.join("capture.json");
-    let json = serde_json::to_string_pretty(&report).expect("report serializes");
-    std::fs::write(&path, json + "\n").map_err(|e| CaptureError::io(&path, e))?;
-    Ok(report)
+    Capture::open(cfg)?.run(ctl, duration)
 }
 
 type Analysis = (Vec<dump::DumpInfo>, Vec<Fired>, u64);

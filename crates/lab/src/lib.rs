@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod capture_run;
 pub mod compare;
 pub mod dut_nflab;
 pub mod dut_testpmd;
