@@ -166,15 +166,13 @@ pub fn write(
         error: None,
     };
     let out = File::create(&path).map_err(|e| CaptureError::io(&path, e))?;
-    let mut w = SafeFile::new(out, path.clone());
+    let mut file = SafeFile::new(out, path.clone());
+    // pcap-file writes a block in several pieces: serialize each into memory
+    // and hand it to the file whole, so the file only ever ends on a block.
     let header = section_header(ctx, window);
-    let mut writer = match PcapNgWriter::with_section_header(&mut w, header) {
-        Ok(wr) => wr,
-        Err(e) => {
-            info.error = Some(w.truncate_note(&e.to_string()));
-            return Ok(info);
-        }
-    };
+    let mut pcapng = PcapNgWriter::with_section_header(Vec::new(), header)
+        .expect("writing to memory cannot fail");
+    let mut result = file.write_block(pcapng.get_mut());
     let idb = InterfaceDescriptionBlock {
         linktype: DataLink::ETHERNET,
         snaplen: ctx.snaplen,
@@ -184,7 +182,14 @@ pub fn write(
             InterfaceDescriptionOption::IfTsResol(9),
         ],
     };
-    let mut result = writer.write_pcapng_block(idb).map(|_| ());
+    if result.is_ok() {
+        pcapng
+            .write_pcapng_block(idb)
+            .expect("writing to memory cannot fail");
+        result = file.write_block(pcapng.get_mut());
+    }
+    // Where each packet's block ends in the file, and whose it is.
+    let mut ends: Vec<(u64, usize)> = Vec::with_capacity(picked.len());
     for (ts, producer, f) in &picked {
         if result.is_err() {
             break;
@@ -196,15 +201,24 @@ pub fn write(
             data: Cow::Borrowed(f.data),
             options: vec![],
         };
-        result = writer.write_pcapng_block(epb).map(|_| ());
+        pcapng
+            .write_pcapng_block(epb)
+            .expect("writing to memory cannot fail");
+        result = file.write_block(pcapng.get_mut());
         if result.is_ok() {
-            info.packets += 1;
-            info.per_producer[*producer] += 1;
+            ends.push((file.written, *producer));
         }
     }
-    drop(writer);
-    if let Err(e) = result.map_err(|e| e.to_string()).and_then(|_| w.finish()) {
-        info.error = Some(w.truncate_note(&e));
+    if let Err(e) = result
+        .map_err(|e| e.to_string())
+        .and_then(|_| file.finish())
+    {
+        info.error = Some(file.truncate_note(&e));
+    }
+    // Only what is on disk counts as dumped.
+    for &(_, producer) in ends.iter().take_while(|(end, _)| *end <= file.good) {
+        info.packets += 1;
+        info.per_producer[producer] += 1;
     }
     Ok(info)
 }
@@ -238,39 +252,52 @@ fn section_header<'a>(ctx: &DumpContext<'_>, window: &Window) -> SectionHeaderBl
 /// A file that remembers where its last complete block ended, so a write that
 /// fails (a full disk) can cut the file back to a valid pcapng.
 struct SafeFile {
-    inner: BufWriter<File>,
+    /// None once cut back: nothing more reaches the file.
+    inner: Option<BufWriter<File>>,
     path: PathBuf,
     /// Bytes handed to `write` so far.
     written: u64,
-    /// Bytes known to be on disk after the last successful flush of whole blocks.
+    /// Bytes on disk after the last successful flush: always whole blocks,
+    /// since a block goes into the buffer whole or triggers a flush first.
     good: u64,
 }
+
+/// Small enough that a nearly full disk still takes whole buffers.
+const DUMP_BUFFER_BYTES: usize = 16 << 10;
 
 impl SafeFile {
     fn new(f: File, path: PathBuf) -> SafeFile {
         SafeFile {
-            inner: BufWriter::with_capacity(1 << 20, f),
+            inner: Some(BufWriter::with_capacity(DUMP_BUFFER_BYTES, f)),
             path,
             written: 0,
             good: 0,
         }
     }
 
-    fn finish(&mut self) -> Result<(), String> {
+    fn writer(&mut self) -> std::io::Result<&mut BufWriter<File>> {
         self.inner
-            .flush()
-            .and_then(|_| self.inner.get_ref().sync_data())
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the dump was cut back after an error"))
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        let w = self.writer().map_err(|e| e.to_string())?;
+        w.flush()
+            .and_then(|_| w.get_ref().sync_data())
             .map_err(|e| e.to_string())?;
         self.good = self.written;
         Ok(())
     }
 
-    /// Cut the file back to whole blocks and say so.
+    /// Drop what is buffered, cut the file back to whole blocks, and say so.
     fn truncate_note(&mut self, error: &str) -> String {
-        // pcap-file writes one block per write_all call, so `good` tracks block
-        // ends; what the BufWriter could not flush is lost with it.
         let keep = self.good;
-        let _ = self.inner.get_ref().set_len(keep);
+        if let Some(w) = self.inner.take() {
+            // into_parts does not flush: the buffered tail never reaches the file.
+            let (file, _unwritten) = w.into_parts();
+            let _ = file.set_len(keep);
+        }
         format!(
             "writing {} failed ({error}); the file is valid pcapng up to its last complete packet ({keep} bytes)",
             self.path.display()
@@ -278,22 +305,17 @@ impl SafeFile {
     }
 }
 
-impl Write for SafeFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        // Whole blocks only: a block is either all in the buffer or not at all,
-        // and the buffer reaches the file only in whole blocks.
-        if self.inner.buffer().len() + buf.len() > self.inner.capacity() {
-            self.inner.flush()?;
+impl SafeFile {
+    /// Append one whole block (taken from `block`, which is left empty).
+    fn write_block(&mut self, block: &mut Vec<u8>) -> std::io::Result<()> {
+        let w = self.writer()?;
+        if w.buffer().len() + block.len() > w.capacity() {
+            w.flush()?;
             self.good = self.written;
         }
-        self.inner.write_all(buf)?;
-        self.written += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()?;
-        self.good = self.written;
+        self.writer()?.write_all(block)?;
+        self.written += block.len() as u64;
+        block.clear();
         Ok(())
     }
 }

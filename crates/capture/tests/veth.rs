@@ -273,3 +273,72 @@ fn a_ring_smaller_than_the_traffic_discards_oldest_queues_and_stays_in_budget() 
     assert_eq!(r.handed_over, r.captured);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A disk that fills while dumping: the dump is cut back to its last complete
+/// packet, readable, and the error says so.
+#[test]
+fn a_full_disk_leaves_a_valid_dump_and_says_so() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    use nflab_capture::dump::{self, DumpContext, Window};
+    use nflab_capture::qq::{InnerQueue, OuterRing};
+    let dir = std::env::temp_dir().join(format!("nflab-cap-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cannot mount a tmpfs on {dir:?}");
+    let _unmount = Unmount(dir.clone());
+    // 20 000 probes of 60 bytes: about 1.6 MB of pcapng, far over 64 KiB.
+    let t = template();
+    let ring = OuterRing::new(64 << 20, 1);
+    let mut q = InnerQueue::with_capacity(0, 2 << 20);
+    let mut buf = vec![0u8; t.len()];
+    for seq in 0..20_000u64 {
+        t.write(&mut buf, seq, seq);
+        q.push(1_000 + seq, 64, &buf);
+    }
+    ring.hand_over(q);
+    let window = Window {
+        id: 0,
+        from_ns: 0,
+        to_ns: u64::MAX,
+        reasons: vec![],
+    };
+    let ctx = DumpContext {
+        dir: &dir,
+        iface: "vb",
+        snaplen: 2048,
+        producers: 1,
+        filter: None,
+    };
+    let info = dump::write(&ctx, &window, &ring.overlapping(0, u64::MAX)).unwrap();
+    let err = info.error.expect("the disk filled");
+    assert!(
+        err.contains("valid pcapng up to its last complete packet"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'));
+    let got = dumped_seqs(&dir.join(&info.file));
+    assert!(!got.is_empty() && got.len() < 20_000, "{}", got.len());
+    assert_eq!(
+        info.packets,
+        got.len() as u64,
+        "dumped counts only what is on disk"
+    );
+    // What is there is the first packets, in order, none damaged.
+    for (i, (seq, ts)) in got.iter().enumerate() {
+        assert_eq!((*seq, *ts), (i as u64, 1_000 + i as u64));
+    }
+}
