@@ -23,6 +23,8 @@ enum Command {
     Gen(commands::gen::Args),
     /// The recorder alone, on a named interface.
     Recv(commands::recv::Args),
+    /// Capture with time travel: keep the last packets in memory, dump those around triggers to pcapng.
+    Capture(commands::capture::Args),
     /// The nflab data plane alone, on named interfaces.
     Dut(commands::dut::Args),
     /// Compute the statistics of record files (.nfr or CSV seq,tx_ns,rx_ns).
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Run(a) => commands::run::main(a),
         Command::Gen(a) => commands::gen::main(a),
         Command::Recv(a) => commands::recv::main(a),
+        Command::Capture(a) => commands::capture::main(a),
         Command::Dut(a) => commands::dut::main(a),
         Command::Analyze(a) => commands::analyze::main(a),
         Command::Report(a) => commands::report::main(a),

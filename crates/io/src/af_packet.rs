@@ -100,6 +100,42 @@ pub struct AfPacketConfig {
     /// outcome. RX then reports the NIC's stamps ([`TsSource::Hardware`], PHC time).
     /// Default false.
     pub hardware_timestamps: bool,
+    /// Join the RX socket to a `PACKET_FANOUT` group, so several sockets (one per thread)
+    /// share the interface's frames between them instead of each getting every frame.
+    /// A tap that joins no group still sees every frame, as every other socket does.
+    /// Default None.
+    pub fanout: Option<Fanout>,
+}
+
+/// A `PACKET_FANOUT` group: sockets of one process with the same `group_id` on one
+/// interface split its frames by `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fanout {
+    /// Group id, unique per network namespace while the group exists.
+    pub group_id: u16,
+    /// How frames are split.
+    pub mode: FanoutMode,
+}
+
+/// `PACKET_FANOUT_*` modes nflab uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// By flow hash: a flow's frames stay in order on one socket.
+    Hash,
+    /// By the RX queue the frame arrived on (`PACKET_FANOUT_QM`): one socket per queue.
+    QueueMapping,
+    /// By the CPU that received the frame.
+    Cpu,
+}
+
+impl FanoutMode {
+    fn raw(self) -> i32 {
+        match self {
+            FanoutMode::Hash => libc::PACKET_FANOUT_HASH as i32,
+            FanoutMode::QueueMapping => libc::PACKET_FANOUT_QM as i32,
+            FanoutMode::Cpu => libc::PACKET_FANOUT_CPU as i32,
+        }
+    }
 }
 
 impl Default for AfPacketConfig {
@@ -117,6 +153,7 @@ impl Default for AfPacketConfig {
             kernel_timestamps: true,
             ignore_outgoing: true,
             hardware_timestamps: false,
+            fanout: None,
         }
     }
 }
@@ -393,6 +430,12 @@ impl RxRing {
         }
         sys::bind_ll(&fd, ifindex, (libc::ETH_P_ALL as u16).to_be())
             .map_err(|e| sys::err_from("bind(AF_PACKET, ETH_P_ALL)", ifname, e))?;
+        // A group can only be joined by a bound socket.
+        if let Some(f) = cfg.fanout {
+            let arg = i32::from(f.group_id) | (f.mode.raw() << 16);
+            sys::setsockopt_int(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, arg)
+                .map_err(|e| sys::err_from("setsockopt(PACKET_FANOUT)", ifname, e))?;
+        }
         Ok(RxRing {
             map,
             fd,

@@ -60,7 +60,7 @@ pub mod timestamping;
 mod udp;
 pub mod xdp_live;
 
-pub use af_packet::{AfPacket, AfPacketConfig, RxRingKind};
+pub use af_packet::{AfPacket, AfPacketConfig, Fanout, FanoutMode, RxRingKind};
 
 /// Send a UDP socket's IPv4 datagrams without a UDP checksum (`SO_NO_CHECK`; 0
 /// means "none" in IPv4). For interfaces that leave the checksum to an offload

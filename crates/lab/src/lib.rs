@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod app_ncs;
+pub mod capture_run;
 pub mod compare;
 pub mod cpu;
 pub mod dut_link;

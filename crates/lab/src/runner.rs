@@ -128,10 +128,13 @@ pub fn run_one_with(
         source: "CLOCK_REALTIME".into(),
         resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
     };
-    let TrafficOutcome {
-        generator: gen_report,
-        recorder: rec_report,
-    } = run_traffic(
+    // The capture taps the recorder's interface from before the first probe.
+    let capture = spec
+        .capture
+        .as_ref()
+        .map(|c| crate::capture_run::start(c, topo, &dir.join("capture")))
+        .transpose()?;
+    let traffic = run_traffic(
         topo,
         &spec.traffic,
         &gen_plan,
@@ -139,7 +142,13 @@ pub fn run_one_with(
         &records_path,
         TrafficCpus::from_spec(spec),
         stop,
-    )?;
+    );
+    let capture = capture.map(crate::capture_run::RunningCapture::stop);
+    let TrafficOutcome {
+        generator: gen_report,
+        recorder: rec_report,
+    } = traffic?;
+    let capture = capture.transpose()?;
     if let Some(d) = nflab_dut.map(crate::dut_nflab::NflabDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {
@@ -209,6 +218,26 @@ pub fn run_one_with(
             "the recorder's socket dropped {} frames: those count as lost",
             rec_report.kernel_drops
         ));
+    }
+    if let Some(c) = &capture {
+        let dumped: Vec<String> = c
+            .dumps
+            .iter()
+            .map(|d| format!("capture/{} ({} packets)", d.file, d.packets))
+            .collect();
+        if !dumped.is_empty() {
+            summary.notes.push(format!(
+                "the capture's triggers fired {} time(s); dumps: {}",
+                c.fired_total,
+                dumped.join(", ")
+            ));
+        }
+        if c.kernel_drops > 0 || c.discarded > 0 {
+            summary.notes.push(format!(
+                "the capture lost {} frames in its kernel rings and discarded {} from its full ring: its dumps may miss packets the recorder has",
+                c.kernel_drops, c.discarded
+            ));
+        }
     }
     write_json(&dir.join("summary.json"), &summary)?;
     write_json(&dir.join("gen.json"), &gen_report)?;

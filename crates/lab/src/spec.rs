@@ -50,6 +50,9 @@ pub struct Spec {
     /// An application run over the DuT next to the probe traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<AppSection>,
+    /// A capture with time travel during each run (`runs/NNN/capture/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<crate::capture_run::CaptureSection>,
 }
 
 /// `[app]`: an application over the topology, by `kind`.
@@ -1076,6 +1079,16 @@ impl Spec {
                     self.experiment.name
                 ),
             ));
+        }
+        if let Some(c) = &self.capture {
+            if let Err(message) = c.config("lg1", std::path::Path::new(".")) {
+                let key = message
+                    .strip_prefix("capture.")
+                    .and_then(|m| m.split([' ', ':']).next())
+                    .unwrap_or("trigger")
+                    .to_string();
+                return Err(err("capture", &key, message));
+            }
         }
         if self.experiment.repetitions == 0 {
             return Err(err(

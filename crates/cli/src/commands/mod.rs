@@ -1,6 +1,7 @@
 //! One module per subcommand; shared helpers here.
 
 pub mod analyze;
+pub mod capture;
 pub mod compare;
 pub mod doctor;
 pub mod dut;
