@@ -93,8 +93,11 @@ struct Mvno {
 }
 
 fn family(kind: u8) -> usize {
-    debug_assert!(kind <= UL_GPRS);
-    usize::from(!(kind == SAI_VLR || kind == SAI_SGSN))
+    match kind {
+        SAI_VLR | SAI_SGSN => 0,
+        UL | UL_GPRS => 1,
+        _ => unreachable!("message kind {kind}"),
+    }
 }
 
 impl Mvno {

@@ -161,3 +161,55 @@ fn lognormal_family_gives_the_same_bottleneck() {
     let expected = 300.0 / auc_capacity_per_s(8.0);
     assert!((r.utilisation["auc"] - expected).abs() < 0.02);
 }
+
+#[test]
+fn msu_policing_holds_840_at_3400() {
+    let r = run(&cfg(3400.0, 80.0, 40.0, |s| {
+        s.processors.auc = 16;
+        s.policy = Policy::Msu;
+    }));
+    assert!(
+        (r.attach_rate_per_s - 840.0).abs() < 0.05 * 840.0,
+        "attach {}",
+        r.attach_rate_per_s
+    );
+    assert!(r.refused > 0);
+    // Without policing the same overload collapses (the livelock).
+    let b = run(&cfg(3400.0, 80.0, 40.0, |s| s.processors.auc = 16));
+    assert!(
+        b.attach_rate_per_s < 0.5 * r.attach_rate_per_s,
+        "baseline {}",
+        b.attach_rate_per_s
+    );
+}
+
+#[test]
+fn device_policing_caps_retries() {
+    let r = run(&cfg(3400.0, 80.0, 40.0, |s| {
+        s.processors.auc = 16;
+        s.policy = Policy::Device;
+    }));
+    assert!(r.max_retries <= 30, "max retries {}", r.max_retries);
+    assert!(r.max_retries >= 1, "the policy never refused anyone");
+    assert!(
+        (r.attach_rate_per_s - 840.0).abs() < 0.05 * 840.0,
+        "attach {}",
+        r.attach_rate_per_s
+    );
+}
+
+#[test]
+fn simple_dropping_is_worse_than_baseline() {
+    let d = run(&cfg(900.0, 100.0, 50.0, |s| {
+        s.processors.auc = 16;
+        s.policy = Policy::Dropping;
+    }));
+    let b = run(&cfg(900.0, 100.0, 50.0, |s| s.processors.auc = 16));
+    assert!(d.dropped > 0);
+    assert!(
+        d.attach_rate_per_s < b.attach_rate_per_s,
+        "dropping {} baseline {}",
+        d.attach_rate_per_s,
+        b.attach_rate_per_s
+    );
+}
