@@ -152,6 +152,7 @@ pub struct Core<T, E> {
     entities: Vec<Option<Entity<T>>>,
     free: Vec<u32>,
     ready: VecDeque<u32>,
+    reneged: Vec<u32>,
     /// The model's random numbers.
     pub rng: Rng,
     events: u64,
@@ -169,6 +170,7 @@ impl<T: Copy, E: Copy> Core<T, E> {
             entities: Vec::new(),
             free: Vec::new(),
             ready: VecDeque::new(),
+            reneged: Vec::new(),
             rng: Rng::new(seed),
             events: 0,
         }
@@ -316,7 +318,8 @@ impl<T: Copy, E: Copy> Core<T, E> {
     }
 
     /// Takes a waiting entity out of its station's queue (reneging); false
-    /// if it is not waiting. The entity then leaves the system.
+    /// if it is not waiting. The entity then leaves the system
+    /// ([`Model::on_exit`]) once the current callback returns.
     pub fn renege(&mut self, e: EntityId) -> bool {
         let at = self.ent(e.0).waiting_at;
         if at == NO_STATION {
@@ -331,6 +334,7 @@ impl<T: Copy, E: Copy> Core<T, E> {
         st.queue_level.add(now, -1.0);
         st.reneged += 1;
         self.ent(e.0).waiting_at = NO_STATION;
+        self.reneged.push(e.0);
         true
     }
 
@@ -390,8 +394,14 @@ impl<M: Model> Sim<M> {
     /// the clock to `t_end` and closes the stations' monitors.
     pub fn run_until(&mut self, t_end: f64) {
         loop {
-            while let Some(e) = self.core.ready.pop_front() {
-                self.advance(e);
+            loop {
+                if let Some(e) = self.core.reneged.pop() {
+                    self.exit(e);
+                } else if let Some(e) = self.core.ready.pop_front() {
+                    self.advance(e);
+                } else {
+                    break;
+                }
             }
             let Some((_, ev)) = self.core.calendar.pop_until(t_end) else {
                 break;
@@ -422,11 +432,6 @@ impl<M: Model> Sim<M> {
             s.busy_level.close(now);
             s.queue_level.close(now);
         }
-    }
-
-    /// Removes a reneged entity (after [`Core::renege`] returned true).
-    pub fn exit_reneged(&mut self, e: EntityId) {
-        self.exit(e.0);
     }
 
     fn exit(&mut self, e: u32) {

@@ -65,8 +65,6 @@ impl Model for Queue {
     fn on_timer(&mut self, core: &mut Core<Cust, Ev>, e: EntityId, _tag: u16) {
         if core.renege(e) {
             self.abandoned += 1;
-            // The harness calls exit through the pending list below.
-            RENEGED.with(|r| r.borrow_mut().push(e));
         }
     }
     fn on_blocked(&mut self, _core: &mut Core<Cust, Ev>, _e: EntityId, _s: StationId) {
@@ -79,10 +77,6 @@ impl Model for Queue {
             self.sojourns.push(core.now() - t.arrived);
         }
     }
-}
-
-thread_local! {
-    static RENEGED: std::cell::RefCell<Vec<EntityId>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn queue_sim(
@@ -116,22 +110,8 @@ fn queue_sim(
         departed: 0,
     };
     let mut sim = Sim { core, model };
-    if patience_s.is_some() {
-        // Reneged entities leave between calendar steps.
-        let horizon = customers as f64 / rate * 2.0;
-        let step = 1.0;
-        let mut t = 0.0;
-        while t < horizon {
-            t += step;
-            sim.run_until(t);
-            for e in RENEGED.with(|r| std::mem::take(&mut *r.borrow_mut())) {
-                sim.exit_reneged(e);
-            }
-        }
-    } else {
-        // Long enough for the last customers to leave a stable queue.
-        sim.run_until(customers as f64 / rate * 1.5 + 100.0);
-    }
+    // Long enough for the last customers to leave a stable queue.
+    sim.run_until(customers as f64 / rate * 1.5 + 100.0);
     sim
 }
 
