@@ -390,8 +390,9 @@ pub struct Sim<M: Model> {
 }
 
 impl<M: Model> Sim<M> {
-    /// Runs until the calendar holds nothing due before `t_end`, then sets
-    /// the clock to `t_end` and closes the stations' monitors.
+    /// Runs until the calendar holds nothing due before `t_end`, sets the
+    /// clock to `t_end` (or leaves it at the last event when nothing is left
+    /// to do) and closes the stations' monitors.
     pub fn run_until(&mut self, t_end: f64) {
         loop {
             loop {
@@ -426,7 +427,11 @@ impl<M: Model> Sim<M> {
                 }
             }
         }
-        self.core.calendar.advance_to(t_end);
+        // With work left the clock stands at the horizon; a calendar that ran
+        // dry leaves it at the last event (a huge horizon means "until done").
+        if !self.core.calendar.is_empty() {
+            self.core.calendar.advance_to(t_end);
+        }
         let now = self.core.now();
         for s in &mut self.core.stations {
             s.busy_level.close(now);
