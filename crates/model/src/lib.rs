@@ -53,8 +53,10 @@
 
 pub mod batch;
 pub mod closed;
+pub mod des;
 pub mod dist;
 pub mod fit;
+pub mod mvno;
 pub mod resource;
 pub mod rng;
 pub mod sim;
