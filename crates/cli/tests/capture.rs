@@ -148,7 +148,11 @@ fn a_run_with_capture_leaves_slices_holding_exactly_their_windows() {
             "trigger = [\"udp[8:2] = 0xa701 and udp[16:2] = 2000\", \"udp[8:2] = 0xa701 and udp[16:2] = 7000\"]\npre = 0.05\npost = 0.05\n",
             2,
         ),
-        ("anomaly", "anomaly = \"2:1us\"\npre = 0.05\npost = 0.05\n", 1),
+        (
+            "anomaly",
+            "anomaly = \"2:1us\"\npre = 0.05\npost = 0.05\n[analysis]\nanomalies = [\"2:1us\"]\n",
+            1,
+        ),
     ];
     for (name, capture, want_dumps) in specs {
         let spec = common::write_spec(
@@ -212,5 +216,16 @@ fn a_run_with_capture_leaves_slices_holding_exactly_their_windows() {
         // The summary names the dumps.
         let notes = summary["notes"].to_string();
         assert!(notes.contains("capture/dump-000.pcapng"), "{notes}");
+        // The report links the anomalies the dump covers to it, with its count.
+        if name == "anomaly" {
+            let exp = std::path::PathBuf::from(result["dir"].as_str().unwrap());
+            let html = std::fs::read_to_string(exp.join("report.html")).unwrap();
+            let link = "<a href=\"runs/000/capture/dump-000.pcapng\">";
+            assert!(html.contains(link), "no link to the dump in report.html");
+            let packets = dumps[0]["packets"].as_u64().unwrap();
+            assert!(html.contains(&format!("</a> ({packets} packets)")));
+            let csv = std::fs::read_to_string(exp.join("figures/anomalies.csv")).unwrap();
+            assert!(csv.contains("runs/000/capture/dump-000.pcapng"), "{csv}");
+        }
     }
 }

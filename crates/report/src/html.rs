@@ -136,6 +136,7 @@ pub fn page(e: &Experiment, figs: &[Figure], skipped: &Skipped, notes: &[String]
             }
         );
     }
+    capture_links(&mut h, e);
     if !skipped.is_empty() {
         h.push_str("<h3>Figures that do not apply here</h3><ul class=\"skipped\">");
         for (id, t, why) in skipped {
@@ -325,3 +326,33 @@ details summary{cursor:pointer;color:#0b57d0;font-size:.9em}
 "#;
 
 const JS: &str = include_str!("report.js");
+
+/// The packets around each anomaly: a link to the capture dump that covers
+/// it (runs with a `[capture]` section), with its packet count.
+fn capture_links(h: &mut String, e: &Experiment) {
+    let links = crate::figures::anomaly::dump_links(e);
+    let dumps: usize = e.runs.iter().map(|r| r.dumps.len()).sum();
+    if dumps == 0 {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<section id=\"captures\"><h3>Packets around the anomalies</h3><p>{dumps} capture dump(s) in this experiment (pcapng, nanosecond timestamps; open them in Wireshark). Each anomaly of the timeline whose packets fall into a dump's window:</p><ul class=\"captures\">"
+    );
+    for l in &links {
+        let _ = write!(
+            h,
+            "<li>run {} · anomaly {} at {:.4} s ({} packets) → <a href=\"{f}\">{f}</a> ({} packets)</li>",
+            esc(&l.run),
+            esc(&l.spec),
+            l.start_s,
+            l.packets,
+            l.dump.packets,
+            f = esc(&l.dump.file)
+        );
+    }
+    if links.is_empty() {
+        h.push_str("<li>no anomaly falls into a dump's window</li>");
+    }
+    h.push_str("</ul></section>");
+}

@@ -197,6 +197,46 @@ pub struct Run {
     pub problems: Vec<String>,
     /// Index of the run configuration in [`Experiment::configs`].
     pub config: usize,
+    /// The dumps of the run's `[capture]` (`capture/capture.json`), if any.
+    pub dumps: Vec<DumpRef>,
+}
+
+/// One pcapng dump of a run's capture: the packets received in a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DumpRef {
+    /// Path relative to the experiment directory.
+    pub file: String,
+    /// Start of the receive-time window, ns (the recorder's clock).
+    pub from_ns: u64,
+    /// End of the window, ns.
+    pub to_ns: u64,
+    /// Packets in the file.
+    pub packets: u64,
+}
+
+/// The dumps listed in `run/capture/capture.json` (none when there is no capture).
+fn load_dumps(dir: &Path, name: &str, problems: &mut Vec<String>) -> Vec<DumpRef> {
+    let v = match read_json(&dir.join("capture").join("capture.json")) {
+        Ok(Some(v)) => v,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            problems.push(e);
+            return Vec::new();
+        }
+    };
+    let dumps = v.get("dumps").and_then(Value::as_array);
+    dumps
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            Some(DumpRef {
+                file: format!("runs/{name}/capture/{}", d.get("file")?.as_str()?),
+                from_ns: d.get("from_ns")?.as_u64()?,
+                to_ns: d.get("to_ns")?.as_u64()?,
+                packets: d.get("packets")?.as_u64()?,
+            })
+        })
+        .collect()
 }
 
 /// Runs that share all parameters except the repetition.
@@ -542,9 +582,11 @@ fn load_run(dir: &Path) -> (Run, bool) {
             data: None,
             problems: vec!["the run directory is empty: the run never started".into()],
             config: 0,
+            dumps: Vec::new(),
         };
         return (r, false);
     }
+    let dumps = load_dumps(dir, &name, &mut problems);
     let r = Run {
         name,
         params,
@@ -553,6 +595,7 @@ fn load_run(dir: &Path) -> (Run, bool) {
         data: None,
         problems,
         config: 0,
+        dumps,
     };
     (r, true)
 }

@@ -1,7 +1,7 @@
 //! Anomaly timeline: when each anomaly happened and how long it lasted.
 
 use super::{stack, Ctx, Figure, Table};
-use crate::load::Anomaly;
+use crate::load::{Anomaly, DumpRef, Experiment, Run};
 use crate::svg::{self, fmt_ns, num, Axis, Fmt, Plot, Style};
 
 const W: f64 = 860.0;
@@ -35,6 +35,8 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         "duration_ns",
         "packets",
         "max_latency_ns",
+        "dump",
+        "dump_packets",
     ]);
     let mut panels = Vec::new();
     let mut notes = Vec::new();
@@ -95,6 +97,7 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
             let r = &e.runs[*ri];
             let label = &e.configs[r.config].label;
             let dur = (a.t1_ns - a.t0_ns).max(1) as f64;
+            let dump = covering_dump(r, a);
             t.push(vec![
                 r.name.clone(),
                 label.clone(),
@@ -105,17 +108,23 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
                 num(dur),
                 a.packets.to_string(),
                 a.max_ns.map_or(String::new(), |v| v.to_string()),
+                dump.map_or(String::new(), |d| d.file.clone()),
+                dump.map_or(String::new(), |d| d.packets.to_string()),
             ]);
             if i < MAX_MARKS {
                 // A bar from start to end at the height of the duration: wide
                 // anomalies are visibly wide, short ones get a 4 px mark.
                 let tip = format!(
-                    "run {} · {label}: {} packets over {} from {:.4} s, peak latency {}",
+                    "run {} · {label}: {} packets over {} from {:.4} s, peak latency {}{}",
                     r.name,
                     a.packets,
                     fmt_ns(dur),
                     a.t0_ns as f64 / 1e9,
-                    a.max_ns.map_or("—".into(), |v| fmt_ns(v as f64))
+                    a.max_ns.map_or("—".into(), |v| fmt_ns(v as f64)),
+                    dump.map_or(String::new(), |d| format!(
+                        " · packets around it: {} ({} packets)",
+                        d.file, d.packets
+                    ))
                 );
                 let y0 = dur / 1.25;
                 let y1 = dur * 1.25;
@@ -163,4 +172,51 @@ pub fn timeline(ctx: &Ctx) -> Option<Figure> {
         data: t,
         notes,
     })
+}
+
+/// The dump of `run`'s capture whose receive window overlaps the anomaly's
+/// packets: sent from its first to its last transmit, received up to its
+/// peak latency later.
+pub fn covering_dump<'a>(run: &'a Run, a: &Anomaly) -> Option<&'a DumpRef> {
+    let origin = run.data.as_ref()?.t0_ns;
+    let first_tx = origin + a.t0_ns;
+    let last_rx = origin + a.t1_ns + a.max_ns.map_or(0, |m| m.max(0) as u64);
+    run.dumps
+        .iter()
+        .find(|d| d.from_ns <= last_rx && d.to_ns >= first_tx)
+}
+
+/// An anomaly that a capture dump covers, for the report's list of links.
+pub struct DumpLink {
+    pub run: String,
+    pub spec: String,
+    /// Transmit time of the anomaly's first packet, s after the run's first.
+    pub start_s: f64,
+    pub packets: u64,
+    pub dump: DumpRef,
+}
+
+/// Every anomaly of every run that a dump covers, run by run.
+pub fn dump_links(e: &Experiment) -> Vec<DumpLink> {
+    let mut out = Vec::new();
+    for (k, spec) in e.anomaly_specs().iter().enumerate() {
+        for r in e.runs.iter().filter(|r| !r.dumps.is_empty()) {
+            let Some(d) = r.data.as_ref() else {
+                continue;
+            };
+            let thr = d.anomaly_detail(k).map_or(spec.t_ns, |a| a.t_ns);
+            for a in d.anomalies(k).0 {
+                if let Some(dump) = covering_dump(r, &a) {
+                    out.push(DumpLink {
+                        run: r.name.clone(),
+                        spec: format!("{}:{}", spec.n, fmt_ns(thr as f64)),
+                        start_s: a.t0_ns as f64 / 1e9,
+                        packets: a.packets,
+                        dump: dump.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
 }

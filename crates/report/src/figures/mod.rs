@@ -14,7 +14,7 @@ use nflab_analyze::{Distribution, Method};
 use crate::load::Experiment;
 use crate::svg::{self, Style};
 
-mod anomaly;
+pub(crate) mod anomaly;
 mod gen;
 mod latency;
 mod model;
