@@ -62,9 +62,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let captured: usize = seen.iter().map(|p| p.data.len()).sum();
-    assert!(captured <= data.len(), "packets hold more bytes than the file");
+    assert!(
+        captured <= data.len(),
+        "packets hold more bytes than the file"
+    );
     if let Some(p) = &problem {
-        assert!(!p.is_empty() && !p.contains('\n'), "problem is not one sentence: {p:?}");
+        assert!(
+            !p.is_empty() && !p.contains('\n'),
+            "problem is not one sentence: {p:?}"
+        );
     }
     let is_pcap = data.len() >= 4 && {
         let m = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
@@ -76,9 +82,15 @@ fuzz_target!(|data: &[u8]| {
         // Written again (nanosecond pcap), read back the same. Only when every
         // timestamp fits pcap's 32-bit seconds.
         if let Some(first) = seen.first() {
-            if seen.iter().all(|p| p.ts_ns / 1_000_000_000 <= u64::from(u32::MAX)) {
+            if seen
+                .iter()
+                .all(|p| p.ts_ns / 1_000_000_000 <= u64::from(u32::MAX))
+            {
                 let again = read(&pcap_ns(first.linktype, &seen)).expect("a pcap we wrote opens");
-                assert_eq!(again.0, seen, "pcap packets changed in a write/read round trip");
+                assert_eq!(
+                    again.0, seen,
+                    "pcap packets changed in a write/read round trip"
+                );
                 assert_eq!(again.1, None, "a pcap we wrote has a problem");
             }
         }

@@ -20,13 +20,19 @@ fuzz_target!(|data: &[u8]| {
     };
     let fa = analysed.expect("read_csv accepted the file but analyze_file_with refused it");
     let p = fa.analysis.summary.packets;
-    assert!(p.received <= records.len() as u64, "received more than the rows");
+    assert!(
+        p.received <= records.len() as u64,
+        "received more than the rows"
+    );
     assert!(sent.iter().all(|s| s.sent > 0));
 
     let mut text = Vec::new();
     nflab_record::write_csv(&records, &mut text).expect("writing to memory");
     let again = nflab_fuzz::scratch_file("csv", &text);
     let (back, sent_back) = read_csv(&again).expect("reading what write_csv wrote");
-    assert_eq!(back, records, "records changed in a CSV write/read round trip");
+    assert_eq!(
+        back, records,
+        "records changed in a CSV write/read round trip"
+    );
     assert_eq!(sent_back, sent);
 });

@@ -14,15 +14,24 @@ fuzz_target!(|data: &[u8]| {
     let meta = reader.metadata().clone();
     let mut records = Vec::new();
     let mut block = Vec::new();
-    while reader.next_block(&mut block).expect("a byte slice never fails to read") {
+    while reader
+        .next_block(&mut block)
+        .expect("a byte slice never fails to read")
+    {
         assert!(!block.is_empty(), "next_block returned true with no record");
         records.extend_from_slice(&block);
     }
     assert!(reader.is_finished());
     // 40 bytes a record: the records read cannot hold more bytes than the input.
     assert!(records.len() * 40 <= data.len(), "more records than bytes");
-    if let TailState::Truncated { discarded_bytes, .. } = reader.tail() {
-        assert!(*discarded_bytes as usize <= data.len(), "discarded more than the input");
+    if let TailState::Truncated {
+        discarded_bytes, ..
+    } = reader.tail()
+    {
+        assert!(
+            *discarded_bytes as usize <= data.len(),
+            "discarded more than the input"
+        );
     }
     if reader.tail().is_complete() {
         assert!(reader.trailer().is_some(), "complete without a trailer");
@@ -38,8 +47,15 @@ fuzz_target!(|data: &[u8]| {
     let again = RecordReader::new(bytes.as_slice())
         .and_then(|r| r.into_record_file())
         .expect("reading what the writer wrote");
-    assert_eq!(again.records, records, "records changed in a write/read round trip");
-    assert!(again.tail.is_complete(), "a finished file reads as {}", again.tail);
+    assert_eq!(
+        again.records, records,
+        "records changed in a write/read round trip"
+    );
+    assert!(
+        again.tail.is_complete(),
+        "a finished file reads as {}",
+        again.tail
+    );
     assert_eq!(again.meta.run_id, meta.run_id);
     assert_eq!(again.meta.flows, meta.flows);
 });

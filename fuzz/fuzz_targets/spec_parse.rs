@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
     };
     // The sweep lives in the text, not only in the struct: compare the struct.
     if let Ok(again) = toml::from_str::<Spec>(&back) {
-        assert_eq!(again, spec, "spec changed in a TOML write/read round trip:\n{back}");
+        assert_eq!(
+            again, spec,
+            "spec changed in a TOML write/read round trip:\n{back}"
+        );
     } else {
         panic!("a spec written as TOML does not read back:\n{back}");
     }

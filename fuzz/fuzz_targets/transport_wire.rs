@@ -11,9 +11,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(repr) = Repr::parse(data) else {
         return;
     };
-    assert!(checked.is_ok(), "Repr::parse accepted what new_checked refused");
+    assert!(
+        checked.is_ok(),
+        "Repr::parse accepted what new_checked refused"
+    );
     let len = repr.buffer_len();
-    assert!(len <= data.len(), "buffer_len {len} exceeds the {}-byte input", data.len());
+    assert!(
+        len <= data.len(),
+        "buffer_len {len} exceeds the {}-byte input",
+        data.len()
+    );
     let mut out = vec![0u8; len];
     assert_eq!(repr.emit(&mut out), len);
     let again = Repr::parse(&out).expect("an emitted datagram parses");

@@ -26,9 +26,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let p = fa.analysis.summary.packets;
     assert_eq!(p.received, whole, "received != whole records");
-    assert_eq!(p.sent, whole, "sent != whole records (seq = index, no warm-up)");
+    assert_eq!(
+        p.sent, whole,
+        "sent != whole records (seq = index, no warm-up)"
+    );
     assert_eq!(p.lost, 0);
-    assert_eq!(fa.problem.is_some(), data.len() % 16 != 0, "problem: {:?}", fa.problem);
+    assert_eq!(
+        fa.problem.is_some(),
+        data.len() % 16 != 0,
+        "problem: {:?}",
+        fa.problem
+    );
     let lat = &fa.analysis.summary.latency_ns;
     if let (Some(min), Some(max)) = (lat.min, lat.max) {
         assert!(min <= max, "latency min {min} > max {max}");

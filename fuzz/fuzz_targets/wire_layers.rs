@@ -19,8 +19,16 @@ fuzz_target!(|data: &[u8]| {
         1 => vlan_round_trip(buf),
         2 => ipv4_round_trip(buf),
         3 => ipv6_round_trip(buf),
-        4 => udp_round_trip(buf, IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), IpAddr::V4(Ipv4Addr::new(198, 19, 0, 1))),
-        5 => udp_round_trip(buf, IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1)), IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1))),
+        4 => udp_round_trip(
+            buf,
+            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(198, 19, 0, 1)),
+        ),
+        5 => udp_round_trip(
+            buf,
+            IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1)),
+            IpAddr::V6(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1)),
+        ),
         _ => probe_round_trip(buf),
     }
 });
@@ -51,7 +59,10 @@ fn ipv4_round_trip(buf: &[u8]) {
     let unchecked = ipv4::Packet::new_unchecked(buf);
     let parsed = ipv4::Repr::parse(&unchecked);
     if ipv4::Packet::new_checked(buf).is_err() {
-        assert!(parsed.is_err(), "Repr::parse accepted what new_checked refused");
+        assert!(
+            parsed.is_err(),
+            "Repr::parse accepted what new_checked refused"
+        );
     }
     let Ok(repr) = parsed else { return };
     let payload = unchecked.payload();
@@ -69,13 +80,17 @@ fn ipv6_round_trip(buf: &[u8]) {
     let unchecked = ipv6::Packet::new_unchecked(buf);
     let parsed = ipv6::Repr::parse(&unchecked);
     if ipv6::Packet::new_checked(buf).is_err() {
-        assert!(parsed.is_err(), "Repr::parse accepted what new_checked refused");
+        assert!(
+            parsed.is_err(),
+            "Repr::parse accepted what new_checked refused"
+        );
     }
     let Ok(repr) = parsed else { return };
     let mut out = vec![0u8; repr.buffer_len() + repr.payload_len];
     let mut p = ipv6::Packet::new_unchecked(&mut out[..]);
     repr.emit(&mut p);
-    p.payload_mut().copy_from_slice(&unchecked.payload()[..repr.payload_len]);
+    p.payload_mut()
+        .copy_from_slice(&unchecked.payload()[..repr.payload_len]);
     let again = ipv6::Repr::parse(&ipv6::Packet::new_unchecked(&out[..]))
         .expect("an emitted IPv6 header parses");
     assert_eq!(again, repr);
@@ -85,13 +100,17 @@ fn udp_round_trip(buf: &[u8], src: IpAddr, dst: IpAddr) {
     let unchecked = udp::Packet::new_unchecked(buf);
     let parsed = udp::Repr::parse(&unchecked, src, dst);
     if udp::Packet::new_checked(buf).is_err() {
-        assert!(parsed.is_err(), "Repr::parse accepted what new_checked refused");
+        assert!(
+            parsed.is_err(),
+            "Repr::parse accepted what new_checked refused"
+        );
     }
     let Ok(repr) = parsed else { return };
     let mut out = vec![0u8; repr.buffer_len() + repr.payload_len];
     let mut p = udp::Packet::new_unchecked(&mut out[..]);
     repr.emit(&mut p);
-    p.payload_mut().copy_from_slice(&unchecked.payload()[..repr.payload_len]);
+    p.payload_mut()
+        .copy_from_slice(&unchecked.payload()[..repr.payload_len]);
     p.fill_checksum(src, dst);
     let again = udp::Repr::parse(&udp::Packet::new_unchecked(&out[..]), src, dst)
         .expect("an emitted UDP datagram with its checksum parses");
@@ -101,12 +120,18 @@ fn udp_round_trip(buf: &[u8], src: IpAddr, dst: IpAddr) {
 fn probe_round_trip(buf: &[u8]) {
     let parsed = probe::Repr::parse(&probe::Packet::new_unchecked(buf));
     if probe::Packet::new_checked(buf).is_err() {
-        assert!(parsed.is_err(), "Repr::parse accepted what new_checked refused");
+        assert!(
+            parsed.is_err(),
+            "Repr::parse accepted what new_checked refused"
+        );
     }
     let Ok(repr) = parsed else { return };
     assert!(repr.seq < 1 << 48, "seq {} has more than 48 bits", repr.seq);
     let mut out = buf.to_vec();
     repr.emit(&mut probe::Packet::new_unchecked(&mut out[..]));
     assert_eq!(out, buf, "probe emit changed the header");
-    assert_eq!(nflab_wire::parse_probe_payload(buf).map(|i| (i.flow, i.seq, i.tx_ns)), Ok((repr.flow, repr.seq, repr.tx_ns)));
+    assert_eq!(
+        nflab_wire::parse_probe_payload(buf).map(|i| (i.flow, i.seq, i.tx_ns)),
+        Ok((repr.flow, repr.seq, repr.tx_ns))
+    );
 }
