@@ -21,6 +21,7 @@ present() { # probe
   case "$1" in
     py:*) "$py" -c "import ${1#py:}" >/dev/null 2>&1 ;;
     /*) [ -e "$1" ] ;;
+    +*) rustup run "${1#+}" rustc --version >/dev/null 2>&1 ;;
     *) command -v "$1" >/dev/null 2>&1 ;;
   esac
 }
@@ -28,6 +29,8 @@ present() { # probe
 apt_missing=()
 pip_missing=()
 rustup_missing=()
+toolchain_missing=()
+cargo_missing=()
 while read -r set kind package probe _; do
   case "$set" in '' | '#'*) continue ;; esac
   wanted=0
@@ -41,8 +44,13 @@ while read -r set kind package probe _; do
   case "$kind" in
     apt) apt_missing+=("$package") ;;
     pip) pip_missing+=("$package") ;;
-    rustup) rustup_missing+=("$package") ;;
-    *) echo "deps.sh: unknown kind '$kind' for $package in scripts/deps.txt (valid: apt, pip, rustup)" >&2; exit 2 ;;
+    rustup)
+      case "$probe" in
+        +*) toolchain_missing+=("$package") ;;
+        *) rustup_missing+=("$package") ;;
+      esac ;;
+    cargo) cargo_missing+=("$package") ;;
+    *) echo "deps.sh: unknown kind '$kind' for $package in scripts/deps.txt (valid: apt, pip, rustup, cargo)" >&2; exit 2 ;;
   esac
 done <"$here/deps.txt"
 [ "$list_only" -eq 1 ] && exit 0
@@ -63,6 +71,17 @@ if [ ${#rustup_missing[@]} -gt 0 ]; then
     exit 1
   fi
   rustup component add "${rustup_missing[@]}"
+fi
+if [ ${#toolchain_missing[@]} -gt 0 ]; then
+  if ! command -v rustup >/dev/null; then
+    echo "deps.sh: missing Rust toolchains ${toolchain_missing[*]} and no rustup to add them" >&2
+    exit 1
+  fi
+  for t in "${toolchain_missing[@]}"; do rustup toolchain install --profile minimal "$t"; done
+fi
+if [ ${#cargo_missing[@]} -gt 0 ]; then
+  echo "deps.sh: installing ${cargo_missing[*]} with cargo install --locked" >&2
+  for c in "${cargo_missing[@]}"; do cargo install --locked "$c"; done
 fi
 if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "deps.sh: installing Python packages ${pip_missing[*]}" >&2
