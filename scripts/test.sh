@@ -2,8 +2,8 @@
 # The whole test suite: installs what the tests need (scripts/deps.txt, sets
 # "run" and "test"), then formatting, lints, every unit, property and
 # end-to-end test (real namespaces and veth, so as root), the report in
-# headless Chromium, the Python package's tests, and a final check that no
-# test left a network namespace behind.
+# headless Chromium, the Python package's tests, a 30 s smoke of every fuzz
+# target, and a final check that no test left a network namespace behind.
 #
 # No test passes by skipping: a missing tool fails its test, naming the
 # package. A developer may opt out with NFLAB_ALLOW_SKIP=1 (and, not root and
@@ -31,6 +31,11 @@ status=${PIPESTATUS[0]}
 # The Python package (python/): loads artifact trees, draws the figures.
 if [ "$status" -eq 0 ]; then
   bash scripts/ci-python.sh
+  status=$?
+fi
+# Every fuzz target for 30 s (scripts/fuzz.sh; nightly and cargo-fuzz from deps.txt).
+if [ "$status" -eq 0 ]; then
+  bash scripts/fuzz.sh --smoke
   status=$?
 fi
 set -e
