@@ -29,6 +29,8 @@ ip netns add "$NS"
 ip -n "$NS" link add va type veth peer name vb
 ip -n "$NS" link set va up
 ip -n "$NS" link set vb up
+# veth takes XDP frames (xdp_live) only into a peer with NAPI: GRO on gives it.
+ip netns exec "$NS" ethtool -K vb gro on >/dev/null
 MAC=$(ip -n "$NS" -j link show vb | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')
 HZ=$(getconf CLK_TCK)
 
@@ -49,7 +51,7 @@ start_contender() { # name -> pid in $CPID
     CPID=$!
     ;;
   netsniff-ng)
-    ip netns exec "$NS" netsniff-ng --in vb --out "$WORK/n.pcap" --silent --snaplen 128 >"$WORK/netsniff.out" 2>&1 &
+    ip netns exec "$NS" netsniff-ng --in vb --out "$WORK/n.pcap" --silent >"$WORK/netsniff.out" 2>&1 &
     CPID=$!
     ;;
   nflab)
@@ -58,17 +60,18 @@ start_contender() { # name -> pid in $CPID
     CPID=$!
     ;;
   esac
-  sleep 1
+  # netsniff-ng takes a few seconds to set its ring up; every contender gets the same.
+  sleep 3
 }
 
-stop_contender() { # name -> frames lost by the capture on stdout
-  [ -z "$CPID" ] && { echo 0; return; }
+stop_contender() { # name -> frames the capture got, on stdout (none: nothing)
+  [ -z "$CPID" ] && return
   kill -INT "$CPID"
   wait "$CPID" || true
   case "$1" in
-  tcpdump) sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$WORK/tcpdump.err" | head -1 ;;
-  netsniff-ng) grep -o '[0-9]* packets dropped' "$WORK/netsniff.out" | awk '{s+=$1} END {print s+0}' ;;
-  nflab) python3 -c "import json; r=json.load(open('$WORK/nflab/capture.json')); print(r['kernel_drops'] + r['discarded'])" ;;
+  tcpdump) sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$WORK/tcpdump.err" | head -1 ;;
+  netsniff-ng) tr '\r' '\n' <"$WORK/netsniff.out" | sed -n 's/^ *\([0-9]*\)  packets passed filter.*/\1/p' | head -1 ;;
+  nflab) python3 -c "import json; r=json.load(open('$WORK/nflab/capture.json')); print(r['captured'])" ;;
   esac
 }
 
@@ -83,8 +86,12 @@ for rep in $(seq 1 "$R"); do
       --frame-bytes 64 --duration "$D" >/dev/null 2>"$WORK/gen.err"
     b1=$(busy_jiffies)
     p1=$(rx_packets)
-    lost=$(stop_contender "$c")
+    got=$(stop_contender "$c")
+    # Frames at vb during the generator's run the capture did not get (it also
+    # counts the few frames before and after, so this is a lower bound of 0).
     n=$((p1 - p0))
+    lost=""
+    [ -n "$got" ] && lost=$((n > got ? n - got : 0))
     rate=$(python3 -c "print(f'{$n / $D / 1e6:.3f}')")
     cpu=$(python3 -c "print(f'{($b1 - $b0) / $HZ * 1e9 / max($n, 1):.0f}')")
     echo "rep $rep  $c: $rate Mpps at the receiver, $cpu ns CPU per frame (all cores), lost by the capture: ${lost:-?}"
