@@ -612,7 +612,9 @@ fn parallel(
         };
         let jitter = full.then(|| {
             let limit = crate::engine::secondary_limit(opts.exact_limit);
-            if n.saturating_sub(1) <= limit {
+            // As the engine's Distribution: exact only when its limit allows
+            // any value at all, and only while the values fit.
+            if limit > 0 && n.saturating_sub(1) <= limit {
                 Jitter::Exact
             } else {
                 Jitter::Hdr
@@ -850,7 +852,13 @@ fn full_summary(
     opts: &Options,
 ) {
     let digits = opts.hdr_digits;
-    let exact = parts.iter().all(|p| p.exact.is_some());
+    // No part (one record or none: no difference at all) decides nothing: the
+    // engine's empty distribution is exact exactly when its limit allows any.
+    let exact = if parts.is_empty() {
+        crate::engine::secondary_limit(opts.exact_limit) > 0
+    } else {
+        parts.iter().all(|p| p.exact.is_some())
+    };
     let (mut signed, mut abs) = (Moments::new(), Moments::new());
     let mut vals: Vec<i64> = Vec::new();
     let mut pos = crate::dist::new_histogram(digits);
