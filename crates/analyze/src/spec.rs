@@ -195,6 +195,46 @@ fn parse_threshold(t: &str) -> Result<Threshold, String> {
         })
 }
 
+/// One flow's current run under an [`AnomalySpec`], fed packet by packet in
+/// sequence order: what a live trigger needs to see an anomaly as it forms
+/// (the engine's pass counts runs when they close, with the same rule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveRun {
+    /// Packets in the current run (lost ones too under [`LostMode::Inf`]).
+    pub len: u64,
+}
+
+impl LiveRun {
+    /// A received packet of latency `lat_ns`; true when the run has just
+    /// become an anomaly (its length reached `spec.n`).
+    pub fn observe(&mut self, spec: &AnomalySpec, lat_ns: i64) -> bool {
+        if spec.above(lat_ns) {
+            self.len += 1;
+            self.len == u64::from(spec.n)
+        } else {
+            self.len = 0;
+            false
+        }
+    }
+
+    /// `count` lost packets just before the next received one, by the spec's
+    /// [`LostMode`]; true when they made the run an anomaly.
+    pub fn lost(&mut self, spec: &AnomalySpec, count: u64) -> bool {
+        match spec.lost {
+            LostMode::Break => {
+                self.len = 0;
+                false
+            }
+            LostMode::Skip => false,
+            LostMode::Inf => {
+                let before = self.len;
+                self.len += count;
+                before < u64::from(spec.n) && self.len >= u64::from(spec.n)
+            }
+        }
+    }
+}
+
 impl FromStr for AnomalySpec {
     type Err = AnalyzeError;
 

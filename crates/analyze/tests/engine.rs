@@ -529,3 +529,50 @@ fn merged_distributions_equal_one_recorded_whole() {
         assert_eq!(qa, qw, "limits {limit_a} {limit_b}");
     }
 }
+
+/// The live rule a capture trigger uses fires once per anomaly the engine's
+/// pass counts, for every lost-packet mode, on random traces with losses.
+#[test]
+fn live_runs_fire_once_per_anomaly_the_engine_counts() {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    for mode in [LostMode::Break, LostMode::Inf, LostMode::Skip] {
+        for _ in 0..50 {
+            let lats: Vec<Option<u64>> = (0..300)
+                .map(|_| match rng.gen_range(0..10) {
+                    0 => None,
+                    1..=4 => Some(300),
+                    _ => Some(100),
+                })
+                .collect();
+            let spec = AnomalySpec {
+                lost: mode,
+                ..AnomalySpec::new(2, 250)
+            };
+            let (records, sent) = trace(&lats);
+            let cfg = AnalysisConfig {
+                anomalies: vec![spec],
+                ..AnalysisConfig::default()
+            };
+            let want = analyze(&records, &sent, &cfg).anomalies[0].count;
+            let (mut live, mut fired, mut missing) = (LiveRun::default(), 0, 0u64);
+            for l in &lats {
+                match l {
+                    None => missing += 1,
+                    Some(l) => {
+                        if missing > 0 && live.lost(&spec, missing) {
+                            fired += 1;
+                        }
+                        missing = 0;
+                        if live.observe(&spec, *l as i64) {
+                            fired += 1;
+                        }
+                    }
+                }
+            }
+            if missing > 0 && live.lost(&spec, missing) {
+                fired += 1;
+            }
+            assert_eq!(fired, want, "{mode:?}: {lats:?}");
+        }
+    }
+}

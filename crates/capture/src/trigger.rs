@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use nflab_analyze::AnomalySpec;
+use nflab_analyze::{AnomalySpec, LiveRun};
 use nflab_wire::parse_probe;
 
 use crate::qq::Frame;
@@ -87,10 +87,12 @@ impl Filter {
 }
 
 /// Per-flow state of the anomaly and loss-burst rules.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct FlowState {
     next_seq: Option<u64>,
-    run: u32,
+    /// Each anomaly source's run (indexed like the sources), as
+    /// `nflab-analyze` defines it.
+    runs: Vec<LiveRun>,
 }
 
 enum Rule {
@@ -141,53 +143,44 @@ impl Analyzer {
     /// Look at one frame; push what fired.
     pub fn scan(&mut self, frame: &Frame<'_>, fired: &mut Vec<Fired>) {
         self.inspected += 1;
-        let probe = parse_probe(frame.data).ok();
-        // The flow rules see every probe, quiet or not, so their runs stay right.
-        let mut flow_events: [Option<String>; 2] = [None, None];
-        if let Some(p) = probe {
-            let st = self.flows.entry(p.flow).or_default();
+        let sources = self.sources.len();
+        // The flow's sequence gap and this probe's latency, for the flow rules.
+        let probe = parse_probe(frame.data).ok().map(|p| {
+            let st = self.flows.entry(p.flow).or_insert_with(|| FlowState {
+                next_seq: None,
+                runs: vec![LiveRun::default(); sources],
+            });
             // Missing sequence numbers just before this probe (late ones do not count).
             let gap = st.next_seq.map_or(0, |next| p.seq.saturating_sub(next));
             st.next_seq = Some(st.next_seq.map_or(p.seq + 1, |next| next.max(p.seq + 1)));
-            let lat_ns = frame.ts_ns as i64 - p.tx_ns as i64;
-            for src in &self.sources {
-                match &src.rule {
-                    Rule::Anomaly(a) => {
-                        if gap > 0 && a.lost == nflab_analyze::LostMode::Break {
-                            st.run = 0;
-                        }
-                        if a.above(lat_ns) {
-                            st.run += 1;
-                            if st.run == a.n {
-                                flow_events[0] = Some(format!(
-                                    "{} on flow {} ending at seq {} (latency {} ns)",
-                                    src.name, p.flow, p.seq, lat_ns
-                                ));
-                            }
-                        } else {
-                            st.run = 0;
-                        }
-                    }
-                    Rule::LossBurst(k) if gap >= *k => {
-                        flow_events[1] = Some(format!(
-                            "{} ({gap} missing before seq {} of flow {})",
-                            src.name, p.seq, p.flow
-                        ));
-                    }
-                    _ => {}
+            (p, gap, frame.ts_ns as i64 - p.tx_ns as i64)
+        });
+        for (i, src) in self.sources.iter_mut().enumerate() {
+            let quiet = frame.ts_ns < src.quiet_until_ns;
+            let reason = match (&src.rule, probe) {
+                (Rule::Filter(f), _) => (!quiet && f.matches(frame.data)).then(|| src.name.clone()),
+                (Rule::Anomaly(a), Some((p, gap, lat_ns))) => {
+                    // Runs advance quiet or not, so they stay right.
+                    let run = &mut self
+                        .flows
+                        .get_mut(&p.flow)
+                        .expect("flow entered above")
+                        .runs[i];
+                    let by_loss = gap > 0 && run.lost(a, gap);
+                    (run.observe(a, lat_ns) || by_loss).then(|| {
+                        format!(
+                            "{} on flow {} ending at seq {} (latency {lat_ns} ns)",
+                            src.name, p.flow, p.seq
+                        )
+                    })
                 }
-            }
-        }
-        for src in &mut self.sources {
-            if frame.ts_ns < src.quiet_until_ns {
-                continue;
-            }
-            let reason = match &src.rule {
-                Rule::Filter(f) => f.matches(frame.data).then(|| src.name.clone()),
-                Rule::Anomaly(_) => flow_events[0].take(),
-                Rule::LossBurst(_) => flow_events[1].take(),
+                (Rule::LossBurst(k), Some((p, gap, _))) if gap >= *k => Some(format!(
+                    "{} ({gap} missing before seq {} of flow {})",
+                    src.name, p.seq, p.flow
+                )),
+                _ => None,
             };
-            if let Some(reason) = reason {
+            if let Some(reason) = reason.filter(|_| !quiet) {
                 src.quiet_until_ns = frame.ts_ns.saturating_add(self.hold_ns);
                 fired.push(Fired {
                     at_ns: frame.ts_ns,

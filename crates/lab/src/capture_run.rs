@@ -52,21 +52,44 @@ fn default_window_s() -> f64 {
     1.0
 }
 
+/// A bad `[capture]` value: the key (for the spec's line number) and one sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadKey {
+    /// The key under `[capture]`.
+    pub key: &'static str,
+    /// What is wrong and what is valid.
+    pub message: String,
+}
+
+impl std::fmt::Display for BadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn bad(key: &'static str, message: String) -> BadKey {
+    BadKey { key, message }
+}
+
 impl CaptureSection {
     /// The capture's configuration for `iface`, writing into `out_dir`; a bad
     /// key is one sentence naming it.
-    pub fn config(&self, iface: &str, out_dir: &Path) -> Result<CaptureConfig, String> {
+    pub fn config(&self, iface: &str, out_dir: &Path) -> Result<CaptureConfig, BadKey> {
         let mut c = CaptureConfig::new(iface, out_dir);
         c.ring_bytes = nflab_capture::parse_size_bytes(&self.ring).ok_or_else(|| {
-            format!(
-                "capture.ring = {:?} is not a size: use bytes with an optional unit, e.g. \"256MiB\" or \"1GiB\"",
-                self.ring
+            bad(
+                "ring",
+                format!(
+                    "capture.ring = {:?} is not a size: use bytes with an optional unit, e.g. \"256MiB\" or \"1GiB\"",
+                    self.ring
+                ),
             )
         })?;
         for (key, v) in [("pre", self.pre), ("post", self.post)] {
             if !(v.is_finite() && (0.0..=3600.0).contains(&v)) {
-                return Err(format!(
-                    "capture.{key} = {v} is not valid: use 0 to 3600 seconds"
+                return Err(bad(
+                    key,
+                    format!("capture.{key} = {v} is not valid: use 0 to 3600 seconds"),
                 ));
             }
         }
@@ -80,22 +103,30 @@ impl CaptureSection {
             .collect();
         if let Some(a) = &self.anomaly {
             let spec = a.parse().map_err(|e| {
-                format!("capture.anomaly = {a:?} is not valid: {e} (use \"n:t\", e.g. \"2:250us\")")
+                bad(
+                    "anomaly",
+                    format!(
+                        "capture.anomaly = {a:?} is not valid: {e} (use \"n:t\", e.g. \"2:250us\")"
+                    ),
+                )
             })?;
             c.triggers.push(TriggerSpec::Anomaly(spec));
         }
         match self.loss_burst {
             Some(0) => {
-                return Err(
+                return Err(bad(
+                    "loss_burst",
                     "capture.loss_burst = 0 is not valid: use 1 or more missing packets".into(),
-                )
+                ))
             }
             Some(k) => c.triggers.push(TriggerSpec::LossBurst(k)),
             None => {}
         }
         // Filters compile now, so a bad one stops the study before its first run.
-        for f in self.trigger.iter().chain(self.dump_filter.iter()) {
-            nflab_capture::trigger::Filter::compile(f).map_err(|e| format!("capture: {e}"))?;
+        let filters = self.trigger.iter().map(|f| ("trigger", f));
+        for (key, f) in filters.chain(self.dump_filter.iter().map(|f| ("dump_filter", f))) {
+            nflab_capture::trigger::Filter::compile(f)
+                .map_err(|e| bad(key, format!("capture.{key}: {e}")))?;
         }
         Ok(c)
     }
@@ -118,7 +149,9 @@ pub fn start(
         .iface
         .clone()
         .unwrap_or_else(|| topo.rec_iface.clone());
-    let cfg = section.config(&iface, out_dir).map_err(LabError::Other)?;
+    let cfg = section
+        .config(&iface, out_dir)
+        .map_err(|e| LabError::Other(e.message))?;
     let ns = topo.lg_ns.clone();
     let ctl = Control::default();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -185,17 +218,24 @@ mod tests {
 
     #[test]
     fn bad_values_are_one_sentence_naming_the_key() {
-        for (text, key) in [
-            ("ring = \"big\"", "capture.ring"),
-            ("pre = -1.0", "capture.pre"),
-            ("anomaly = \"2\"", "capture.anomaly"),
-            ("loss_burst = 0", "capture.loss_burst"),
-            ("trigger = [\"udp port x\"]", "udp port x"),
+        for (text, key, said) in [
+            ("ring = \"big\"", "ring", "capture.ring"),
+            ("pre = -1.0", "pre", "capture.pre"),
+            ("anomaly = \"2\"", "anomaly", "capture.anomaly"),
+            ("loss_burst = 0", "loss_burst", "capture.loss_burst"),
+            ("trigger = [\"udp port x\"]", "trigger", "udp port x"),
+            (
+                "dump_filter = \"udp port x\"",
+                "dump_filter",
+                "capture.dump_filter",
+            ),
         ] {
             let e = section(text)
                 .config("lg1", Path::new("/tmp/x"))
                 .unwrap_err();
-            assert!(e.contains(key) && !e.contains('\n'), "{text}: {e}");
+            assert_eq!(e.key, key, "{text}");
+            let e = e.message;
+            assert!(e.contains(said) && !e.contains('\n'), "{text}: {e}");
         }
         assert!(toml::from_str::<CaptureSection>("rings = \"1GiB\"").is_err());
     }

@@ -1081,13 +1081,8 @@ impl Spec {
             ));
         }
         if let Some(c) = &self.capture {
-            if let Err(message) = c.config("lg1", std::path::Path::new(".")) {
-                let key = message
-                    .strip_prefix("capture.")
-                    .and_then(|m| m.split([' ', ':']).next())
-                    .unwrap_or("trigger")
-                    .to_string();
-                return Err(err("capture", &key, message));
+            if let Err(e) = c.config("lg1", std::path::Path::new(".")) {
+                return Err(err("capture", e.key, e.message));
             }
         }
         if self.experiment.repetitions == 0 {

@@ -38,15 +38,6 @@ pub fn require_tool(bin: &str, package: &str) -> bool {
     false
 }
 
-/// For a precondition the test itself discovered (a capability of this
-/// kernel, say): the same rules as a missing tool.
-pub fn require(ok: bool, why: &str) -> bool {
-    if !ok {
-        skip(why, opted_out());
-    }
-    ok
-}
-
 /// Whether `bin` names an executable on PATH or an existing absolute path.
 pub fn have(bin: &str) -> bool {
     if bin.starts_with('/') {
