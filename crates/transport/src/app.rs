@@ -199,6 +199,10 @@ impl AppSpec {
     pub fn window_ns(&self) -> u64 {
         (self.window_ms * 1e6).round() as u64
     }
+    /// The sending time, ns.
+    pub fn duration_ns(&self) -> u64 {
+        (self.duration_s * 1e9).round() as u64
+    }
     /// The gap, ns.
     pub fn gap_ns(&self) -> u64 {
         (self.gap_ms * 1e6).round() as u64

@@ -38,6 +38,7 @@ pub mod endpoint;
 pub mod estimate;
 pub mod receiver;
 pub mod sender;
+pub mod session;
 pub mod study;
 pub mod udp;
 pub mod vantage;

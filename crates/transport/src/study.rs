@@ -151,6 +151,26 @@ impl DirectionSummary {
     }
 }
 
+/// A direction of the study's traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrafficDirection {
+    /// Plant to controller (sensor values).
+    Pc,
+    /// Controller to plant (actuation).
+    Cp,
+}
+
+impl TrafficDirection {
+    /// `"pc"` or `"cp"`, as in `prrt.json` and the per-packet files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrafficDirection::Pc => "pc",
+            TrafficDirection::Cp => "cp",
+        }
+    }
+}
+
 /// `runs/NNN/prrt.json`: both directions of one run, plant→controller and back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PrrtRun {

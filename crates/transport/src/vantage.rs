@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::socket::{
-    recvmsg, setsockopt, socket, sockopt, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag,
+    recvmsg, setsockopt, socket, sockopt, AddressFamily, LinkAddr, ControlMessageOwned, MsgFlags, SockFlag,
     SockProtocol, SockType, TimestampingFlag,
 };
 use nix::sys::time::{TimeSpec, TimeValLike};
@@ -179,6 +179,8 @@ pub struct Tap {
     pub sent: Stamps,
     /// DATA arriving: m5.
     pub received: Stamps,
+    /// Only frames on this interface index count (None: every interface).
+    ifindex: Option<u32>,
 }
 
 impl Tap {
@@ -195,7 +197,21 @@ impl Tap {
             fd,
             sent: Stamps::default(),
             received: Stamps::default(),
+            ifindex: None,
         })
+    }
+
+    /// Open a tap that counts the frames of one interface only (`None`: all). A namespace
+    /// whose frames pass two interfaces (a macvlan over its lower device, a bridge) would
+    /// otherwise see a datagram twice, and the first sighting may be on the wrong side.
+    pub fn open_on(iface: Option<&str>) -> io::Result<Tap> {
+        let mut tap = Tap::open()?;
+        if let Some(name) = iface {
+            tap.ifindex = Some(nix::net::if_::if_nametoindex(name).map_err(|e| {
+                io::Error::new(io::ErrorKind::NotFound, format!("interface {name}: {e}"))
+            })?);
+        }
+        Ok(tap)
     }
 
     /// Wait up to `wait` for frames and take all that are there: DATA from `local` to UDP
@@ -210,7 +226,7 @@ impl Tap {
         loop {
             let mut cmsg = nix::cmsg_space!(TimeSpec);
             let mut iov = [IoSliceMut::new(&mut frame)];
-            let (len, stamp) = match recvmsg::<()>(
+            let (len, stamp, ifindex) = match recvmsg::<LinkAddr>(
                 self.fd.as_raw_fd(),
                 &mut iov,
                 Some(&mut cmsg),
@@ -225,12 +241,16 @@ impl Tap {
                             }
                         }
                     }
-                    (msg.bytes, stamp)
+                    let ifindex = msg.address.map(|a| a.ifindex() as u32);
+                    (msg.bytes, stamp, ifindex)
                 }
                 Err(nix::errno::Errno::EAGAIN) => return Ok(()),
                 Err(e) => return Err(e.into()),
             };
             let Some(stamp) = stamp else { continue };
+            if self.ifindex.is_some() && ifindex != self.ifindex {
+                continue;
+            }
             let Some((src, payload)) = udp_in_frame(&frame[..len.min(frame.len())], port) else {
                 continue;
             };

@@ -14,28 +14,20 @@
 //! leaves `runs/NNN/error.txt` with the one-sentence reason. Needs root (namespaces).
 
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsFd;
+use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use nflab_transport::app::{sweep_points, AppSpec};
-use nflab_transport::study::{
-    detect_outages, layer_delays, mark_overlaps, write_prrt_json, DirectionSummary, PrrtRun,
-};
-use nflab_transport::udp::{now_ns, Received, UdpDriver};
-use nflab_transport::vantage::{Stamps, Tap};
-use nflab_transport::{ReceiverStats, SenderState, SenderStats};
+use nflab_transport::session::{self, EndPoint};
+use nflab_transport::study::{write_prrt_json, PrrtRun};
 
 const PLANT: &str = "198.18.0.1";
 const CONTROLLER: &str = "198.18.0.2";
 const PORT: u16 = 47000;
-/// Both ends start sending together this long after setup, so their runs overlap.
-const START_DELAY_NS: u64 = 100_000_000;
 
 fn main() {
     if let Err(e) = real_main() {
@@ -242,86 +234,6 @@ impl Drop for Netns {
     }
 }
 
-fn peer_lost(side: &Side, start_ns: u64) -> Option<u64> {
-    match side.state {
-        SenderState::PeerLost { detected_ns, .. } => Some(detected_ns.saturating_sub(start_ns)),
-        SenderState::Running => None,
-    }
-}
-
-struct Side {
-    state: SenderState,
-    sender: SenderStats,
-    receiver: ReceiverStats,
-    sent_m1: Vec<u64>,
-    received: Vec<Received>,
-    /// m3 of what this end sent, m4 of what it received.
-    m3: Stamps,
-    m4: Stamps,
-}
-
-/// The tap of one namespace: m2 of what its end sent, m5 of what it received.
-fn tap(ns: &str, local: Ipv4Addr, stop: &AtomicBool) -> Result<Tap> {
-    enter(ns)?;
-    let mut tap = Tap::open().context("AF_PACKET tap")?;
-    while !stop.load(Ordering::Relaxed) {
-        tap.poll(local, PORT, Duration::from_millis(20))?;
-    }
-    tap.poll(local, PORT, Duration::ZERO)?;
-    Ok(tap)
-}
-
-fn enter(ns: &str) -> Result<()> {
-    let file = std::fs::File::open(format!("/run/netns/{ns}")).context("open netns")?;
-    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
-    Ok(())
-}
-
-/// One end in namespace `ns`: send from `start_ns` every gap for the duration, then keep
-/// receiving until the target delay and a margin have passed.
-fn endpoint(
-    ns: &str,
-    local: SocketAddr,
-    peer: SocketAddr,
-    spec: &AppSpec,
-    start_ns: u64,
-) -> Result<Side> {
-    enter(ns)?;
-    let socket = UdpSocket::bind(local).with_context(|| format!("bind {local}"))?;
-    let mut driver = UdpDriver::new(socket, peer, spec.config(), spec.window_ns())?;
-    driver.enable_vantage().context("SO_TIMESTAMPING")?;
-    let duration_ns = (spec.duration_s * 1e9) as u64;
-    let end_ns = start_ns + duration_ns;
-    let drain_ns = spec.config().target_delay_ns + 200_000_000;
-    let payload = vec![0xa5u8; spec.payload_bytes];
-    let mut received = Vec::new();
-    let mut sent_m1 = Vec::new();
-    let mut next = start_ns;
-    while next < end_ns && !interrupted().load(Ordering::Relaxed) {
-        driver.run_until(next, &mut received)?;
-        if driver.endpoint.sender.state() == SenderState::Running {
-            let m1 = now_ns();
-            // A full queue is counted by the sender; a lost peer ends sending.
-            let _ = driver.endpoint.sender.send(&payload, m1);
-            sent_m1.push(m1);
-        }
-        next += spec.gap_ns();
-    }
-    if !interrupted().load(Ordering::Relaxed) {
-        driver.run_until(end_ns + drain_ns, &mut received)?;
-    }
-    let v = driver.vantage().context("vantage enabled above")?;
-    Ok(Side {
-        state: driver.endpoint.sender.state(),
-        sender: driver.endpoint.sender.stats().clone(),
-        receiver: driver.endpoint.receiver.stats().clone(),
-        sent_m1,
-        received,
-        m3: v.m3.clone(),
-        m4: v.m4.clone(),
-    })
-}
-
 fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     let tag = format!("nflab-prrt-{}-{id}", std::process::id());
     let plant = Netns::new(format!("{tag}-p"))?;
@@ -360,73 +272,24 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
     ])?;
     ip(&["-n", &plant.name, "link", "set", "pv", "up"])?;
     ip(&["-n", &controller.name, "link", "set", "cv", "up"])?;
-    let p_addr = SocketAddr::new(PLANT.parse()?, PORT);
-    let c_addr = SocketAddr::new(CONTROLLER.parse()?, PORT);
-    let start_ns = now_ns() + START_DELAY_NS;
-    let stop = AtomicBool::new(false);
-    let (p, c, p_tap, c_tap) = std::thread::scope(|s| {
-        let p_tap = s.spawn(|| tap(&plant.name, PLANT.parse().expect("address"), &stop));
-        let c_tap = s.spawn(|| {
-            tap(
-                &controller.name,
-                CONTROLLER.parse().expect("address"),
-                &stop,
-            )
-        });
-        let p = s.spawn(|| endpoint(&plant.name, p_addr, c_addr, spec, start_ns));
-        let c = s.spawn(|| endpoint(&controller.name, c_addr, p_addr, spec, start_ns));
-        let (p, c) = (p.join(), c.join());
-        stop.store(true, Ordering::Relaxed);
-        (p, c, p_tap.join(), c_tap.join())
-    });
-    let panicked = |what: &str| anyhow::anyhow!("the {what} thread panicked");
-    let p = p.map_err(|_| panicked("plant endpoint"))??;
-    let c = c.map_err(|_| panicked("controller endpoint"))??;
-    let p_tap = p_tap.map_err(|_| panicked("plant tap"))??;
-    let c_tap = c_tap.map_err(|_| panicked("controller tap"))??;
-    check_interrupted()?;
-    let end_ns = start_ns + (spec.duration_s * 1e9) as u64;
-    let threshold_ns = (spec.outage_threshold_ms * 1e6) as u64;
-    let on_time = |to: &Side| -> Vec<u64> {
-        to.received
-            .iter()
-            .map(|r| r.delivery.app_send_ns.saturating_sub(start_ns))
-            .collect()
+    let end = |ns: &Netns, addr: &str| -> Result<EndPoint> {
+        Ok(EndPoint {
+            netns: ns.name.clone(),
+            addr: SocketAddrV4::new(addr.parse()?, PORT),
+            tap_iface: None,
+        })
     };
-    let mut pc_out = detect_outages(&on_time(&c), 0, end_ns - start_ns, threshold_ns);
-    let mut cp_out = detect_outages(&on_time(&p), 0, end_ns - start_ns, threshold_ns);
-    mark_overlaps(&mut pc_out, &mut cp_out);
-    let run = PrrtRun {
-        pc: DirectionSummary {
-            peer_lost_ns: peer_lost(&p, start_ns),
-            ..DirectionSummary::new(&p.sender, &c.receiver, pc_out)
-        },
-        cp: DirectionSummary {
-            peer_lost_ns: peer_lost(&c, start_ns),
-            ..DirectionSummary::new(&c.sender, &p.receiver, cp_out)
-        },
-    };
-    write_prrt_json(&dir.join("prrt.json"), &run)?;
-    write_packets_csv(
-        &dir.join("packets.csv"),
-        start_ns,
-        &[
-            Direction {
-                name: "pc",
-                from: &p,
-                to: &c,
-                from_tap: &p_tap,
-                to_tap: &c_tap,
-            },
-            Direction {
-                name: "cp",
-                from: &c,
-                to: &p,
-                from_tap: &c_tap,
-                to_tap: &p_tap,
-            },
-        ],
+    let out = session::run(
+        spec,
+        &end(&plant, PLANT)?,
+        &end(&controller, CONTROLLER)?,
+        None,
+        interrupted(),
     )?;
+    check_interrupted()?;
+    write_prrt_json(&dir.join("prrt.json"), &out.run)?;
+    std::fs::write(dir.join("packets.csv"), session::packets_csv(&out.packets))
+        .with_context(|| format!("cannot write {}", dir.join("packets.csv").display()))?;
     let params = serde_json::json!({
         "app": {
             "kind": "prrt",
@@ -438,67 +301,11 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
             "outage_threshold_ms": spec.outage_threshold_ms,
             "redundancy": {"block_size": spec.block_size, "proactive_share": spec.proactive_share},
         },
-        "stats": {"pc": {"sender": p.sender, "receiver": c.receiver}, "cp": {"sender": c.sender, "receiver": p.receiver}},
+        "stats": out.stats,
     });
     std::fs::write(
         dir.join("params.json"),
         serde_json::to_string_pretty(&params)? + "\n",
     )?;
-    Ok(run)
-}
-
-struct Direction<'a> {
-    name: &'a str,
-    from: &'a Side,
-    to: &'a Side,
-    from_tap: &'a Tap,
-    to_tap: &'a Tap,
-}
-
-/// One row per message sent: the six vantage points (ns since the run's start, empty where
-/// missing) and the layer delays derived from them.
-fn write_packets_csv(path: &Path, start_ns: u64, dirs: &[Direction<'_>]) -> Result<()> {
-    let mut text = String::from(
-        "dir,seq,m1_ns,m2_ns,m3_ns,m4_ns,m5_ns,m6_ns,l7_l2_ns,l2_l1_ns,l1_l1_ns,l1_l2_ns,l2_l7_ns,one_way_ns\n",
-    );
-    let cell = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-    for d in dirs {
-        let mut m6 = vec![None; d.from.sent_m1.len()];
-        for r in &d.to.received {
-            if let Some(slot) = m6.get_mut(r.delivery.seq as usize) {
-                *slot = Some(r.app_recv_ns);
-            }
-        }
-        for (seq, (&m1, m6)) in d.from.sent_m1.iter().zip(m6).enumerate() {
-            let seq32 = seq as u32;
-            let m = [
-                Some(m1),
-                d.from_tap.sent.get(seq32),
-                d.from.m3.get(seq32),
-                d.to.m4.get(seq32),
-                d.to_tap.received.get(seq32),
-                m6,
-            ];
-            let rel = m.map(|t| t.map(|t| t as i64 - start_ns as i64));
-            let l = layer_delays(m);
-            let _ = writeln!(
-                text,
-                "{},{seq},{},{},{},{},{},{},{},{},{},{},{},{}",
-                d.name,
-                cell(rel[0]),
-                cell(rel[1]),
-                cell(rel[2]),
-                cell(rel[3]),
-                cell(rel[4]),
-                cell(rel[5]),
-                cell(l.l7_l2_ns),
-                cell(l.l2_l1_ns),
-                cell(l.l1_l1_ns),
-                cell(l.l1_l2_ns),
-                cell(l.l2_l7_ns),
-                cell(l.one_way_ns)
-            );
-        }
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    Ok(out.run)
 }
