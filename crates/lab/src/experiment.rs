@@ -127,7 +127,7 @@ fn run_experiment_in(
         }
     };
     *dir_out = Some(dir.clone());
-    let plans = spec.expand(&text)?;
+    let (plans, refused) = spec.expand_all(&text)?;
     for p in &plans {
         p.spec.check_supported()?;
     }
@@ -155,6 +155,16 @@ fn run_experiment_in(
         write_json(&dir.join(format!("env-resume-{n}.json")), &env)?;
     }
 
+    if !refused.is_empty() {
+        // experiment.skip_refused: what was left out, and why.
+        write_json(&dir.join("refused.json"), &refused)?;
+        if opts.progress {
+            eprintln!(
+                "{} combinations of the sweep refused and left out (refused.json)",
+                refused.len()
+            );
+        }
+    }
     // The report compares it with the runs it finds (an RFC 2544 search plans as it goes).
     if spec.rfc2544.is_none() {
         write_json(

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod app_ncs;
+pub mod app_prrt;
 pub mod capture_run;
 pub mod compare;
 pub mod cpu;

@@ -119,7 +119,12 @@ pub fn run_one_with(
             write_json(&dir.join("ncs-scenario.json"), &scenario)?;
             Some(crate::app_ncs::start(topo, cfg)?)
         }
-        None => None,
+        _ => None,
+    };
+    // PRRT study: both ends across the DuT while the probes run.
+    let prrt = match &spec.app {
+        Some(crate::spec::AppSection::Prrt(cfg)) => Some(crate::app_prrt::start(topo, cfg, stop)?),
+        _ => None,
     };
 
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
@@ -161,6 +166,9 @@ pub fn run_one_with(
             dir,
             &format!("{:03} {}", plan.index, spec.dut.kind.as_str()),
         )?;
+    }
+    if let Some(run) = prrt {
+        run.finish(dir)?;
     }
     if let Some(d) = link_dut.map(crate::dut_link::LinkDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;

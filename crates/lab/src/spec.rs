@@ -63,6 +63,10 @@ pub enum AppSection {
     /// (`period_ms`, `deadline_ms`, `periods`, `backups`,
     /// `max_consecutive_losses`, `time_scale`, `seed`).
     Ncsbench(nflab_apps::ncs::session::NcsConfig),
+    /// Seed 000's wireless PRRT study over the deadline-aware transport
+    /// (`gap_ms`, `payload_bytes`, `target_delay_ms`, `window_ms`, `duration_s`,
+    /// `outage_threshold_ms`, `redundancy`; crate::app_prrt).
+    Prrt(crate::app_prrt::PrrtSection),
 }
 
 /// `[experiment]`.
@@ -88,6 +92,10 @@ pub struct ExperimentSection {
     /// Seed of the shuffled order (and of any other randomness).
     #[serde(default = "one_u64")]
     pub seed: u64,
+    /// Leave out the sweep's combinations that a rule refuses (listed with the
+    /// sentence in `refused.json`) instead of refusing the whole spec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_refused: bool,
 }
 
 /// Order of the runs.
@@ -1176,6 +1184,13 @@ impl Spec {
                 ));
             }
         }
+        if let Some(AppSection::Prrt(prrt)) = &self.app {
+            if let Err(message) = prrt.app_spec() {
+                let key = message.split([' ', ':']).next().unwrap_or("app");
+                let key = key.strip_prefix("app.").unwrap_or("kind").to_string();
+                return Err(err("app", &key, message));
+            }
+        }
         Ok(())
     }
 
@@ -1213,6 +1228,16 @@ impl Spec {
                 return unsupported(
                     "app.kind",
                     "ncsbench",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
+        }
+        if let Some(AppSection::Prrt(_)) = &self.app {
+            crate::app_prrt::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "prrt",
                     "the netns topology (topology.kind = \"netns\")",
                 );
             }
@@ -1271,10 +1296,20 @@ impl Spec {
 
     /// The runs of this experiment, in execution order.
     pub fn expand(&self, text: &str) -> Result<Vec<RunPlan>, LabError> {
+        self.expand_with_text(text, "spec").map(|(plans, _)| plans)
+    }
+
+    /// The runs, and the sweep's combinations left out because a rule refused them
+    /// (only with `experiment.skip_refused`; otherwise the first refusal is the error).
+    pub fn expand_all(&self, text: &str) -> Result<(Vec<RunPlan>, Vec<Refused>), LabError> {
         self.expand_with_text(text, "spec")
     }
 
-    fn expand_with_text(&self, text: &str, origin: &str) -> Result<Vec<RunPlan>, LabError> {
+    fn expand_with_text(
+        &self,
+        text: &str,
+        origin: &str,
+    ) -> Result<(Vec<RunPlan>, Vec<Refused>), LabError> {
         let base: toml::Table = toml::from_str(text).map_err(|e| LabError::Spec {
             file: origin.to_string(),
             message: one_line(&e.to_string()),
@@ -1329,6 +1364,7 @@ impl Spec {
         }
 
         let mut plans = Vec::new();
+        let mut refused = Vec::new();
         for (ci, combo) in combos.iter().enumerate() {
             let mut doc = base.clone();
             doc.remove("sweep");
@@ -1370,15 +1406,26 @@ impl Spec {
                         ),
                     })?;
             let resolved_text = toml::to_string(&doc).unwrap_or_default();
-            resolved
-                .validate(&resolved_text, origin)
-                .map_err(|e| match e {
-                    LabError::Spec { file, message } => LabError::Spec {
+            match resolved.validate(&resolved_text, origin) {
+                Ok(()) => {}
+                Err(LabError::Spec { message, .. })
+                    if self.experiment.skip_refused && !combo.is_empty() =>
+                {
+                    refused.push(Refused {
+                        combination: ci,
+                        params: combo.clone(),
+                        reason: message,
+                    });
+                    continue;
+                }
+                Err(LabError::Spec { file, message }) => {
+                    return Err(LabError::Spec {
                         file,
                         message: format!("with {}: {message}", describe_combo(combo)),
-                    },
-                    other => other,
-                })?;
+                    })
+                }
+                Err(other) => return Err(other),
+            }
             for rep in 0..self.experiment.repetitions {
                 plans.push(RunPlan {
                     index: 0,
@@ -1396,8 +1443,19 @@ impl Spec {
         for (i, p) in plans.iter_mut().enumerate() {
             p.index = i;
         }
-        Ok(plans)
+        Ok((plans, refused))
     }
+}
+
+/// A combination of the sweep that a rule refused (`experiment.skip_refused`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Refused {
+    /// Its index in the cross product (first key outermost).
+    pub combination: usize,
+    /// The swept values.
+    pub params: BTreeMap<String, toml::Value>,
+    /// The rule's sentence.
+    pub reason: String,
 }
 
 /// Set `path` (table names, then the key) in `t` to `value`, making the tables on the way.

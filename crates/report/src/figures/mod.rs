@@ -251,6 +251,7 @@ pub fn all(e: &Experiment) -> Vec<Figure> {
     out.extend(sweep::throughput(&ctx));
     out.extend(model::overlay(&ctx));
     out.extend(gen::selfcheck(&ctx));
+    out.extend(crate::prrt::figures(e));
     out
 }
 

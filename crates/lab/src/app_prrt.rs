@@ -1,0 +1,317 @@
+//! `[app] kind = "prrt"`: seed 000's wireless PRRT study (§6.3) across the run's DuT,
+//! next to the probe traffic.
+//!
+//! The controller end runs in the LoadGen namespace on lg0 (198.18.0.1); the plant end in
+//! a namespace of its own, `nflab-<id>-prrt`, on `prrt0` (198.18.0.4), a macvlan of lg1.
+//! PC (plant → controller) crosses the DuT from lg1's side to lg0's — over a link DuT
+//! that is `[dut.link.reverse]` — and CP the other way. Both send `payload_bytes` every
+//! `gap_ms` for `duration_s` with the deadline-aware transport (`nflab-transport`).
+//! Per run: `prrt.json` (the contract), `prrt-packets.parquet` (per message:
+//! m1..m6 and the layer delays, [`nflab_analyze::prrt`]) and `prrt-stats.json` (both
+//! ends' counters and the resolved parameters).
+
+use std::net::{SocketAddrV4, UdpSocket};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use nflab_analyze::prrt::{write_packets, PrrtPacket};
+use nflab_transport::app::AppSpec;
+use nflab_transport::session::{self, EndPoint, SessionError, SessionOutcome};
+use nflab_wire::MacAddr;
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+use crate::spec::DutKind;
+use crate::topology::{Topology, LG0_IP, LG0_MAC};
+
+/// The plant's address (on prrt0, in its own namespace).
+pub const PLANT_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 0, 4);
+/// The plant interface's MAC.
+pub const PLANT_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x02, 0x02]);
+/// UDP port of both ends.
+pub const PORT: u16 = 47010;
+/// The plant's interface.
+const PLANT_IFACE: &str = "prrt0";
+
+fn default_outage_ms() -> f64 {
+    100.0
+}
+
+/// `[app]` of `kind = "prrt"` (docs/transport.md): the keys of `nflab-prrt`'s `[app]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrrtSection {
+    /// Time between two messages of each direction, ms.
+    pub gap_ms: f64,
+    /// Message payload, bytes.
+    pub payload_bytes: u64,
+    /// Target delay, ms.
+    pub target_delay_ms: f64,
+    /// Receive window, ms (at most the target).
+    pub window_ms: f64,
+    /// Sending time per run, s.
+    pub duration_s: f64,
+    /// A longer gap in on-time delivery is an outage, ms.
+    #[serde(default = "default_outage_ms")]
+    pub outage_threshold_ms: f64,
+    /// Block size and proactive share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redundancy: Option<Redundancy>,
+}
+
+/// `app.redundancy`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redundancy {
+    /// Messages per block (1..=64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
+    /// Proactive recovery shards per message of a full block (0..=1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proactive_share: Option<f64>,
+}
+
+impl PrrtSection {
+    /// The transport's reading of this section: the same checks and sentences as
+    /// `nflab-prrt` (`app.window_ms = 20: must not exceed app.target_delay_ms (10)`).
+    pub fn app_spec(&self) -> Result<AppSpec, String> {
+        let mut t = toml::Table::new();
+        t.insert("kind".into(), "prrt".into());
+        let float = |v: f64| toml::Value::Float(v);
+        t.insert("gap_ms".into(), float(self.gap_ms));
+        t.insert(
+            "payload_bytes".into(),
+            toml::Value::Integer(i64::try_from(self.payload_bytes).unwrap_or(i64::MAX)),
+        );
+        t.insert("target_delay_ms".into(), float(self.target_delay_ms));
+        t.insert("window_ms".into(), float(self.window_ms));
+        t.insert("duration_s".into(), float(self.duration_s));
+        t.insert("outage_threshold_ms".into(), float(self.outage_threshold_ms));
+        if let Some(r) = &self.redundancy {
+            let mut rt = toml::Table::new();
+            if let Some(k) = r.block_size {
+                rt.insert(
+                    "block_size".into(),
+                    toml::Value::Integer(i64::try_from(k).unwrap_or(i64::MAX)),
+                );
+            }
+            if let Some(s) = r.proactive_share {
+                rt.insert("proactive_share".into(), float(s));
+            }
+            t.insert("redundancy".into(), toml::Value::Table(rt));
+        }
+        AppSpec::from_table(&t).map_err(|e| e.0)
+    }
+}
+
+/// The DuT kinds the study can cross: both ends share one subnet.
+pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
+    match kind {
+        DutKind::Link | DutKind::LinuxBridge | DutKind::Loopback => Ok(()),
+        other => Err(LabError::Unsupported(format!(
+            "app.kind = \"prrt\" cannot cross dut.kind = \"{}\": plant and controller share one subnet, so use link, linux-bridge or loopback",
+            other.as_str()
+        ))),
+    }
+}
+
+/// The plant's namespace, deleted on drop.
+struct PlantNs(String);
+
+impl Drop for PlantNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Topology(format!(
+            "'ip {}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// A study run under way.
+pub struct PrrtRun {
+    thread: JoinHandle<Result<SessionOutcome, SessionError>>,
+    spec: AppSpec,
+    _ns: PlantNs,
+}
+
+/// The plant's socket goes out through a macvlan, whose checksum offload stays on; a
+/// link DuT re-sends frames as read, so the checksum would never be filled in.
+fn no_udp_checksum(s: &UdpSocket) -> std::io::Result<()> {
+    nflab_io::udp_without_checksum(std::os::fd::AsFd::as_fd(s))
+}
+
+/// Set up the plant's namespace and start both ends; they stop early when `stop` is set.
+pub fn start(
+    topo: &Topology,
+    section: &PrrtSection,
+    stop: &Arc<AtomicBool>,
+) -> Result<PrrtRun, LabError> {
+    let spec = section.app_spec().map_err(LabError::Unsupported)?;
+    check_dut(topo.dut)?;
+    let ns = PlantNs(format!("{}{}-prrt", crate::topology::NS_PREFIX, topo.id));
+    let lg = topo.lg_ns.as_str();
+    ip(&["netns", "add", &ns.0])?;
+    ip(&[
+        "-n",
+        lg,
+        "link",
+        "add",
+        PLANT_IFACE,
+        "link",
+        "lg1",
+        "address",
+        &PLANT_MAC.to_string(),
+        "type",
+        "macvlan",
+        "mode",
+        "bridge",
+    ])?;
+    ip(&["-n", lg, "link", "set", PLANT_IFACE, "netns", &ns.0])?;
+    ip(&[
+        "-n",
+        &ns.0,
+        "addr",
+        "add",
+        &format!("{PLANT_IP}/24"),
+        "dev",
+        PLANT_IFACE,
+    ])?;
+    for dev in ["lo", PLANT_IFACE] {
+        ip(&["-n", &ns.0, "link", "set", dev, "up"])?;
+    }
+    // Static neighbours: no ARP crosses the DuT.
+    ip(&[
+        "-n",
+        &ns.0,
+        "neigh",
+        "replace",
+        &LG0_IP.to_string(),
+        "lladdr",
+        &LG0_MAC.to_string(),
+        "dev",
+        PLANT_IFACE,
+        "nud",
+        "permanent",
+    ])?;
+    ip(&[
+        "-n",
+        lg,
+        "neigh",
+        "replace",
+        &PLANT_IP.to_string(),
+        "lladdr",
+        &PLANT_MAC.to_string(),
+        "dev",
+        "lg0",
+        "nud",
+        "permanent",
+    ])?;
+    let plant = EndPoint {
+        netns: ns.0.clone(),
+        addr: SocketAddrV4::new(PLANT_IP, PORT),
+        tap_iface: Some(PLANT_IFACE.into()),
+    };
+    // lg1 also sees the plant's frames (the macvlan's lower device): the controller's
+    // tap watches lg0 only.
+    let controller = EndPoint {
+        netns: lg.to_string(),
+        addr: SocketAddrV4::new(LG0_IP, PORT),
+        tap_iface: Some("lg0".into()),
+    };
+    let stop = Arc::clone(stop);
+    let run_spec = spec.clone();
+    let thread = std::thread::Builder::new()
+        .name("prrt-study".into())
+        .spawn(move || {
+            session::run(
+                &run_spec,
+                &plant,
+                &controller,
+                Some(no_udp_checksum),
+                &stop,
+            )
+        })
+        .map_err(|e| LabError::Host(format!("cannot start the PRRT study thread: {e}")))?;
+    Ok(PrrtRun {
+        thread,
+        spec,
+        _ns: ns,
+    })
+}
+
+/// The session's rows as the Parquet records.
+pub fn packet_records(out: &SessionOutcome) -> Vec<PrrtPacket> {
+    out.packets
+        .iter()
+        .map(|r| {
+            let l = &r.layers;
+            PrrtPacket {
+                dir: r.dir.as_str().into(),
+                seq: r.seq,
+                m: r.m,
+                layers: [
+                    l.l7_l2_ns,
+                    l.l2_l1_ns,
+                    l.l1_l1_ns,
+                    l.l1_l2_ns,
+                    l.l2_l7_ns,
+                    l.one_way_ns,
+                ],
+            }
+        })
+        .collect()
+}
+
+impl PrrtRun {
+    /// Wait for both ends to finish, then write `prrt.json`, `prrt-packets.parquet` and
+    /// `prrt-stats.json` to `dir`.
+    pub fn finish(self, dir: &Path) -> Result<SessionOutcome, LabError> {
+        let out = self
+            .thread
+            .join()
+            .map_err(|_| LabError::Other("the PRRT study thread panicked".into()))?
+            .map_err(|e| LabError::Other(format!("the PRRT study: {e}")))?;
+        let art = |name: &str| {
+            let p = dir.join(name);
+            move |e: std::io::Error| LabError::artifact(&p, e)
+        };
+        nflab_transport::study::write_prrt_json(&dir.join("prrt.json"), &out.run)
+            .map_err(art("prrt.json"))?;
+        write_packets(&dir.join("prrt-packets.parquet"), &packet_records(&out))
+            .map_err(|e| LabError::Other(e.to_string()))?;
+        let s = &self.spec;
+        let stats = serde_json::json!({
+            "app": {
+                "kind": "prrt",
+                "gap_ms": s.gap_ms,
+                "payload_bytes": s.payload_bytes,
+                "target_delay_ms": s.target_delay_ms,
+                "window_ms": s.window_ms,
+                "duration_s": s.duration_s,
+                "outage_threshold_ms": s.outage_threshold_ms,
+                "redundancy": {"block_size": s.block_size, "proactive_share": s.proactive_share},
+            },
+            "interrupted": out.interrupted,
+            "messages": out.packets.len(),
+            "stats": out.stats,
+        });
+        crate::results::write_json(&dir.join("prrt-stats.json"), &stats)?;
+        Ok(out)
+    }
+}
