@@ -504,7 +504,7 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
     );
     time.title("802.11g per-frame time");
     tput.title("802.11g throughput, one frame at a time");
-    let mut curve = |p: &mut Plot, q: &mut Plot, s: usize, name: &str, f: &dyn Fn(f64) -> f64, st: Style, t: &mut Table| {
+    let curve = |p: &mut Plot, q: &mut Plot, s: usize, name: &str, f: &dyn Fn(f64) -> f64, st: Style, t: &mut Table| {
         let pts: Vec<(f64, f64)> = xs.iter().map(|&x| (x, f(x))).collect();
         let tp: Vec<(f64, f64)> = pts.iter().map(|&(x, us)| (x, x * 8.0 / us)).collect();
         for ((x, us), (_, mb)) in pts.iter().zip(&tp) {
