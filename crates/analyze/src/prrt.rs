@@ -64,14 +64,17 @@ fn input_err(path: &Path, what: String) -> AnalyzeError {
 
 /// Write the rows as `prrt-packets.parquet`.
 pub fn write_packets(path: &Path, rows: &[PrrtPacket]) -> Result<(), AnalyzeError> {
-    let perr = |e: parquet::errors::ParquetError| input_err(path, format!("cannot write Parquet: {e}"));
-    let mut fields = vec![Type::primitive_type_builder("dir", PhysicalType::BYTE_ARRAY)
-        .with_repetition(Repetition::REQUIRED)
-        .with_logical_type(Some(LogicalType::String))
-        .with_converted_type(ConvertedType::UTF8)
-        .build()
-        .map(Arc::new)
-        .map_err(perr)?];
+    let perr =
+        |e: parquet::errors::ParquetError| input_err(path, format!("cannot write Parquet: {e}"));
+    let mut fields = vec![
+        Type::primitive_type_builder("dir", PhysicalType::BYTE_ARRAY)
+            .with_repetition(Repetition::REQUIRED)
+            .with_logical_type(Some(LogicalType::String))
+            .with_converted_type(ConvertedType::UTF8)
+            .build()
+            .map(Arc::new)
+            .map_err(perr)?,
+    ];
     fields.push(
         Type::primitive_type_builder("seq", PhysicalType::INT64)
             .with_repetition(Repetition::REQUIRED)
@@ -104,7 +107,10 @@ pub fn write_packets(path: &Path, rows: &[PrrtPacket]) -> Result<(), AnalyzeErro
     while let Some(mut cw) = rg.next_column().map_err(perr)? {
         match (cw.untyped(), col) {
             (ColumnWriter::ByteArrayColumnWriter(w), 0) => {
-                let vals: Vec<ByteArray> = rows.iter().map(|r| ByteArray::from(r.dir.as_str())).collect();
+                let vals: Vec<ByteArray> = rows
+                    .iter()
+                    .map(|r| ByteArray::from(r.dir.as_str()))
+                    .collect();
                 w.write_batch(&vals, None, None).map_err(perr)?;
             }
             (ColumnWriter::Int64ColumnWriter(w), 1) => {
@@ -140,8 +146,8 @@ pub fn read_packets(path: &Path) -> Result<Vec<PrrtPacket>, AnalyzeError> {
         source: e,
     })?;
     let bad = |what: String| input_err(path, what);
-    let reader = SerializedFileReader::new(file)
-        .map_err(|e| bad(format!("not a Parquet file: {e}")))?;
+    let reader =
+        SerializedFileReader::new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
     let mut out = Vec::with_capacity(
         usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0),
     );
@@ -245,7 +251,8 @@ mod test {
                 }
             })
             .collect();
-        let path = std::env::temp_dir().join(format!("nflab-prrt-pq-{}.parquet", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("nflab-prrt-pq-{}.parquet", std::process::id()));
         write_packets(&path, &rows).expect("write");
         let back = read_packets(&path).expect("read");
         std::fs::remove_file(&path).expect("clean up");
@@ -255,9 +262,12 @@ mod test {
 
     #[test]
     fn a_file_that_is_not_parquet_is_one_sentence() {
-        let path = std::env::temp_dir().join(format!("nflab-prrt-bad-{}.parquet", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("nflab-prrt-bad-{}.parquet", std::process::id()));
         std::fs::write(&path, b"dir,seq\npc,1\n").expect("write");
-        let e = read_packets(&path).expect_err("csv is not parquet").to_string();
+        let e = read_packets(&path)
+            .expect_err("csv is not parquet")
+            .to_string();
         std::fs::remove_file(&path).expect("clean up");
         assert!(e.contains("not a Parquet file"), "{e}");
     }

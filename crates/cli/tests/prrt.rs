@@ -23,15 +23,36 @@ const BASE: &str = "[experiment]\nname = \"p\"\n[dut]\nkind = \"link\"\n[app]\nk
 #[test]
 fn bad_prrt_input_is_one_sentence_naming_the_key() {
     let cases = [
-        ("window_ms = 2", "window_ms = 20", "app.window_ms = 20: must not exceed app.target_delay_ms (10)"),
-        ("payload_bytes = 20", "payload_bytes = 1500", "app.payload_bytes = 1500: must be at most 1422 (MTU 1500)"),
-        ("target_delay_ms = 10", "target_delay_ms = -1", "app.target_delay_ms = -1: must be above zero"),
+        (
+            "window_ms = 2",
+            "window_ms = 20",
+            "app.window_ms = 20: must not exceed app.target_delay_ms (10)",
+        ),
+        (
+            "payload_bytes = 20",
+            "payload_bytes = 1500",
+            "app.payload_bytes = 1500: must be at most 1422 (MTU 1500)",
+        ),
+        (
+            "target_delay_ms = 10",
+            "target_delay_ms = -1",
+            "app.target_delay_ms = -1: must be above zero",
+        ),
         ("gap_ms = 1", "gap_ms = 1\ngap = 2", "unknown field `gap`"),
-        ("kind = \"link\"", "kind = \"linux-router\"", "app.kind = \"prrt\" cannot cross dut.kind = \"linux-router\""),
+        (
+            "kind = \"link\"",
+            "kind = \"linux-router\"",
+            "app.kind = \"prrt\" cannot cross dut.kind = \"linux-router\"",
+        ),
     ];
     for (i, (from, to, want)) in cases.iter().enumerate() {
         let path = spec_file(&format!("bad{i}"), &BASE.replace(from, to));
-        let out = nflab(&["run", path.to_str().unwrap_or(""), "--out", "/nonexistent-nflab-out"]);
+        let out = nflab(&[
+            "run",
+            path.to_str().unwrap_or(""),
+            "--out",
+            "/nonexistent-nflab-out",
+        ]);
         let _ = std::fs::remove_file(&path);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{to}: {err}");
@@ -49,7 +70,11 @@ fn bad_prrt_input_is_one_sentence_naming_the_key() {
 fn the_example_grid_is_the_seeds_750_combinations_675_of_them_run() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/prrt-grid.toml");
     let out = nflab(&["run", "--dry-run", example]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 675);

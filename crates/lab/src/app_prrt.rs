@@ -89,7 +89,10 @@ impl PrrtSection {
         t.insert("target_delay_ms".into(), float(self.target_delay_ms));
         t.insert("window_ms".into(), float(self.window_ms));
         t.insert("duration_s".into(), float(self.duration_s));
-        t.insert("outage_threshold_ms".into(), float(self.outage_threshold_ms));
+        t.insert(
+            "outage_threshold_ms".into(),
+            float(self.outage_threshold_ms),
+        );
         if let Some(r) = &self.redundancy {
             let mut rt = toml::Table::new();
             if let Some(k) = r.block_size {
@@ -238,15 +241,7 @@ pub fn start(
     let run_spec = spec.clone();
     let thread = std::thread::Builder::new()
         .name("prrt-study".into())
-        .spawn(move || {
-            session::run(
-                &run_spec,
-                &plant,
-                &controller,
-                Some(no_udp_checksum),
-                &stop,
-            )
-        })
+        .spawn(move || session::run(&run_spec, &plant, &controller, Some(no_udp_checksum), &stop))
         .map_err(|e| LabError::Host(format!("cannot start the PRRT study thread: {e}")))?;
     Ok(PrrtRun {
         thread,

@@ -83,7 +83,10 @@ fn loss_goal_over_the_emulated_link_and_clock_consistent_layers() {
     let r = run(&dir, &spec);
     let rd = r.dir.join("runs/000");
     let prrt = json(&rd.join("prrt.json"));
-    eprintln!("{}", serde_json::to_string_pretty(&prrt).unwrap_or_default());
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&prrt).unwrap_or_default()
+    );
     let dut = json(&rd.join("dut.json"));
     for (d, way) in [("pc", "reverse"), ("cp", "forward")] {
         let sent = prrt[d]["sent"].as_u64().expect("sent");
@@ -96,7 +99,10 @@ fn loss_goal_over_the_emulated_link_and_clock_consistent_layers() {
         let lost = dut[way]["apps"][0]["detail"]["lost"]
             .as_u64()
             .expect("link counters");
-        assert!(lost as f64 >= 0.03 * sent as f64, "{way}: the link lost only {lost}");
+        assert!(
+            lost as f64 >= 0.03 * sent as f64,
+            "{way}: the link lost only {lost}"
+        );
     }
     let packets = read_packets(&rd.join("prrt-packets.parquet")).expect("parquet");
     assert_eq!(
@@ -104,9 +110,17 @@ fn loss_goal_over_the_emulated_link_and_clock_consistent_layers() {
         prrt["pc"]["sent"].as_u64().unwrap_or(0) + prrt["cp"]["sent"].as_u64().unwrap_or(0)
     );
     let delivered: Vec<_> = packets.iter().filter(|p| p.m[5].is_some()).collect();
-    let complete: Vec<_> = delivered.iter().filter(|p| p.m.iter().all(Option::is_some)).collect();
+    let complete: Vec<_> = delivered
+        .iter()
+        .filter(|p| p.m.iter().all(Option::is_some))
+        .collect();
     // Recovered messages never crossed the link themselves: no m2..m5.
-    assert!(complete.len() * 100 >= delivered.len() * 90, "{} of {}", complete.len(), delivered.len());
+    assert!(
+        complete.len() * 100 >= delivered.len() * 90,
+        "{} of {}",
+        complete.len(),
+        delivered.len()
+    );
     for p in &packets {
         for (i, l) in p.layers.iter().enumerate() {
             if let Some(v) = l {
@@ -148,7 +162,13 @@ fn target_below_the_link_delay_discards_everything_and_a_sweep_resumes() {
         .contains("app.window_ms = 3: must not exceed app.target_delay_ms (2)"));
     for run in ["000", "001"] {
         let rd = r.dir.join("runs").join(run);
-        for f in ["prrt.json", "prrt-packets.parquet", "prrt-stats.json", "summary.json", "records.nfr"] {
+        for f in [
+            "prrt.json",
+            "prrt-packets.parquet",
+            "prrt-stats.json",
+            "summary.json",
+            "records.nfr",
+        ] {
             assert!(rd.join(f).is_file(), "{run}/{f}");
         }
         let prrt = json(&rd.join("prrt.json"));

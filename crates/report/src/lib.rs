@@ -53,9 +53,9 @@ use std::path::{Path, PathBuf};
 pub mod figures;
 mod html;
 pub mod load;
-pub mod prrt;
 #[cfg(feature = "png")]
 mod png;
+pub mod prrt;
 pub mod svg;
 
 pub use figures::Figure;

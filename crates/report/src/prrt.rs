@@ -118,7 +118,9 @@ fn thin<T: Copy>(v: &[T]) -> Vec<T> {
         return v.to_vec();
     }
     let step = v.len() as f64 / MAX_POINTS as f64;
-    (0..MAX_POINTS).map(|i| v[(i as f64 * step) as usize]).collect()
+    (0..MAX_POINTS)
+        .map(|i| v[(i as f64 * step) as usize])
+        .collect()
 }
 
 fn run_label(r: &StudyRun) -> String {
@@ -140,7 +142,11 @@ pub fn figures(e: &Experiment) -> Vec<Figure> {
     }
     let mut out = Vec::new();
     if let Some(r) = pick_run(&runs) {
-        let path = e.dir.join("runs").join(&r.name).join("prrt-packets.parquet");
+        let path = e
+            .dir
+            .join("runs")
+            .join(&r.name)
+            .join("prrt-packets.parquet");
         if let Ok(packets) = read_packets(&path) {
             out.extend(delay_series(r, &packets));
             out.extend(layer_scatter(r, &packets));
@@ -185,12 +191,22 @@ fn delay_series(r: &StudyRun, packets: &[PrrtPacket]) -> Option<Figure> {
         let mut p = Plot::new(
             860.0,
             240.0,
-            Axis::lin_nice("m1, time since the run's start (s)", 0.0, end_s, Fmt::Num, true),
+            Axis::lin_nice(
+                "m1, time since the run's start (s)",
+                0.0,
+                end_s,
+                Fmt::Num,
+                true,
+            ),
             Axis::lin_nice("one-way delay m6 − m1 (ms)", 0.0, ymax, Fmt::Num, true),
         );
         p.title(&format!(
             "{} ({})",
-            if *dir == "pc" { "plant → controller" } else { "controller → plant" },
+            if *dir == "pc" {
+                "plant → controller"
+            } else {
+                "controller → plant"
+            },
             dir
         ));
         p.zoomable();
@@ -207,8 +223,21 @@ fn delay_series(r: &StudyRun, packets: &[PrrtPacket]) -> Option<Figure> {
             })
             .collect();
         p.rects(90, &shade, "#f3c6c6", 2.0);
-        p.legend(90, "outage (no on-time delivery)", Style { color: "#f3c6c6", width: 6.0, dash: "" });
-        p.hline_at(target, &format!("target {} ms", num(target)), "#c0392b", false);
+        p.legend(
+            90,
+            "outage (no on-time delivery)",
+            Style {
+                color: "#f3c6c6",
+                width: 6.0,
+                dash: "",
+            },
+        );
+        p.hline_at(
+            target,
+            &format!("target {} ms", num(target)),
+            "#c0392b",
+            false,
+        );
         p.hline_at(
             target - window,
             &format!("target − window {} ms", num(target - window)),
@@ -218,7 +247,15 @@ fn delay_series(r: &StudyRun, packets: &[PrrtPacket]) -> Option<Figure> {
         p.dots(i, "delivered", &thin(&delivered), svg::color(i), 1.6);
         p.legend_dot(i, "delivered (one-way delay)", Style::solid(i));
         p.dots(9, "lost or late", &thin(&lost), "#c0392b", 1.6);
-        p.legend_dot(9, "not delivered in its window", Style { color: "#c0392b", width: 1.0, dash: "" });
+        p.legend_dot(
+            9,
+            "not delivered in its window",
+            Style {
+                color: "#c0392b",
+                width: 1.0,
+                dash: "",
+            },
+        );
         panels.push((p.finish(), 240.0));
     }
     Some(Figure {
@@ -315,7 +352,8 @@ fn key(v: f64) -> u64 {
 pub fn loss_target_window(runs: &[StudyRun]) -> Option<Figure> {
     let mut g: Groups = BTreeMap::new();
     for r in runs {
-        let (Some(target), Some(window)) = (r.param("target_delay_ms"), r.param("window_ms")) else {
+        let (Some(target), Some(window)) = (r.param("target_delay_ms"), r.param("window_ms"))
+        else {
             continue;
         };
         let cell = g.entry((key(target), key(window))).or_default();
@@ -334,17 +372,35 @@ pub fn loss_target_window(runs: &[StudyRun]) -> Option<Figure> {
         return None;
     }
     let windows: Vec<f64> = g.keys().map(|k| k.1 as f64 / 1000.0).collect();
-    let (wlo, whi) = windows.iter().fold((f64::MAX, f64::MIN), |a, w| (a.0.min(*w), a.1.max(*w)));
-    let mut t = Table::new(&["dir", "target_ms", "window_ms", "runs", "loss_q1", "loss_median", "loss_q3"]);
+    let (wlo, whi) = windows
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, w| (a.0.min(*w), a.1.max(*w)));
+    let mut t = Table::new(&[
+        "dir",
+        "target_ms",
+        "window_ms",
+        "runs",
+        "loss_q1",
+        "loss_median",
+        "loss_q3",
+    ]);
     let mut panels = Vec::new();
     for (di, dir) in DIRS.iter().enumerate() {
         let mut p = Plot::new(
             860.0,
             280.0,
             Axis::lin_nice("receive window (ms)", wlo, whi, Fmt::Num, true),
-            Axis::new("loss ratio (late counts as lost)", svg::Scale::Lin, 0.0, 1.0, Fmt::Percent),
+            Axis::new(
+                "loss ratio (late counts as lost)",
+                svg::Scale::Lin,
+                0.0,
+                1.0,
+                Fmt::Percent,
+            ),
         );
-        p.title(&format!("{dir}: median and quartiles over the runs of each cell"));
+        p.title(&format!(
+            "{dir}: median and quartiles over the runs of each cell"
+        ));
         for (ti, &tk) in targets.iter().enumerate() {
             let pts: Vec<(f64, f64, f64, f64)> = g
                 .iter()
@@ -403,9 +459,22 @@ pub fn loss_payload(runs: &[StudyRun]) -> Option<Figure> {
         860.0,
         320.0,
         Axis::lin_nice("payload (bytes)", lo, hi, Fmt::Num, true),
-        Axis::new("loss ratio (late counts as lost)", svg::Scale::Lin, 0.0, 1.0, Fmt::Percent),
+        Axis::new(
+            "loss ratio (late counts as lost)",
+            svg::Scale::Lin,
+            0.0,
+            1.0,
+            Fmt::Percent,
+        ),
     );
-    let mut t = Table::new(&["dir", "payload_bytes", "runs", "loss_q1", "loss_median", "loss_q3"]);
+    let mut t = Table::new(&[
+        "dir",
+        "payload_bytes",
+        "runs",
+        "loss_q1",
+        "loss_median",
+        "loss_q3",
+    ]);
     for (di, dir) in DIRS.iter().enumerate() {
         let pts: Vec<(f64, f64, f64, f64)> = g
             .iter()
@@ -466,10 +535,19 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
     let mut measured: BTreeMap<u64, [Vec<f64>; 2]> = BTreeMap::new();
     let mut notes = Vec::new();
     if is_link {
-        let max_gap = runs.iter().filter_map(|r| r.param("gap_ms")).fold(0.0, f64::max);
+        let max_gap = runs
+            .iter()
+            .filter_map(|r| r.param("gap_ms"))
+            .fold(0.0, f64::max);
         for r in runs.iter().filter(|r| r.param("gap_ms") == Some(max_gap)) {
-            let Some(payload) = r.param("payload_bytes") else { continue };
-            let path = e.dir.join("runs").join(&r.name).join("prrt-packets.parquet");
+            let Some(payload) = r.param("payload_bytes") else {
+                continue;
+            };
+            let path = e
+                .dir
+                .join("runs")
+                .join(&r.name)
+                .join("prrt-packets.parquet");
             let Ok(packets) = read_packets(&path) else {
                 notes.push(format!("run {}: prrt-packets.parquet unreadable", r.name));
                 continue;
@@ -489,12 +567,24 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
     let rate = link_param(e, "rate_mbps", false);
     let overhead = link_param(e, "overhead_bytes", false).unwrap_or(0.0);
     let xs: Vec<f64> = (0..=30).map(|i| f64::from(i) * 50.0).collect();
-    let mut t = Table::new(&["curve", "frame_bytes", "frame_time_us", "throughput_mbps", "n"]);
+    let mut t = Table::new(&[
+        "curve",
+        "frame_bytes",
+        "frame_time_us",
+        "throughput_mbps",
+        "n",
+    ]);
     let mut time = Plot::new(
         860.0,
         300.0,
         Axis::lin_nice("frame (bytes, without FCS)", 0.0, 1500.0, Fmt::Num, true),
-        Axis::lin_nice("per-frame time (µs)", 0.0, bordim_us(1500.0) + CORRECTION_US + 150.0, Fmt::Num, true),
+        Axis::lin_nice(
+            "per-frame time (µs)",
+            0.0,
+            bordim_us(1500.0) + CORRECTION_US + 150.0,
+            Fmt::Num,
+            true,
+        ),
     );
     let mut tput = Plot::new(
         860.0,
@@ -504,18 +594,38 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
     );
     time.title("802.11g per-frame time");
     tput.title("802.11g throughput, one frame at a time");
-    let curve = |p: &mut Plot, q: &mut Plot, s: usize, name: &str, f: &dyn Fn(f64) -> f64, st: Style, t: &mut Table| {
+    let curve = |p: &mut Plot,
+                 q: &mut Plot,
+                 s: usize,
+                 name: &str,
+                 f: &dyn Fn(f64) -> f64,
+                 st: Style,
+                 t: &mut Table| {
         let pts: Vec<(f64, f64)> = xs.iter().map(|&x| (x, f(x))).collect();
         let tp: Vec<(f64, f64)> = pts.iter().map(|&(x, us)| (x, x * 8.0 / us)).collect();
         for ((x, us), (_, mb)) in pts.iter().zip(&tp) {
-            t.push(vec![name.into(), num(*x), num(*us), num(*mb), String::new()]);
+            t.push(vec![
+                name.into(),
+                num(*x),
+                num(*us),
+                num(*mb),
+                String::new(),
+            ]);
         }
         p.line(s, name, &pts, st, false);
         p.legend(s, name, st);
         q.line(s, name, &tp, st, false);
         q.legend(s, name, st);
     };
-    curve(&mut time, &mut tput, 0, "Bordim's model (0.15 µs/B · x + 162.43 µs)", &bordim_us, Style::solid(0), &mut t);
+    curve(
+        &mut time,
+        &mut tput,
+        0,
+        "Bordim's model (0.15 µs/B · x + 162.43 µs)",
+        &bordim_us,
+        Style::solid(0),
+        &mut t,
+    );
     curve(
         &mut time,
         &mut tput,
@@ -530,7 +640,11 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
             &mut time,
             &mut tput,
             2,
-            &format!("link profile: (x + {} B) · 8 / {} Mbit/s", num(overhead), num(rate)),
+            &format!(
+                "link profile: (x + {} B) · 8 / {} Mbit/s",
+                num(overhead),
+                num(rate)
+            ),
             &|x| (x + overhead) * 8.0 / rate,
             Style::dashed(2),
             &mut t,
@@ -560,7 +674,11 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         let name = format!("emulator yields, {dir} (median L1→L1 − delay_us; quartiles)");
         time.errorbars(3 + di, &name, &pts, Style::solid(3 + di));
         time.legend_dot(3 + di, &name, Style::solid(3 + di));
-        let tp: Vec<(f64, f64)> = pts.iter().filter(|q| q.1 > 0.0).map(|q| (q.0, q.0 * 8.0 / q.1)).collect();
+        let tp: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|q| q.1 > 0.0)
+            .map(|q| (q.0, q.0 * 8.0 / q.1))
+            .collect();
         tput.dots(3 + di, &name, &tp, svg::color(3 + di), 3.2);
         tput.legend_dot(3 + di, &name, Style::solid(3 + di));
     }

@@ -56,7 +56,13 @@ fn write_run(dir: &Path, i: usize, r: &FakeRun) {
     for dir in ["pc", "cp"] {
         for k in 0..100i64 {
             let m1 = k * 2_000_000;
-            let l = [10_000, 5_000, (DELAY_US + frame_us(r.payload) + k) * 1000, 0, 1_000_000];
+            let l = [
+                10_000,
+                5_000,
+                (DELAY_US + frame_us(r.payload) + k) * 1000,
+                0,
+                1_000_000,
+            ];
             let mut m = [Some(m1); 6];
             for j in 0..5 {
                 m[j + 1] = m[j].map(|v| v + l[j]);
@@ -96,11 +102,46 @@ fn prrt_figures_draw_the_known_answers() {
     // Target 10 × window 2: losses 0.1, 0.3, 0.2 (pc); 0.0, 0.5, 0.4 (cp), three payloads.
     // Target 5 × window 2: one run. Gap 10 for all but one, so the model uses gap 10 runs.
     let runs = [
-        FakeRun { gap: 10.0, payload: 20, target: 10.0, window: 2.0, loss: [0.1, 0.0], outage_ms: 0 },
-        FakeRun { gap: 10.0, payload: 710, target: 10.0, window: 2.0, loss: [0.3, 0.5], outage_ms: 300 },
-        FakeRun { gap: 10.0, payload: 1400, target: 10.0, window: 2.0, loss: [0.2, 0.4], outage_ms: 200 },
-        FakeRun { gap: 10.0, payload: 20, target: 5.0, window: 2.0, loss: [0.9, 0.9], outage_ms: 1500 },
-        FakeRun { gap: 1.0, payload: 20, target: 5.0, window: 1.0, loss: [0.05, 0.05], outage_ms: 0 },
+        FakeRun {
+            gap: 10.0,
+            payload: 20,
+            target: 10.0,
+            window: 2.0,
+            loss: [0.1, 0.0],
+            outage_ms: 0,
+        },
+        FakeRun {
+            gap: 10.0,
+            payload: 710,
+            target: 10.0,
+            window: 2.0,
+            loss: [0.3, 0.5],
+            outage_ms: 300,
+        },
+        FakeRun {
+            gap: 10.0,
+            payload: 1400,
+            target: 10.0,
+            window: 2.0,
+            loss: [0.2, 0.4],
+            outage_ms: 200,
+        },
+        FakeRun {
+            gap: 10.0,
+            payload: 20,
+            target: 5.0,
+            window: 2.0,
+            loss: [0.9, 0.9],
+            outage_ms: 1500,
+        },
+        FakeRun {
+            gap: 1.0,
+            payload: 20,
+            target: 5.0,
+            window: 1.0,
+            loss: [0.05, 0.05],
+            outage_ms: 0,
+        },
     ];
     for (i, r) in runs.iter().enumerate() {
         write_run(&dir, i, r);
@@ -116,7 +157,13 @@ fn prrt_figures_draw_the_known_answers() {
     let ids: Vec<&str> = figs.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["prrt-delay", "prrt-layers", "prrt-loss-target-window", "prrt-loss-payload", "prrt-wlan-model"]
+        [
+            "prrt-delay",
+            "prrt-layers",
+            "prrt-loss-target-window",
+            "prrt-loss-payload",
+            "prrt-wlan-model"
+        ]
     );
     // Time series: 200 messages of run 001, all delivered, one-way 7.61 ms + frame + k µs + 1.015 ms.
     let d = fig(&figs, "prrt-delay");
@@ -140,7 +187,12 @@ fn prrt_figures_draw_the_known_answers() {
 
     // Loss per payload 20: pc {0.1, 0.9, 0.05} → 0.05, 0.1, 0.9.
     let lp = fig(&figs, "prrt-loss-payload");
-    let r20 = lp.data.rows.iter().find(|r| r[0] == "pc" && r[1] == "20").expect("payload 20");
+    let r20 = lp
+        .data
+        .rows
+        .iter()
+        .find(|r| r[0] == "pc" && r[1] == "20")
+        .expect("payload 20");
     assert_eq!(r20[2..], ["3", "0.05", "0.1", "0.9"]);
 
     // The WLAN model: Bordim's 0.15 · 1500 + 162.43 = 387.43 µs; the emulator's yield per

@@ -121,11 +121,14 @@ fn endpoint(
     if let Some(setup) = setup {
         setup(&socket).map_err(fail("socket set-up"))?;
     }
-    let mut driver = UdpDriver::new(socket, SocketAddr::V4(peer), spec.config(), spec.window_ns())
-        .map_err(|e| SessionError(e.to_string()))?;
-    driver
-        .enable_vantage()
-        .map_err(fail("SO_TIMESTAMPING"))?;
+    let mut driver = UdpDriver::new(
+        socket,
+        SocketAddr::V4(peer),
+        spec.config(),
+        spec.window_ns(),
+    )
+    .map_err(|e| SessionError(e.to_string()))?;
+    driver.enable_vantage().map_err(fail("SO_TIMESTAMPING"))?;
     let end_ns = start_ns + spec.duration_ns();
     let drain_ns = spec.config().target_delay_ns + DRAIN_NS;
     let payload = vec![0xa5u8; spec.payload_bytes];

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::socket::{
-    recvmsg, setsockopt, socket, sockopt, AddressFamily, LinkAddr, ControlMessageOwned, MsgFlags, SockFlag,
-    SockProtocol, SockType, TimestampingFlag,
+    recvmsg, setsockopt, socket, sockopt, AddressFamily, ControlMessageOwned, LinkAddr, MsgFlags,
+    SockFlag, SockProtocol, SockType, TimestampingFlag,
 };
 use nix::sys::time::{TimeSpec, TimeValLike};
 
