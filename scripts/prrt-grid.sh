@@ -7,6 +7,7 @@
 #   bash scripts/prrt-grid.sh --duration 5       # app.duration_s per run (default: the example's 2 s)
 #   bash scripts/prrt-grid.sh --out DIR          # parent of the artifact tree (default results)
 #   bash scripts/prrt-grid.sh --resume DIR       # finish an interrupted grid
+#   NFLAB=target/release/nflab bash scripts/prrt-grid.sh ...   # without building first
 #
 # Writes DIR/<stamp>-prrt-grid/{runs/NNN/prrt.json, prrt-packets.parquet, ..., report.html}.
 set -euo pipefail
@@ -30,8 +31,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-cargo build --release -p nflab >&2
-bin=./target/release/nflab
+# NFLAB=path/to/nflab uses that binary instead of building one.
+bin=${NFLAB:-}
+if [ -z "$bin" ]; then
+  cargo build --release -p nflab >&2
+  bin=./target/release/nflab
+fi
 uptime >&2
 start=$(date +%s)
 if [ -n "$resume" ]; then

@@ -573,18 +573,18 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         "frame_time_us",
         "throughput_mbps",
         "n",
+        "q1_us",
+        "q3_us",
     ]);
+    let top_us = measured
+        .values()
+        .flat_map(|v| v.iter().filter_map(|d| quartiles(d).map(|q| q[1])))
+        .fold(bordim_us(1500.0) + CORRECTION_US + 100.0, f64::max);
     let mut time = Plot::new(
         860.0,
         300.0,
         Axis::lin_nice("frame (bytes, without FCS)", 0.0, 1500.0, Fmt::Num, true),
-        Axis::lin_nice(
-            "per-frame time (µs)",
-            0.0,
-            bordim_us(1500.0) + CORRECTION_US + 150.0,
-            Fmt::Num,
-            true,
-        ),
+        Axis::lin_nice("per-frame time (µs)", 0.0, top_us * 1.05, Fmt::Num, true),
     );
     let mut tput = Plot::new(
         860.0,
@@ -610,6 +610,8 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
                 num(*us),
                 num(*mb),
                 String::new(),
+                String::new(),
+                String::new(),
             ]);
         }
         p.line(s, name, &pts, st, false);
@@ -621,7 +623,7 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         &mut time,
         &mut tput,
         0,
-        "Bordim's model (0.15 µs/B · x + 162.43 µs)",
+        "Bordim's model",
         &bordim_us,
         Style::solid(0),
         &mut t,
@@ -630,7 +632,7 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         &mut time,
         &mut tput,
         1,
-        "corrected model (t_impl 120 µs: + 60 µs)",
+        "corrected model (+60 µs)",
         &|x| bordim_us(x) + CORRECTION_US,
         Style::solid(1),
         &mut t,
@@ -640,11 +642,7 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
             &mut time,
             &mut tput,
             2,
-            &format!(
-                "link profile: (x + {} B) · 8 / {} Mbit/s",
-                num(overhead),
-                num(rate)
-            ),
+            "link profile (configured)",
             &|x| (x + overhead) * 8.0 / rate,
             Style::dashed(2),
             &mut t,
@@ -664,6 +662,8 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
                     num(q[1]),
                     num(x * 8.0 / q[1]),
                     v[di].len().to_string(),
+                    num(q[0]),
+                    num(q[2]),
                 ]);
                 Some((x, q[1], q[0], q[2]))
             })
@@ -671,8 +671,9 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         if pts.is_empty() {
             continue;
         }
-        let name = format!("emulator yields, {dir} (median L1→L1 − delay_us; quartiles)");
-        time.errorbars(3 + di, &name, &pts, Style::solid(3 + di));
+        let name = format!("emulator yields, {dir}");
+        let med: Vec<(f64, f64)> = pts.iter().map(|q| (q.0, q.1)).collect();
+        time.dots(3 + di, &name, &med, svg::color(3 + di), 3.2);
         time.legend_dot(3 + di, &name, Style::solid(3 + di));
         let tp: Vec<(f64, f64)> = pts
             .iter()
@@ -693,7 +694,7 @@ fn wlan_model(e: &Experiment, runs: &[StudyRun]) -> Option<Figure> {
         id: "prrt-wlan-model".into(),
         title: "802.11g resource model against the link emulator".into(),
         caption: format!(
-            "Per-frame time and throughput of an 802.11g frame of x bytes: Bordim's model (seed 000 eq. 6.5, t = 0.15 µs/B · x + 162.43 µs), the seed's corrected model (its measured t_impl of ≈ 120 µs instead of ≈ 60 µs), the link profile's configured rate and per-frame overhead, and what the emulator yields: per payload, the median over the runs with the largest gap of the L1→L1 delay (m4 − m3) minus the configured delay_us, at x = payload + {} bytes (Ethernet, IPv4, UDP and the DATA header). The measured time includes the emulator's own forwarding (AF_PACKET in and out) and the median of its jitter. {}",
+            "Per-frame time and throughput of an 802.11g frame of x bytes: Bordim's model (seed 000 eq. 6.5, t = 0.15 µs/B · x + 162.43 µs), the seed's corrected model (its measured t_impl of ≈ 120 µs instead of ≈ 60 µs), the link profile's configured rate and per-frame overhead, and what the emulator yields: per payload, the median over the runs with the largest gap of the L1→L1 delay (m4 − m3) minus the configured delay_us, at x = payload + {} bytes (Ethernet, IPv4, UDP and the DATA header); the CSV has its quartiles, which mostly show the link's configured jitter. The link profile line is (x + overhead_bytes) · 8 / rate_mbps of the spec's [dut.link]. The measured time includes the emulator's own forwarding (AF_PACKET in and out) and the median of its jitter. {}",
             num(DATA_FRAME_OVERHEAD),
             notes.join("; ")
         ),
