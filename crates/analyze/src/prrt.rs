@@ -12,7 +12,8 @@
 //! | `one_way_ns` | INT64, nullable | m6−m1 |
 //!
 //! m6 is null for a message not delivered in its window (lost or late); m2..m6 for one the
-//! sender discarded.
+//! sender discarded; m4 and m5 for one restored from redundancy (its own datagram was lost
+//! or came after the restore), so every layer delay present is one the message really took.
 
 use std::fs::File;
 use std::path::Path;

@@ -51,7 +51,8 @@ fn fail(what: &str) -> impl Fn(io::Error) -> SessionError + '_ {
 }
 
 /// One message's row: the six vantage points, ns since the run's start (None where
-/// missing), and the layer delays derived from them.
+/// missing; m4 and m5 also for a message restored from redundancy), and the layer delays
+/// derived from them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PacketRow {
     /// Plant → controller or back.
@@ -238,24 +239,28 @@ fn rows(
     from_tap: &Tap,
     to_tap: &Tap,
 ) -> Vec<PacketRow> {
-    let mut m6 = vec![None; from.sent_m1.len()];
+    // (m6, restored from redundancy) per message.
+    let mut m6 = vec![(None, false); from.sent_m1.len()];
     for r in &to.received {
         if let Some(slot) = m6.get_mut(r.delivery.seq as usize) {
-            *slot = Some(r.app_recv_ns);
+            *slot = (Some(r.app_recv_ns), r.delivery.recovered);
         }
     }
     from.sent_m1
         .iter()
         .zip(m6)
         .enumerate()
-        .map(|(seq, (&m1, m6))| {
+        .map(|(seq, (&m1, (m6, recovered)))| {
             let seq = seq as u32;
+            // A restored message did not arrive in its own datagram: that one was lost, or
+            // came after the restore (its m4/m5 would then follow m6). No receive points.
+            let arrived = |t: Option<u64>| t.filter(|_| !recovered);
             let m = [
                 Some(m1),
                 from_tap.sent.get(seq),
                 from.m3.get(seq),
-                to.m4.get(seq),
-                to_tap.received.get(seq),
+                arrived(to.m4.get(seq)),
+                arrived(to_tap.received.get(seq)),
                 m6,
             ];
             PacketRow {
