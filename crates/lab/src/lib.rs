@@ -15,6 +15,7 @@ pub mod compare;
 pub mod cpu;
 pub mod dut_link;
 pub mod dut_nflab;
+pub mod dut_ovs;
 pub mod dut_testpmd;
 pub mod env;
 pub mod error;

@@ -412,6 +412,8 @@ pub enum DutKind {
     Link,
     /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
     Testpmd,
+    /// Open vSwitch (userspace datapath) cabling dut0 and dut1 (`dut_ovs`).
+    Ovs,
     /// A user command or a real device.
     External,
 }
@@ -426,6 +428,7 @@ impl DutKind {
             DutKind::Nflab => "nflab",
             DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
+            DutKind::Ovs => "ovs",
             DutKind::External => "external",
         }
     }
@@ -1191,7 +1194,7 @@ impl Spec {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, link, testpmd",
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
@@ -1201,6 +1204,7 @@ impl Spec {
                 // Before any namespace exists: one sentence naming the package.
                 crate::dut_testpmd::find_binary()?;
             }
+            DutKind::Ovs => crate::dut_ovs::check(&self.dut)?,
             _ => {}
         }
         if self.topology.kind == TopologyKind::Hosts {

@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod netns;
+pub mod of13;
 pub mod ovs;
 
 pub use error::SdnError;

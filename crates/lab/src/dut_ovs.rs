@@ -1,0 +1,139 @@
+//! DuT kind `ovs`: Open vSwitch on the userspace datapath between dut0 and
+//! dut1 (docs/sdn.md).
+//!
+//! nflab starts `ovsdb-server` and `ovs-vswitchd` in the DuT namespace, in a
+//! run directory of their own ([`nflab_sdn::ovs`]), with one bridge `br0`
+//! (`datapath_type=netdev`, fail mode secure): dut0 is OpenFlow port 1, dut1
+//! port 2, and two flows cable them both ways (`in_port=1 → 2`,
+//! `in_port=2 → 1`), so frames pass unchanged and the generator addresses
+//! lg1 directly. The daemons stop when the run's recorder is done, and die
+//! with nflab if it is killed (`nflab topo gc` removes what is left).
+
+use nflab_sdn::ovs::{BridgeOptions, Ovs};
+use serde::Serialize;
+
+use crate::error::LabError;
+use crate::spec::DutSection;
+use crate::topology::Topology;
+
+/// Bridge name in the DuT namespace.
+pub const BRIDGE: &str = "br0";
+/// The two flows of the plain `ovs` DuT.
+pub const FLOWS: [&str; 2] = ["in_port=1,actions=output:2", "in_port=2,actions=output:1"];
+
+/// A running `ovs` DuT.
+pub struct OvsDut {
+    ovs: Ovs,
+}
+
+/// What `dut.json` says about the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct OvsStats {
+    /// "ovs".
+    pub kind: String,
+    /// `ovs-vswitchd --version`, first line.
+    pub version: String,
+    /// The bridge's flows at the end of the run, with their counters
+    /// (`ovs-ofctl dump-flows`).
+    pub flows: Vec<String>,
+    /// Port counters (`ovs-ofctl dump-ports`).
+    pub ports: String,
+    /// Why the statistics could not be read, if they could not.
+    pub error: Option<String>,
+}
+
+/// `[dut]` keys do not apply to `ovs` (its flows are fixed); the binaries must exist.
+pub fn check(dut: &DutSection) -> Result<(), LabError> {
+    let set = [
+        ("pipeline", dut.pipeline.is_some()),
+        ("batch", dut.batch.is_some()),
+        ("rx_mode", dut.rx_mode.is_some()),
+        ("drain_us", dut.drain_us.is_some()),
+        ("command", dut.command.is_some()),
+        ("link_capacity", dut.link_capacity.is_some()),
+        ("cpu", dut.cpu.is_some()),
+        ("workers", dut.workers.is_some()),
+        ("io", dut.io.is_some()),
+        ("forward_mode", dut.forward_mode.is_some()),
+        ("link", dut.link.is_some()),
+    ];
+    if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
+        return Err(LabError::Unsupported(format!(
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes no other keys (its bridge cables dut0 to dut1 both ways)"
+        )));
+    }
+    for bin in ["ovs-vswitchd", "ovsdb-server"] {
+        if !on_path(bin) {
+            return Err(LabError::Host(format!(
+                "dut.kind = \"ovs\" needs {bin}: apt-get install openvswitch-switch"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// Start OvS in the DuT namespace of `topo` with `br0` cabling dut0 and dut1.
+pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
+    check(dut)?;
+    let ns = topo
+        .dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology("the ovs DuT needs a DuT namespace".into()))?;
+    let err = |e: nflab_sdn::SdnError| LabError::Other(format!("ovs DuT: {e}"));
+    let ovs = Ovs::start(Some(&ns)).map_err(err)?;
+    ovs.add_bridge(BRIDGE, &BridgeOptions::default())
+        .map_err(err)?;
+    ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
+    ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
+    for flow in FLOWS {
+        ovs.ofctl(&["add-flow", BRIDGE, flow]).map_err(err)?;
+    }
+    Ok(OvsDut { ovs })
+}
+
+impl OvsDut {
+    /// The OvS instance (its run directory, `ovs-ofctl`).
+    pub fn ovs(&self) -> &Ovs {
+        &self.ovs
+    }
+
+    /// Read the counters, then stop both daemons.
+    pub fn stop(self) -> OvsStats {
+        let version = std::process::Command::new("ovs-vswitchd")
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let flows = self.ovs.ofctl(&["dump-flows", BRIDGE]).map(|out| {
+            out.lines()
+                .filter(|l| l.contains("actions="))
+                .map(|l| l.trim().to_string())
+                .collect::<Vec<_>>()
+        });
+        let ports = self.ovs.ofctl(&["dump-ports", BRIDGE]);
+        let error = flows
+            .as_ref()
+            .err()
+            .or(ports.as_ref().err())
+            .map(|e| e.to_string());
+        self.ovs.stop();
+        OvsStats {
+            kind: "ovs".into(),
+            version,
+            flows: flows.unwrap_or_default(),
+            ports: ports.unwrap_or_default(),
+            error,
+        }
+    }
+}
