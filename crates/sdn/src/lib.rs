@@ -9,9 +9,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod bench;
+pub mod conn;
 pub mod error;
 pub mod netns;
 pub mod of13;
 pub mod ovs;
+pub mod proxy;
 
 pub use error::SdnError;

@@ -75,7 +75,7 @@ pub fn owner_alive(line: &str) -> bool {
     }
 }
 
-/// A private namespace `nflab-<pid>-<tag>` with loopback up, owned by this
+/// A private namespace `nflab-<pid>-<tag><n>` with loopback up, owned by this
 /// process (owner file in [`OWNER_DIR`], so `nflab topo gc` removes it after a
 /// crash); deleted on drop.
 pub struct PrivateNetns {
@@ -85,7 +85,9 @@ pub struct PrivateNetns {
 impl PrivateNetns {
     /// Create it.
     pub fn create(tag: &str) -> Result<PrivateNetns, SdnError> {
-        let name = format!("nflab-{}-{tag}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("nflab-{}-{tag}{n}", std::process::id());
         std::fs::create_dir_all(OWNER_DIR)
             .map_err(|e| SdnError::io(format!("cannot create {OWNER_DIR}"), e))?;
         run("ip", &["netns", "add", &name])?;

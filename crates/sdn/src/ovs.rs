@@ -328,7 +328,10 @@ impl Ovs {
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // NFLAB_KEEP_OVS_LOGS=1 keeps the run directory (logs, database) to look at.
+        if std::env::var_os("NFLAB_KEEP_OVS_LOGS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
