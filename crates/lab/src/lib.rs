@@ -29,6 +29,7 @@ pub mod recorder;
 pub mod results;
 pub mod rfc2544;
 pub mod runner;
+pub mod sdn_acl;
 pub mod snapshot;
 pub mod spec;
 pub mod topology;

@@ -283,6 +283,32 @@ impl Ovs {
         Ok(())
     }
 
+    /// Cable `bridge` to another bridge of this instance by a patch port
+    /// `name` (OpenFlow port `ofport`) whose peer is the patch port `peer`.
+    pub fn add_patch(
+        &self,
+        bridge: &str,
+        name: &str,
+        peer: &str,
+        ofport: u16,
+    ) -> Result<(), SdnError> {
+        let req = format!("ofport_request={ofport}");
+        let opt = format!("options:peer={peer}");
+        self.vsctl(&[
+            "add-port",
+            bridge,
+            name,
+            "--",
+            "set",
+            "interface",
+            name,
+            "type=patch",
+            &opt,
+            &req,
+        ])?;
+        Ok(())
+    }
+
     /// Flows of a bridge as `ovs-ofctl dump-flows` prints them (one per line,
     /// header removed).
     pub fn dump_flows(&self, bridge: &str) -> Result<Vec<String>, SdnError> {

@@ -192,7 +192,10 @@ pub fn flow_mod_down(maps: &Maps, fm: &FlowMod) -> Result<Translated, Refusal> {
         }
     }
     out.matches = Match::new(fields);
-    if fm.out_port < OFPP_MAX {
+    // out_port filters deletes only (os-ken leaves it 0 on adds).
+    let deletes = fm.command == crate::of13::flow::command::DELETE
+        || fm.command == crate::of13::flow::command::DELETE_STRICT;
+    if deletes && fm.out_port < OFPP_MAX {
         out.out_port = port_local(maps, sw, fm.out_port)?;
     }
     let written = fm.instructions.iter().find_map(|i| match i {
