@@ -65,3 +65,84 @@ fn ovs_dut_forwards_and_its_flow_counters_land_in_dut_json() {
         .unwrap();
     assert!(n >= received, "flow counted {n} < {received} received");
 }
+
+#[test]
+fn sdn_bench_json_has_the_contract_keys_directly_and_via_proxy() {
+    require_root!();
+    require_tool!("ovs-vswitchd", "openvswitch-switch");
+    for extra in [&[][..], &["--via-proxy"][..]] {
+        let o = common::nflab()
+            .args([
+                "sdn",
+                "bench",
+                "--switches",
+                "2",
+                "--flowmods",
+                "20",
+                "--repeat",
+                "2",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for key in ["install_s", "stats_delay_ms"] {
+            assert!(v[key]["mean"].as_f64().unwrap() > 0.0, "{v}");
+            assert!(v[key]["ci95"].as_f64().unwrap() >= 0.0, "{v}");
+        }
+        // The mean is the samples' mean.
+        let s: Vec<f64> = v["install_s_samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(s.len(), 2);
+        assert!((v["install_s"]["mean"].as_f64().unwrap() - (s[0] + s[1]) / 2.0).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn sdn_acl_installs_n_plus_m_flows_and_misforwards_nothing() {
+    require_root!();
+    require_tool!("ovs-vswitchd", "openvswitch-switch");
+    let (n, m) = (7, 5);
+    let child = common::nflab()
+        .args([
+            "sdn",
+            "acl",
+            "--acl",
+            "7",
+            "--mac",
+            "5",
+            "--packets",
+            "600",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["flows_per_bridge"], serde_json::json!([n, m]), "{v}");
+    assert_eq!(v["packets"], 600);
+    assert_eq!(v["misforwarded"], 0, "{v}");
+    // Independent count of what the single-table reference forwards: sources
+    // 0..n+2 (every third of the first n denied, the last two unknown) ×
+    // destinations 0..m+1 (the last unknown), probe i = (i mod (n+2), i div (n+2) mod (m+1)).
+    let expected = (0..600)
+        .filter(|i| {
+            let (a, b) = (i % (n + 2), (i / (n + 2)) % (m + 1));
+            a < n && a % 3 != 2 && b < m
+        })
+        .count();
+    assert_eq!(v["expected_forwarded"], expected);
+    assert_eq!(v["received"], expected, "{v}");
+    assert!(ovs_dirs_of(pid).is_empty());
+    assert!(common::namespaces_of(pid).is_empty());
+}

@@ -359,6 +359,9 @@ impl Core {
     }
 
     fn to_controller(&mut self, msg: &Message) {
+        if self.controller.is_none() {
+            return;
+        }
         let raw = msg.encode();
         if self.log_outer {
             self.log_line("up", "controller", &raw);
@@ -713,9 +716,11 @@ impl Core {
                 }
             }
             Body::PortStatus(mut ps) => {
+                // Keep the switch's port list current: add, delete, modify.
                 if let Some(st) = &mut self.switches[i] {
-                    if let Some(p) = st.ports.iter_mut().find(|p| p.port_no == ps.port.port_no) {
-                        *p = ps.port.clone();
+                    st.ports.retain(|p| p.port_no != ps.port.port_no);
+                    if ps.reason != 1 {
+                        st.ports.push(ps.port.clone());
                     }
                 }
                 if let Some(&g) = self.maps.ports_back.get(&(i, ps.port.port_no)) {
