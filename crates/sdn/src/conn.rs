@@ -22,7 +22,7 @@ impl Reader {
     }
 
     /// The next message and its raw bytes; `None` at a clean end of stream.
-    pub fn next(&mut self) -> Result<Option<(Message, Vec<u8>)>, SdnError> {
+    pub fn next_message(&mut self) -> Result<Option<(Message, Vec<u8>)>, SdnError> {
         loop {
             match frame_len(&self.buf) {
                 Ok(Some(len)) => {
@@ -50,7 +50,7 @@ impl Reader {
 
     /// The next message, failing at the end of the stream.
     pub fn expect(&mut self, what: &str) -> Result<(Message, Vec<u8>), SdnError> {
-        self.next()?.ok_or_else(|| {
+        self.next_message()?.ok_or_else(|| {
             SdnError::Protocol(format!("the connection closed while waiting for {what}"))
         })
     }

@@ -208,14 +208,9 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
     static NEXT_CONN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let _ = tx.send(Event::SwitchUp(idx, conn, w, ports));
-    loop {
-        match r.next() {
-            Ok(Some((m, raw))) => {
-                if tx.send(Event::FromSwitch(idx, m, raw)).is_err() {
-                    break;
-                }
-            }
-            Ok(None) | Err(_) => break,
+    while let Ok(Some((m, raw))) = r.next_message() {
+        if tx.send(Event::FromSwitch(idx, m, raw)).is_err() {
+            break;
         }
     }
     let _ = tx.send(Event::SwitchDown(idx, conn));
@@ -238,7 +233,7 @@ fn controller_conn(addr: String, tx: Sender<Event>, stop: Arc<AtomicBool>) {
         return;
     }
     let mut r = Reader::new(stream);
-    while let Ok(Some((m, raw))) = r.next() {
+    while let Ok(Some((m, raw))) = r.next_message() {
         if tx.send(Event::FromController(m, raw)).is_err() {
             return;
         }
@@ -358,7 +353,7 @@ impl Core {
         }
     }
 
-    fn to_controller(&mut self, msg: &Message) {
+    fn send_controller(&mut self, msg: &Message) {
         if self.controller.is_none() {
             return;
         }
@@ -371,7 +366,7 @@ impl Core {
         }
     }
 
-    fn to_switch(&mut self, sw: usize, raw: &[u8]) {
+    fn send_switch(&mut self, sw: usize, raw: &[u8]) {
         if self.log_inner {
             let name = self.cfg.switches[sw].name.clone();
             self.log_line("down", &name, raw);
@@ -412,7 +407,7 @@ impl Core {
             }
             Event::ControllerUp(w) => {
                 self.controller = Some(w);
-                self.to_controller(&Message::new(0, Body::Hello(vec![])));
+                self.send_controller(&Message::new(0, Body::Hello(vec![])));
             }
             Event::ControllerDown => {
                 self.controller = None;
@@ -430,9 +425,9 @@ impl Core {
                     self.log_line("down", "controller", &raw);
                 }
                 if self.transparent {
-                    self.to_switch(0, &raw);
+                    self.send_switch(0, &raw);
                 } else {
-                    self.from_controller(m, &raw);
+                    self.on_controller(m, &raw);
                 }
             }
             Event::FromSwitch(i, m, raw) => {
@@ -450,7 +445,7 @@ impl Core {
                         }
                     }
                 } else {
-                    self.from_switch(i, m);
+                    self.on_switch(i, m);
                 }
             }
         }
@@ -473,7 +468,7 @@ impl Core {
                 if down {
                     p.state |= PORT_STATE_LINK_DOWN;
                 }
-                self.to_controller(&Message::new(
+                self.send_controller(&Message::new(
                     0,
                     Body::PortStatus(PortStatus { reason: 2, port: p }),
                 ));
@@ -513,7 +508,7 @@ impl Core {
     }
 
     fn refuse(&mut self, raw: &[u8], xid: u32, (t, c): (u16, u16)) {
-        self.to_controller(&Message::error_for(raw, xid, t, c));
+        self.send_controller(&Message::error_for(raw, xid, t, c));
     }
 
     fn connected(&self) -> Vec<usize> {
@@ -522,11 +517,11 @@ impl Core {
             .collect()
     }
 
-    fn from_controller(&mut self, m: Message, raw: &[u8]) {
+    fn on_controller(&mut self, m: Message, raw: &[u8]) {
         let xid = m.xid;
         match m.body {
             Body::Hello(_) | Body::EchoReply(_) | Body::Error(_) => {}
-            Body::EchoRequest(d) => self.to_controller(&Message::new(xid, Body::EchoReply(d))),
+            Body::EchoRequest(d) => self.send_controller(&Message::new(xid, Body::EchoReply(d))),
             Body::FeaturesRequest => {
                 let f = Features {
                     datapath_id: self.cfg.proxy.datapath_id,
@@ -536,21 +531,21 @@ impl Core {
                     // Flow, table and port statistics.
                     capabilities: 0x7,
                 };
-                self.to_controller(&Message::new(xid, Body::FeaturesReply(f)));
+                self.send_controller(&Message::new(xid, Body::FeaturesReply(f)));
             }
             Body::GetConfigRequest => {
-                self.to_controller(&Message::new(xid, Body::GetConfigReply(0, 0xffff)))
+                self.send_controller(&Message::new(xid, Body::GetConfigReply(0, 0xffff)))
             }
             Body::SetConfig(..) => {
                 for i in self.connected() {
-                    self.to_switch(i, raw);
+                    self.send_switch(i, raw);
                 }
             }
             Body::BarrierRequest => {
                 let sws = self.connected();
                 self.barriers.insert(xid, sws.iter().copied().collect());
                 for i in sws {
-                    self.to_switch(i, raw);
+                    self.send_switch(i, raw);
                 }
                 self.finish_barriers();
             }
@@ -566,7 +561,7 @@ impl Core {
                             None => {
                                 let msg =
                                     Message::new(INTERNAL_XID + 3, Body::FlowMod(e.flow_mod()));
-                                self.to_switch(e.switch, &msg.encode());
+                                self.send_switch(e.switch, &msg.encode());
                                 self.entries.insert(key, e);
                             }
                         }
@@ -578,7 +573,7 @@ impl Core {
                     }
                     for (sw, fm) in t.mods {
                         let msg = Message::new(xid, Body::FlowMod(fm));
-                        self.to_switch(sw, &msg.encode());
+                        self.send_switch(sw, &msg.encode());
                     }
                 }
             },
@@ -587,7 +582,7 @@ impl Core {
                 for p in self.emulated_ports() {
                     p.encode(&mut body);
                 }
-                self.to_controller(&Message::new(
+                self.send_controller(&Message::new(
                     xid,
                     Body::MultipartReply(mp::PORT_DESC, 0, body),
                 ));
@@ -605,7 +600,7 @@ impl Core {
                     f.resize(len, 0);
                     body.extend(f);
                 }
-                self.to_controller(&Message::new(xid, Body::MultipartReply(mp::DESC, 0, body)));
+                self.send_controller(&Message::new(xid, Body::MultipartReply(mp::DESC, 0, body)));
             }
             Body::MultipartRequest(
                 t @ (mp::FLOW | mp::TABLE | mp::PORT_STATS | mp::AGGREGATE),
@@ -638,7 +633,7 @@ impl Core {
                 }
                 if targets.is_empty() {
                     return self
-                        .to_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
                 }
                 self.multiparts.insert(
                     xid,
@@ -649,7 +644,7 @@ impl Core {
                 );
                 for (i, b) in targets {
                     let msg = Message::new(xid, Body::MultipartRequest(t, flags, b));
-                    self.to_switch(i, &msg.encode());
+                    self.send_switch(i, &msg.encode());
                 }
             }
             Body::MultipartRequest(..) => {
@@ -669,16 +664,16 @@ impl Core {
             .collect();
         for xid in done {
             self.barriers.remove(&xid);
-            self.to_controller(&Message::new(xid, Body::BarrierReply));
+            self.send_controller(&Message::new(xid, Body::BarrierReply));
         }
     }
 
-    fn from_switch(&mut self, i: usize, m: Message) {
+    fn on_switch(&mut self, i: usize, m: Message) {
         let xid = m.xid;
         match m.body {
             Body::EchoRequest(d) => {
                 let msg = Message::new(xid, Body::EchoReply(d));
-                self.to_switch(i, &msg.encode());
+                self.send_switch(i, &msg.encode());
             }
             Body::BarrierReply => {
                 if let Some(w) = self.barriers.get_mut(&xid) {
@@ -703,11 +698,11 @@ impl Core {
                 }
                 let body = self.multipart_up(i, t, body);
                 let flags = if all_done { 0 } else { MULTIPART_MORE };
-                self.to_controller(&Message::new(xid, Body::MultipartReply(t, flags, body)));
+                self.send_controller(&Message::new(xid, Body::MultipartReply(t, flags, body)));
             }
             Body::Error(e) => {
                 if xid < INTERNAL_XID {
-                    self.to_controller(&Message::new(xid, Body::Error(e)));
+                    self.send_controller(&Message::new(xid, Body::Error(e)));
                 } else {
                     eprintln!(
                         "proxy: switch \"{}\" refused a rule of the proxy's own (error type {} code {})",
@@ -725,7 +720,7 @@ impl Core {
                 }
                 if let Some(&g) = self.maps.ports_back.get(&(i, ps.port.port_no)) {
                     ps.port.port_no = g;
-                    self.to_controller(&Message::new(xid, Body::PortStatus(ps)));
+                    self.send_controller(&Message::new(xid, Body::PortStatus(ps)));
                 }
             }
             _ => {}
