@@ -6,7 +6,10 @@
 //! (`datapath_type=netdev`, fail mode secure): dut0 is OpenFlow port 1, dut1
 //! port 2, and two flows cable them both ways (`in_port=1 → 2`,
 //! `in_port=2 → 1`), so frames pass unchanged and the generator addresses
-//! lg1 directly. The daemons stop when the run's recorder is done, and die
+//! lg1 directly. With `dut.hops = k` (FLOWer), k veth pairs `hNa`/`hNb`
+//! are looped on the bridge and the flows send each frame out of every one
+//! in turn (dut0 → h1a ⇒ h1b → h2a ⇒ … ⇒ hkb → dut1), so its latency grows
+//! by k port hops. The daemons stop when the run's recorder is done, and die
 //! with nflab if it is killed (`nflab topo gc` removes what is left).
 
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
@@ -26,6 +29,25 @@ pub struct OvsDut {
     ovs: Ovs,
 }
 
+/// Most port hops `dut.hops` takes.
+pub const MAX_HOPS: u32 = 64;
+
+/// The flows of a cycle of `hops` port hops: dut0 is port 1, dut1 port 2,
+/// hop i leaves on port 10 + 2i and comes back on 11 + 2i.
+pub fn cycle_flows(hops: u32) -> Vec<String> {
+    if hops == 0 {
+        return FLOWS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut v = vec!["in_port=2,actions=output:1".to_string()];
+    let mut from = 1;
+    for i in 0..hops {
+        v.push(format!("in_port={from},actions=output:{}", 10 + 2 * i));
+        from = 11 + 2 * i;
+    }
+    v.push(format!("in_port={from},actions=output:2"));
+    v
+}
+
 /// What `dut.json` says about the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct OvsStats {
@@ -42,7 +64,7 @@ pub struct OvsStats {
     pub error: Option<String>,
 }
 
-/// `[dut]` keys do not apply to `ovs` (its flows are fixed); the binaries must exist.
+/// `[dut]` keys other than `hops` do not apply to `ovs`; the binaries must exist.
 pub fn check(dut: &DutSection) -> Result<(), LabError> {
     let set = [
         ("pipeline", dut.pipeline.is_some()),
@@ -57,9 +79,15 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
         ("forward_mode", dut.forward_mode.is_some()),
         ("link", dut.link.is_some()),
     ];
+    if dut.hops.is_some_and(|h| h > MAX_HOPS) {
+        return Err(LabError::Unsupported(format!(
+            "dut.hops = {} is more than {MAX_HOPS} port hops",
+            dut.hops.unwrap_or(0)
+        )));
+    }
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes no other keys (its bridge cables dut0 to dut1 both ways)"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes only dut.hops (its bridge cables dut0 to dut1 both ways)"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -90,8 +118,23 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         .map_err(err)?;
     ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
     ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
-    for flow in FLOWS {
-        ovs.ofctl(&["add-flow", BRIDGE, flow]).map_err(err)?;
+    let hops = dut.hops.unwrap_or(0);
+    for i in 0..hops {
+        let (a, b) = (format!("h{i}a"), format!("h{i}b"));
+        for args in [
+            vec![
+                "-n", &ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
+            ],
+            vec!["-n", &ns, "link", "set", &a, "up"],
+            vec!["-n", &ns, "link", "set", &b, "up"],
+        ] {
+            nflab_sdn::netns::run("ip", &args).map_err(err)?;
+        }
+        ovs.add_port(BRIDGE, &a, 10 + 2 * i as u16).map_err(err)?;
+        ovs.add_port(BRIDGE, &b, 11 + 2 * i as u16).map_err(err)?;
+    }
+    for flow in cycle_flows(hops) {
+        ovs.ofctl(&["add-flow", BRIDGE, &flow]).map_err(err)?;
     }
     Ok(OvsDut { ovs })
 }
@@ -135,5 +178,26 @@ impl OvsDut {
             ports: ports.unwrap_or_default(),
             error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cycle_visits_every_hop_once_then_leaves() {
+        assert_eq!(cycle_flows(0), FLOWS.to_vec());
+        let f = cycle_flows(3);
+        assert_eq!(
+            f,
+            [
+                "in_port=2,actions=output:1",
+                "in_port=1,actions=output:10",
+                "in_port=11,actions=output:12",
+                "in_port=13,actions=output:14",
+                "in_port=15,actions=output:2",
+            ]
+        );
     }
 }

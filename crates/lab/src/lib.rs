@@ -20,6 +20,7 @@ pub mod dut_testpmd;
 pub mod env;
 pub mod error;
 pub mod experiment;
+pub mod flower;
 pub mod hosts;
 pub mod iface_knobs;
 pub mod knobs;

@@ -192,6 +192,10 @@ pub struct DutSection {
     /// `[dut.link]`, with `[dut.link.reverse]` for the other direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<nflab_dataplane::config::LinkConfig>,
+    /// ovs (FLOWer): each frame crosses this many veth cables looped on the
+    /// bridge before it leaves (docs/sdn.md); absent: dut0 → dut1 directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<u32>,
 }
 
 impl Default for DutSection {
@@ -215,6 +219,7 @@ impl Default for DutSection {
             reorder: None,
             extern_dispatch: None,
             link: None,
+            hops: None,
         }
     }
 }
@@ -1189,6 +1194,11 @@ impl Spec {
                 "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
             )))
         };
+        if self.dut.hops.is_some() && self.dut.kind != DutKind::Ovs {
+            return Err(LabError::Unsupported(
+                "dut.hops applies to dut.kind = \"ovs\" only".into(),
+            ));
+        }
         match self.dut.kind {
             DutKind::External => {
                 return unsupported(

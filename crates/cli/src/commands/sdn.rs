@@ -38,6 +38,14 @@ enum Action {
         #[arg(long)]
         config: PathBuf,
     },
+    /// FLOWer: per-hop latency (slope, 95 % CI, R²) of an experiment sweeping dut.hops.
+    FlowerFit {
+        /// Experiment directory of `nflab run examples/sdn/flower.toml`.
+        dir: PathBuf,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// The ACL use case: N ACL × M MAC rules from an os-ken app through the proxy.
     Acl {
         /// ACL rules (table 0, first bridge).
@@ -95,6 +103,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             handle.stop()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::FlowerFit { dir, json } => {
+            let f = nflab_lab::flower::fit(&dir)?;
+            if json {
+                println!("{}", serde_json::to_string(&f)?);
+            } else {
+                println!(
+                    "per hop {:.0} ± {:.0} ns (R² {:.4}), jitter per hop {:.1} ± {:.1} ns, {} runs",
+                    f.per_hop_ns.slope,
+                    f.per_hop_ns.slope_ci,
+                    f.per_hop_ns.r2,
+                    f.jitter_per_hop_ns.slope,
+                    f.jitter_per_hop_ns.slope_ci,
+                    f.points.len()
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Action::Acl {
