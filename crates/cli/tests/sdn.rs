@@ -132,6 +132,7 @@ fn sdn_acl_installs_n_plus_m_flows_and_misforwards_nothing() {
     assert_eq!(v["flows_per_bridge"], serde_json::json!([n, m]), "{v}");
     assert_eq!(v["packets"], 600);
     assert_eq!(v["misforwarded"], 0, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
     // Independent count of what the single-table reference forwards: sources
     // 0..n+2 (every third of the first n denied, the last two unknown) ×
     // destinations 0..m+1 (the last unknown), probe i = (i mod (n+2), i div (n+2) mod (m+1)).

@@ -134,8 +134,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "flows per bridge {:?}, {} packets, {} misforwarded",
-                    r.flows_per_bridge, r.packets, r.misforwarded
+                    "flows per bridge {:?}, {} packets, {} misforwarded, {} lost",
+                    r.flows_per_bridge, r.packets, r.misforwarded, r.lost
                 );
             }
             Ok(ExitCode::SUCCESS)
