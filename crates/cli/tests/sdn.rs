@@ -147,3 +147,70 @@ fn sdn_acl_installs_n_plus_m_flows_and_misforwards_nothing() {
     assert!(ovs_dirs_of(pid).is_empty());
     assert!(common::namespaces_of(pid).is_empty());
 }
+
+#[test]
+fn staged_bridges_and_flower_hops_carry_every_probe() {
+    require_root!();
+    require_tool!("ovs-vswitchd", "openvswitch-switch");
+    let tmp = TempDir::new("ovs-staged");
+    let spec = tmp.0.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "[experiment]\nname = \"e2e-ovs-staged\"\n[dut]\nkind = \"ovs\"\n\
+         [traffic]\nrate_pps = 500\nframe_bytes = 64\nduration_s = 1\nwarmup_s = 0.2\n\
+         [sweep]\n\"dut.bridges\" = [3]\n",
+    )
+    .unwrap();
+    let (_, result, _) = run_ok(&spec, &tmp.0);
+    let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
+    let dut = read_json(run.join("dut.json"));
+    let flows: Vec<&str> = dut["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert_eq!(flows.len(), 6, "{flows:?}");
+    let summary = read_json(run.join("summary.json"));
+    assert_eq!(summary["packets"]["lost"], 0, "{summary}");
+    // Every bridge's forward flow counted the probes.
+    for br in ["br0", "br1", "br2"] {
+        let f = flows
+            .iter()
+            .find(|f| f.starts_with(br) && f.contains("in_port=1"))
+            .unwrap();
+        assert!(!f.contains("n_packets=0,"), "{f}");
+    }
+
+    let spec2 = tmp.0.join("hops.toml");
+    std::fs::write(
+        &spec2,
+        "[experiment]\nname = \"e2e-ovs-hops\"\n[dut]\nkind = \"ovs\"\n\
+         [traffic]\nrate_pps = 500\nframe_bytes = 64\nduration_s = 1\nwarmup_s = 0.2\n\
+         [sweep]\n\"dut.hops\" = [1, 2, 3]\n",
+    )
+    .unwrap();
+    let (_, result, _) = run_ok(&spec2, &tmp.0);
+    let dir = result["dir"].as_str().unwrap().to_string();
+    let o = common::nflab()
+        .args(["sdn", "flower-fit", &dir, "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(
+        points
+            .iter()
+            .map(|p| p["hops"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    for p in points {
+        assert_eq!(p["received"], 500, "{p}");
+    }
+    assert!(
+        v["per_hop_ns"]["slope"].is_f64() && v["per_hop_ns"]["r2"].is_f64(),
+        "{v}"
+    );
+}

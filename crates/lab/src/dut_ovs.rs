@@ -9,7 +9,9 @@
 //! lg1 directly. With `dut.hops = k` (FLOWer), k veth pairs `hNa`/`hNb`
 //! are looped on the bridge and the flows send each frame out of every one
 //! in turn (dut0 → h1a ⇒ h1b → h2a ⇒ … ⇒ hkb → dut1), so its latency grows
-//! by k port hops. The daemons stop when the run's recorder is done, and die
+//! by k port hops. With `dut.bridges = n`, n bridges `br0`…`br<n-1>` form a
+//! staged pipeline joined by patch ports (port 1 towards dut0, port 2
+//! towards dut1 on each). The daemons stop when the run's recorder is done, and die
 //! with nflab if it is killed (`nflab topo gc` removes what is left).
 
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
@@ -27,6 +29,7 @@ pub const FLOWS: [&str; 2] = ["in_port=1,actions=output:2", "in_port=2,actions=o
 /// A running `ovs` DuT.
 pub struct OvsDut {
     ovs: Ovs,
+    bridges: u32,
 }
 
 /// Most port hops `dut.hops` takes.
@@ -79,6 +82,17 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
         ("forward_mode", dut.forward_mode.is_some()),
         ("link", dut.link.is_some()),
     ];
+    if dut.bridges.is_some_and(|b| !(1..=16).contains(&b)) {
+        return Err(LabError::Unsupported(format!(
+            "dut.bridges = {} is not in 1..16",
+            dut.bridges.unwrap_or(0)
+        )));
+    }
+    if dut.bridges.is_some_and(|b| b > 1) && dut.hops.is_some() {
+        return Err(LabError::Unsupported(
+            "dut.hops needs a single bridge: leave dut.bridges out or set it to 1".into(),
+        ));
+    }
     if dut.hops.is_some_and(|h| h > MAX_HOPS) {
         return Err(LabError::Unsupported(format!(
             "dut.hops = {} is more than {MAX_HOPS} port hops",
@@ -114,6 +128,33 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         .ok_or_else(|| LabError::Topology("the ovs DuT needs a DuT namespace".into()))?;
     let err = |e: nflab_sdn::SdnError| LabError::Other(format!("ovs DuT: {e}"));
     let ovs = Ovs::start(Some(&ns)).map_err(err)?;
+    let stages = dut.bridges.unwrap_or(1);
+    if stages > 1 {
+        for i in 0..stages {
+            let br = format!("br{i}");
+            ovs.add_bridge(&br, &BridgeOptions::default())
+                .map_err(err)?;
+            if i == 0 {
+                ovs.add_port(&br, "dut0", 1).map_err(err)?;
+            } else {
+                let (me, peer) = (format!("pb{i}l"), format!("pb{}r", i - 1));
+                ovs.add_patch(&br, &me, &peer, 1).map_err(err)?;
+            }
+            if i + 1 == stages {
+                ovs.add_port(&br, "dut1", 2).map_err(err)?;
+            } else {
+                let (me, peer) = (format!("pb{i}r"), format!("pb{}l", i + 1));
+                ovs.add_patch(&br, &me, &peer, 2).map_err(err)?;
+            }
+            for flow in FLOWS {
+                ovs.ofctl(&["add-flow", &br, flow]).map_err(err)?;
+            }
+        }
+        return Ok(OvsDut {
+            ovs,
+            bridges: stages,
+        });
+    }
     ovs.add_bridge(BRIDGE, &BridgeOptions::default())
         .map_err(err)?;
     ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
@@ -136,7 +177,7 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     for flow in cycle_flows(hops) {
         ovs.ofctl(&["add-flow", BRIDGE, &flow]).map_err(err)?;
     }
-    Ok(OvsDut { ovs })
+    Ok(OvsDut { ovs, bridges: 1 })
 }
 
 impl OvsDut {
@@ -158,12 +199,30 @@ impl OvsDut {
                     .to_string()
             })
             .unwrap_or_default();
-        let flows = self.ovs.ofctl(&["dump-flows", BRIDGE]).map(|out| {
-            out.lines()
-                .filter(|l| l.contains("actions="))
-                .map(|l| l.trim().to_string())
-                .collect::<Vec<_>>()
-        });
+        // Every bridge's flows; with several, each line starts with its bridge.
+        let names: Vec<String> = if self.bridges > 1 {
+            (0..self.bridges).map(|i| format!("br{i}")).collect()
+        } else {
+            vec![BRIDGE.to_string()]
+        };
+        let flows = names
+            .iter()
+            .map(|br| {
+                self.ovs.ofctl(&["dump-flows", br]).map(|out| {
+                    out.lines()
+                        .filter(|l| l.contains("actions="))
+                        .map(|l| {
+                            if self.bridges > 1 {
+                                format!("{br}: {}", l.trim())
+                            } else {
+                                l.trim().to_string()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| v.concat());
         let ports = self.ovs.ofctl(&["dump-ports", BRIDGE]);
         let error = flows
             .as_ref()

@@ -196,6 +196,10 @@ pub struct DutSection {
     /// bridge before it leaves (docs/sdn.md); absent: dut0 → dut1 directly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hops: Option<u32>,
+    /// ovs: a staged pipeline of this many bridges joined by patch ports
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridges: Option<u32>,
 }
 
 impl Default for DutSection {
@@ -220,6 +224,7 @@ impl Default for DutSection {
             extern_dispatch: None,
             link: None,
             hops: None,
+            bridges: None,
         }
     }
 }
@@ -1194,9 +1199,10 @@ impl Spec {
                 "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
             )))
         };
-        if self.dut.hops.is_some() && self.dut.kind != DutKind::Ovs {
+        if (self.dut.hops.is_some() || self.dut.bridges.is_some()) && self.dut.kind != DutKind::Ovs
+        {
             return Err(LabError::Unsupported(
-                "dut.hops applies to dut.kind = \"ovs\" only".into(),
+                "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
             ));
         }
         match self.dut.kind {
