@@ -8,6 +8,7 @@
 # per bridge) and through nflab's proxy (one emulated switch, table i on
 # bridge i). The proxy's cost is the ratio of the two runs of each cell.
 #   bench/sdn/run.sh [REPEATS] [SWITCHES...]
+# NFLAB_BIN=path uses that nflab binary instead of building one.
 set -euo pipefail
 R=${1:-10}
 shift || true
@@ -15,8 +16,10 @@ SWITCHES=${*:-1 5 15 50}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 bash "$ROOT/scripts/deps.sh" run
 export PATH="$HOME/.cargo/bin:$PATH"
-(cd "$ROOT" && cargo build --release --locked -p nflab -q)
-NFLAB="$ROOT/target/release/nflab"
+if [ -z "${NFLAB_BIN:-}" ]; then
+  (cd "$ROOT" && cargo build --release --locked -p nflab -q)
+fi
+NFLAB=${NFLAB_BIN:-"$ROOT/target/release/nflab"}
 
 echo "== machine"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; kernel $(uname -r)"
