@@ -245,6 +245,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keys_that_do_not_fit_are_one_sentence() {
+        let dut = |f: &dyn Fn(&mut DutSection)| {
+            let mut d = DutSection {
+                kind: crate::spec::DutKind::Ovs,
+                ..DutSection::default()
+            };
+            f(&mut d);
+            check(&d).map_err(|e| e.to_string())
+        };
+        for (set, want) in [
+            (
+                &(|d: &mut DutSection| d.hops = Some(65)) as &dyn Fn(&mut DutSection),
+                "more than 64",
+            ),
+            (
+                &|d: &mut DutSection| d.bridges = Some(0),
+                "dut.bridges = 0 is not in 1..16",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(2);
+                    d.hops = Some(2)
+                },
+                "dut.hops needs a single bridge",
+            ),
+            (
+                &|d: &mut DutSection| d.batch = Some(4),
+                "dut.batch does not apply",
+            ),
+        ] {
+            let e = dut(set).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        // Open vSwitch is a run dependency (scripts/deps.txt).
+        dut(&|d: &mut DutSection| d.hops = Some(16)).unwrap();
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-bridge\"\nhops = 2\n";
+        let e = crate::spec::Spec::parse(text, "t.toml")
+            .unwrap()
+            .check_supported()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("apply to dut.kind = \"ovs\" only"), "{e}");
+    }
+
+    #[test]
     fn a_cycle_visits_every_hop_once_then_leaves() {
         assert_eq!(cycle_flows(0), FLOWS.to_vec());
         let f = cycle_flows(3);
