@@ -28,7 +28,7 @@ use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULT
 use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
 
 pub use config::ProxyConfig;
-use translate::{flow_mod_down, flow_stats_up, EntryRule, Maps};
+use translate::{flow_mod_down, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps};
 
 /// xids of the proxy's own requests to switches (never the controller's).
 const INTERNAL_XID: u32 = 0xf000_0000;
@@ -650,7 +650,14 @@ impl Core {
             Body::MultipartRequest(..) => {
                 self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART))
             }
-            // Anything else (packet-out, group, meter, role, …) this emulated switch does not do.
+            Body::Other(typ::PACKET_OUT, body) => match packet_out_down(&self.maps, &body) {
+                Ok((sw, body)) => {
+                    let msg = Message::new(xid, Body::Other(typ::PACKET_OUT, body));
+                    self.send_switch(sw, &msg.encode());
+                }
+                Err(refusal) => self.refuse(raw, xid, refusal),
+            },
+            // Anything else (group, meter, role, …) this emulated switch does not do.
             _ => self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_TYPE)),
         }
     }
@@ -708,6 +715,11 @@ impl Core {
                         "proxy: switch \"{}\" refused a rule of the proxy's own (error type {} code {})",
                         self.cfg.switches[i].name, e.typ, e.code
                     );
+                }
+            }
+            Body::Other(typ::PACKET_IN, body) => {
+                if let Some(body) = packet_in_up(&self.maps, i, &body) {
+                    self.send_controller(&Message::new(xid, Body::Other(typ::PACKET_IN, body)));
                 }
             }
             Body::PortStatus(mut ps) => {

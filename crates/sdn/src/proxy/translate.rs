@@ -310,3 +310,170 @@ pub fn flow_stats_up(
     }
     Some(fs)
 }
+
+/// A switch's PACKET_IN body in the controller's view (table and ingress
+/// port global), or `None` when its table is not one the controller sees.
+pub fn packet_in_up(maps: &Maps, sw: usize, body: &[u8]) -> Option<Vec<u8>> {
+    use crate::of13::buf::Reader;
+    // buffer_id u32, total_len u16, reason u8, table_id u8, cookie u64, match, pad 2, data.
+    if body.len() < 16 {
+        return None;
+    }
+    let table = *maps.tables_back.get(&(sw, body[7]))?;
+    let mut r = Reader::new(&body[16..], "packet-in match");
+    let mut m = Match::decode(&mut r).ok()?;
+    for f in &mut m.fields {
+        if f.is(field::IN_PORT) && f.mask.is_none() {
+            let l = u32::from_be_bytes(f.value.as_slice().try_into().ok()?);
+            f.value = maps.ports_back.get(&(sw, l))?.to_be_bytes().to_vec();
+        }
+    }
+    let mut out = body[..16].to_vec();
+    out[7] = table;
+    m.encode(&mut out);
+    out.extend_from_slice(r.rest());
+    Some(out)
+}
+
+/// A controller's PACKET_OUT body for the switch of its first OUTPUT port:
+/// (switch, body). Ports on other switches, a buffered packet or no output
+/// are refused.
+pub fn packet_out_down(maps: &Maps, body: &[u8]) -> Result<(usize, Vec<u8>), Refusal> {
+    use crate::of13::buf::Reader;
+    let bad_len = (error::BAD_REQUEST, error::BAD_LEN);
+    let mut r = Reader::new(body, "packet-out");
+    let buffer_id = r.u32().map_err(|_| bad_len)?;
+    let in_port = r.u32().map_err(|_| bad_len)?;
+    let actions_len = r.u16().map_err(|_| bad_len)? as usize;
+    r.skip(6).map_err(|_| bad_len)?;
+    let actions =
+        Action::decode_list(r.bytes(actions_len).map_err(|_| bad_len)?).map_err(|_| bad_len)?;
+    if buffer_id != crate::of13::NO_BUFFER {
+        // Buffers live on one switch; the emulated switch buffers nothing.
+        return Err((error::BAD_REQUEST, 8)); // OFPBRC_BUFFER_UNKNOWN
+    }
+    let sw = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Output { port, .. } if *port < OFPP_MAX => {
+                maps.ports.get(port).map(|(s, _)| *s)
+            }
+            _ => None,
+        })
+        .ok_or((error::BAD_ACTION, error::BAD_OUT_PORT))?;
+    let local_in = match maps.ports.get(&in_port) {
+        Some((s, l)) if *s == sw => *l,
+        _ if in_port >= OFPP_MAX => in_port,
+        _ => crate::of13::OFPP_CONTROLLER,
+    };
+    let actions = actions_local(maps, sw, &actions)?;
+    let mut a = Vec::new();
+    Action::encode_list(&actions, &mut a);
+    let mut out = Vec::with_capacity(body.len());
+    out.extend_from_slice(&buffer_id.to_be_bytes());
+    out.extend_from_slice(&local_in.to_be_bytes());
+    out.extend_from_slice(&(a.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&a);
+    out.extend_from_slice(r.rest());
+    Ok((sw, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::of13::buf::Put;
+
+    fn maps() -> Maps {
+        let text = r#"
+[proxy]
+listen = "127.0.0.1:0"
+controller = "127.0.0.1:1"
+[[switch]]
+name = "s1"
+datapath_id = 1
+[[switch]]
+name = "s2"
+datapath_id = 2
+[[table]]
+id = 0
+switch = "s1"
+local = 0
+[[table]]
+id = 1
+switch = "s2"
+local = 3
+[[port]]
+id = 1
+switch = "s1"
+local = 7
+[[port]]
+id = 2
+switch = "s2"
+local = 9
+"#;
+        let cfg: ProxyConfig = toml::from_str(text).unwrap();
+        cfg.check().unwrap();
+        Maps::new(&cfg)
+    }
+
+    #[test]
+    fn packet_in_comes_back_in_global_terms() {
+        let m = maps();
+        let mut body = Vec::new();
+        body.put_u32(crate::of13::NO_BUFFER);
+        body.put_u16(60);
+        body.put_u8(0); // reason: no match
+        body.put_u8(3); // s2's local table 3 = global table 1
+        body.put_u64(0x42);
+        Match::new(vec![Oxm::basic(field::IN_PORT, &9u32.to_be_bytes())]).encode(&mut body);
+        body.extend_from_slice(&[0, 0]);
+        body.extend_from_slice(b"frame");
+        let up = packet_in_up(&m, 1, &body).unwrap();
+        assert_eq!(up[7], 1);
+        let mut r = crate::of13::buf::Reader::new(&up[16..], "t");
+        assert_eq!(Match::decode(&mut r).unwrap().in_port(), Some(2));
+        assert_eq!(r.rest(), b"\0\0frame");
+        // A table the controller does not see: not forwarded.
+        body[7] = 5;
+        assert!(packet_in_up(&m, 1, &body).is_none());
+    }
+
+    #[test]
+    fn packet_out_goes_to_the_switch_of_its_port() {
+        let m = maps();
+        let out = |buffer: u32, in_port: u32, port: u32| {
+            let mut a = Vec::new();
+            Action::encode_list(&[Action::Output { port, max_len: 0 }], &mut a);
+            let mut b = Vec::new();
+            b.put_u32(buffer);
+            b.put_u32(in_port);
+            b.put_u16(a.len() as u16);
+            b.pad(6);
+            b.extend_from_slice(&a);
+            b.extend_from_slice(b"frame");
+            b
+        };
+        let (sw, body) = packet_out_down(&m, &out(crate::of13::NO_BUFFER, 1, 2)).unwrap();
+        assert_eq!(sw, 1);
+        // in_port 1 is on s1: from s2's view the packet comes from the controller.
+        assert_eq!(&body[4..8], &crate::of13::OFPP_CONTROLLER.to_be_bytes());
+        let acts = Action::decode_list(&body[16..32]).unwrap();
+        assert_eq!(
+            acts,
+            [Action::Output {
+                port: 9,
+                max_len: 0
+            }]
+        );
+        assert_eq!(&body[32..], b"frame");
+        assert_eq!(
+            packet_out_down(&m, &out(7, 1, 2)).unwrap_err(),
+            (error::BAD_REQUEST, 8)
+        );
+        assert_eq!(
+            packet_out_down(&m, &out(crate::of13::NO_BUFFER, 1, 5)).unwrap_err(),
+            (error::BAD_ACTION, error::BAD_OUT_PORT)
+        );
+    }
+}
