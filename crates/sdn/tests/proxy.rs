@@ -394,6 +394,54 @@ fn the_emulated_switch_over_two_bridges() {
     c.send(Message::new(30, Body::BarrierRequest));
     assert_eq!(c.next(), Message::new(30, Body::BarrierReply));
 
+    // PACKET_OUT to global port 2 (s2's x2): the frame crosses the veth to
+    // x1 (s1, global port 1), where a flow sends it to the controller: a
+    // PACKET_IN from global table 0, global port 1, with the frame.
+    let to_ctl = vec![Instruction::ApplyActions(vec![Action::Output {
+        port: nflab_sdn::of13::OFPP_CONTROLLER,
+        max_len: 0xffff,
+    }])];
+    let mut punt = FlowMod::add(
+        0,
+        20,
+        Match::new(vec![
+            Oxm::basic(field::IN_PORT, &1u32.to_be_bytes()),
+            Oxm::basic(field::ETH_TYPE, &0x88b5u16.to_be_bytes()),
+        ]),
+        to_ctl,
+    );
+    punt.cookie = 7;
+    c.send(Message::new(40, Body::FlowMod(punt)));
+    c.send(Message::new(41, Body::BarrierRequest));
+    assert_eq!(c.next(), Message::new(41, Body::BarrierReply));
+    let mut frame = vec![0xff; 6];
+    frame.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x88, 0xb5]);
+    frame.extend_from_slice(b"nflab packet-out through the proxy");
+    let mut acts = Vec::new();
+    Action::encode_list(
+        &[Action::Output {
+            port: 2,
+            max_len: 0,
+        }],
+        &mut acts,
+    );
+    let mut po = Vec::new();
+    po.extend_from_slice(&nflab_sdn::of13::NO_BUFFER.to_be_bytes());
+    po.extend_from_slice(&nflab_sdn::of13::OFPP_CONTROLLER.to_be_bytes());
+    po.extend_from_slice(&(acts.len() as u16).to_be_bytes());
+    po.extend_from_slice(&[0; 6]);
+    po.extend_from_slice(&acts);
+    po.extend_from_slice(&frame);
+    c.send(Message::new(42, Body::Other(13, po)));
+    let m = c.next();
+    let Body::Other(10, body) = m.body else {
+        panic!("{m:?}")
+    };
+    assert_eq!(body[7], 0, "global table 0");
+    let mut r = nflab_sdn::of13::buf::Reader::new(&body[16..], "match");
+    assert_eq!(Match::decode(&mut r).unwrap().in_port(), Some(1));
+    assert!(body.ends_with(&frame), "the frame came back unchanged");
+
     handle.stop().unwrap();
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(
