@@ -214,3 +214,42 @@ fn staged_bridges_and_flower_hops_carry_every_probe() {
         "{v}"
     );
 }
+
+#[test]
+fn a_bad_proxy_config_is_one_sentence_and_exit_2() {
+    let tmp = TempDir::new("proxy-bad");
+    let good = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/sdn/proxy.toml"),
+    )
+    .unwrap();
+    for (text, want) in [
+        (
+            good.replacen(
+                "id = 2\nswitch = \"s2\"\nlocal = 1",
+                "id = 3\nswitch = \"s2\"\nlocal = 1",
+                1,
+            ),
+            "port 2 is missing",
+        ),
+        (
+            good.replacen(
+                "switch = \"s2\"\nlocal = 1",
+                "switch = \"s3\"\nlocal = 1",
+                1,
+            ),
+            "not a [[switch]]",
+        ),
+    ] {
+        assert_ne!(text, good);
+        let path = tmp.0.join("proxy.toml");
+        std::fs::write(&path, &text).unwrap();
+        let o = common::nflab()
+            .args(["sdn", "proxy", "--config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = common::stderr(&o);
+        assert!(err.contains(want), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
