@@ -366,6 +366,18 @@ fn the_emulated_switch_over_two_bridges() {
     let mut tables: Vec<u8> = parts.iter().flatten().map(|f| f.table_id).collect();
     tables.sort_unstable();
     assert_eq!(tables, [0, 1, 1, 2]);
+    // The cross-device GOTO reads back as the controller wrote it.
+    let t0 = parts.iter().flatten().find(|f| f.table_id == 0).unwrap();
+    assert_eq!(
+        t0.instructions,
+        [
+            Instruction::WriteMetadata {
+                metadata: 5,
+                mask: 0xff
+            },
+            Instruction::GotoTable(1)
+        ]
+    );
     let t2 = parts.iter().flatten().find(|f| f.table_id == 2).unwrap();
     assert_eq!(t2.instructions, out2, "port 1 of s2 is global port 2 again");
 

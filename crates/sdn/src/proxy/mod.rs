@@ -748,7 +748,7 @@ impl Core {
                 };
                 let mut out = Vec::with_capacity(body.len());
                 for e in entries {
-                    if let Some(e) = flow_stats_up(&self.maps, i, e) {
+                    if let Some(e) = flow_stats_up(&self.maps, &self.entries, i, e) {
                         e.encode(&mut out);
                     }
                 }

@@ -274,12 +274,14 @@ pub fn flow_mod_down(maps: &Maps, fm: &FlowMod) -> Result<Translated, Refusal> {
 /// proxy's own flows and tables the controller does not see.
 pub fn flow_stats_up(
     maps: &Maps,
+    entries: &BTreeMap<(usize, u16), EntryRule>,
     sw: usize,
     mut fs: crate::of13::FlowStats,
 ) -> Option<crate::of13::FlowStats> {
     if fs.cookie == PROXY_COOKIE {
         return None;
     }
+    restore_cross_goto(maps, entries, sw, &mut fs.instructions);
     fs.table_id = *maps.tables_back.get(&(sw, fs.table_id))?;
     for f in &mut fs.matches.fields {
         if f.is(field::IN_PORT) && f.mask.is_none() {
@@ -309,6 +311,52 @@ pub fn flow_stats_up(
         }
     }
     Some(fs)
+}
+
+/// A cross-device GOTO as the controller wrote it: an APPLY_ACTIONS ending in
+/// PUSH_VLAN, SET_FIELD vlan_vid and OUTPUT on a link port, whose tag has an
+/// entry rule on the other switch, becomes WRITE_METADATA + GOTO_TABLE again.
+fn restore_cross_goto(
+    maps: &Maps,
+    entries: &BTreeMap<(usize, u16), EntryRule>,
+    sw: usize,
+    instructions: &mut Vec<Instruction>,
+) {
+    let mut restored = None;
+    for inst in instructions.iter_mut() {
+        let Instruction::ApplyActions(a) = inst else {
+            continue;
+        };
+        let n = a.len();
+        if n < 3 {
+            continue;
+        }
+        let (Action::SetField(vid), Action::Output { port, .. }) = (&a[n - 2], &a[n - 1]) else {
+            continue;
+        };
+        if !matches!(&a[n - 3], Action::Other { typ: 17, .. }) || !vid.is(VLAN_VID) {
+            continue;
+        }
+        let tag = u16::from_be_bytes(vid.value.as_slice().try_into().unwrap_or([0; 2])) & 0x0fff;
+        let target = maps
+            .links
+            .iter()
+            .find(|((from, _), (from_port, _))| *from == sw && from_port == port)
+            .and_then(|((_, to), _)| entries.get(&(*to, tag)));
+        if let Some(e) = target {
+            if let Some(&g) = maps.tables_back.get(&(e.switch, e.local_table)) {
+                a.truncate(n - 3);
+                restored = Some((e.metadata, e.mask, g));
+            }
+        }
+    }
+    if let Some((metadata, mask, table)) = restored {
+        instructions.retain(|i| !matches!(i, Instruction::ApplyActions(a) if a.is_empty()));
+        if mask != 0 {
+            instructions.push(Instruction::WriteMetadata { metadata, mask });
+        }
+        instructions.push(Instruction::GotoTable(table));
+    }
 }
 
 /// A switch's PACKET_IN body in the controller's view (table and ingress
