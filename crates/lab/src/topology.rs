@@ -589,7 +589,7 @@ fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
     let err = String::from_utf8_lossy(&out.stderr);
     Err(LabError::Topology(
         if err.contains("ethtool") && err.contains("No such file") {
-            "dut.kind = \"link\" needs ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
+            "dut.kind = \"link\" and \"ovs\" need ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
         } else {
             format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
         },
