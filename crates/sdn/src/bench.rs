@@ -10,8 +10,7 @@
 //!   (MORE flag clear). The reply must list exactly the k flows just
 //!   installed, or the run fails.
 //!
-//! The harness reads each connection on a thread of its own while it waits
-//! (as the proxy does). Each repetition starts from empty tables (delete all + barrier). Means
+//! Each repetition starts from empty tables (delete all + barrier). Means
 //! and 95 % Student-t intervals come from `nflab_analyze::crossrun`.
 
 use std::net::{TcpListener, TcpStream};
@@ -280,9 +279,9 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
             }
             send_raw(&mut p.w, &barrier)?;
         }
-        // One reader per connection, as a controller with a thread per switch
-        // (and the proxy) has: the last reply is seen when it arrives.
-        each_peer(&mut peers, |p| p.wait_barrier(x + 3))?;
+        for p in &mut peers {
+            p.wait_barrier(x + 3)?;
+        }
         install.push(t0.elapsed().as_secs_f64());
         let req = Message::new(
             x + 4,
@@ -293,9 +292,10 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
         for p in &mut peers {
             send_raw(&mut p.w, &req)?;
         }
-        let flows: usize = each_peer(&mut peers, |p| p.wait_stats(x + 4))?
-            .into_iter()
-            .sum();
+        let mut flows = 0;
+        for p in &mut peers {
+            flows += p.wait_stats(x + 4)?;
+        }
         stats.push(t0.elapsed().as_secs_f64() * 1e3);
         if flows != opts.flowmods {
             return Err(SdnError::Protocol(format!(
@@ -375,26 +375,6 @@ fn connect_all(
             Err(e) => return Err(SdnError::io("the harness accepting a switch", e)),
         }
     }
-}
-
-/// Run `f` on every peer at once (a thread each); the results in peer order.
-fn each_peer<T: Send>(
-    peers: &mut [Peer],
-    f: impl Fn(&mut Peer) -> Result<T, SdnError> + Sync,
-) -> Result<Vec<T>, SdnError> {
-    if peers.len() == 1 {
-        return Ok(vec![f(&mut peers[0])?]);
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = peers.iter_mut().map(|p| s.spawn(|| f(p))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(SdnError::Protocol("a harness reader panicked".into())))
-            })
-            .collect()
-    })
 }
 
 fn p_w(p: &mut Peer) -> &mut TcpStream {
