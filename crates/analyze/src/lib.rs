@@ -47,6 +47,7 @@ pub mod export;
 mod fast;
 pub mod import;
 mod input;
+pub mod linfit;
 mod metrics;
 pub mod order_ci;
 pub mod prrt;

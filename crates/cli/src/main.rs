@@ -38,6 +38,8 @@ enum Command {
     Report(commands::report::Args),
     /// Manage the built-in namespace topology.
     Topo(commands::topo::Args),
+    /// SDN: Open vSwitch FlowMod/FlowStats bench, the TableVisor-class proxy, the ACL use case.
+    Sdn(commands::sdn::Args),
     /// Predict what the lab measures: resource, urllc, wlan, batch, sim, fit.
     Model(commands::model::Args),
     /// Check this host: privileges, sockets, XDP, clocks, noise floor.
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Remote(a) => commands::remote::main(a),
         Command::Compare(a) => commands::compare::main(a),
         Command::Topo(a) => commands::topo::main(a),
+        Command::Sdn(a) => commands::sdn::main(a),
         Command::Doctor(a) => commands::doctor::main(a),
         Command::Model(a) => commands::model::main(a),
     };

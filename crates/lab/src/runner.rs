@@ -111,6 +111,11 @@ pub fn run_one_with(
         crate::spec::DutKind::Testpmd => Some(crate::dut_testpmd::start(topo, &spec.dut)?),
         _ => None,
     };
+    // ovs DuT: Open vSwitch from here until the recorder is done.
+    let ovs_dut = match spec.dut.kind {
+        crate::spec::DutKind::Ovs => Some(crate::dut_ovs::start(topo, &spec.dut)?),
+        _ => None,
+    };
 
     // NCSbench: plant and controller across the DuT while the probes run.
     let ncs = match &spec.app {
@@ -178,6 +183,12 @@ pub fn run_one_with(
     }
     if let Some((d, log)) = testpmd_dut.map(crate::dut_testpmd::TestpmdDut::stop) {
         write_file(&dir.join("testpmd.log"), log.as_bytes())?;
+        write_json(&dir.join("dut.json"), &d)?;
+        if let Some(e) = d.error {
+            return Err(LabError::Other(e));
+        }
+    }
+    if let Some(d) = ovs_dut.map(crate::dut_ovs::OvsDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {
             return Err(LabError::Other(e));

@@ -200,6 +200,14 @@ pub struct DutSection {
     /// `[dut.link]`, with `[dut.link.reverse]` for the other direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<nflab_dataplane::config::LinkConfig>,
+    /// ovs (FLOWer): each frame crosses this many veth cables looped on the
+    /// bridge before it leaves (docs/sdn.md); absent: dut0 → dut1 directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<u32>,
+    /// ovs: a staged pipeline of this many bridges joined by patch ports
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridges: Option<u32>,
 }
 
 impl Default for DutSection {
@@ -223,6 +231,8 @@ impl Default for DutSection {
             reorder: None,
             extern_dispatch: None,
             link: None,
+            hops: None,
+            bridges: None,
         }
     }
 }
@@ -420,6 +430,8 @@ pub enum DutKind {
     Link,
     /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
     Testpmd,
+    /// Open vSwitch (userspace datapath) cabling dut0 and dut1 (`dut_ovs`).
+    Ovs,
     /// A user command or a real device.
     External,
 }
@@ -434,6 +446,7 @@ impl DutKind {
             DutKind::Nflab => "nflab",
             DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
+            DutKind::Ovs => "ovs",
             DutKind::External => "external",
         }
     }
@@ -1201,12 +1214,18 @@ impl Spec {
                 "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
             )))
         };
+        if (self.dut.hops.is_some() || self.dut.bridges.is_some()) && self.dut.kind != DutKind::Ovs
+        {
+            return Err(LabError::Unsupported(
+                "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
+            ));
+        }
         match self.dut.kind {
             DutKind::External => {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, link, testpmd",
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
@@ -1216,6 +1235,7 @@ impl Spec {
                 // Before any namespace exists: one sentence naming the package.
                 crate::dut_testpmd::find_binary()?;
             }
+            DutKind::Ovs => crate::dut_ovs::check(&self.dut)?,
             _ => {}
         }
         if self.topology.kind == TopologyKind::Hosts {

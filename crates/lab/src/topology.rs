@@ -118,7 +118,8 @@ impl Topology {
             | DutKind::LinuxBridge
             | DutKind::Nflab
             | DutKind::Link
-            | DutKind::Testpmd => Some(format!("{NS_PREFIX}{id}-dut")),
+            | DutKind::Testpmd
+            | DutKind::Ovs => Some(format!("{NS_PREFIX}{id}-dut")),
             other => {
                 return Err(LabError::Unsupported(format!(
                     "dut.kind = \"{}\" cannot be built by the netns topology of this version",
@@ -313,7 +314,7 @@ impl Topology {
         for dev in ["lo", "lg0", "lg1"] {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
         }
-        if self.dut == DutKind::Link {
+        if matches!(self.dut, DutKind::Link | DutKind::Ovs) {
             // A link passes frames as they are read from dut0/dut1, and a veth
             // leaves the checksums of the kernel's own UDP and TCP packets to
             // "hardware" that is not there: the receiver would drop them.
@@ -400,7 +401,7 @@ impl Topology {
                     ip(&["-n", &dut, "link", "set", "dut1", "master", "br0"])?;
                     ip(&["-n", &dut, "link", "set", "br0", "up"])?;
                 }
-                DutKind::Nflab | DutKind::Link | DutKind::Testpmd => {
+                DutKind::Nflab | DutKind::Link | DutKind::Testpmd | DutKind::Ovs => {
                     // The data plane (or testpmd) owns dut0/dut1; the kernel
                     // must not forward a copy of what it sees there.
                     sysctl(&dut, &["net.ipv4.ip_forward=0"])?;
@@ -555,10 +556,12 @@ pub fn list_namespaces() -> Vec<NamespaceInfo> {
     out
 }
 
-/// Remove namespaces whose owner is gone; returns their names.
+/// Remove namespaces whose owner is gone, and Open vSwitch instances whose
+/// owner is gone (their daemons killed, their run directories removed);
+/// returns their names.
 pub fn gc() -> Result<Vec<String>, LabError> {
     check_root()?;
-    let mut removed = Vec::new();
+    let mut removed = nflab_sdn::ovs::gc();
     for ns in list_namespaces() {
         if !ns.owner_alive && !ns.kept {
             remove_namespace(&ns.name)?;
@@ -586,7 +589,7 @@ fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
     let err = String::from_utf8_lossy(&out.stderr);
     Err(LabError::Topology(
         if err.contains("ethtool") && err.contains("No such file") {
-            "dut.kind = \"link\" needs ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
+            "dut.kind = \"link\" and \"ovs\" need ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
         } else {
             format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
         },

@@ -11,6 +11,7 @@ pub mod recv;
 pub mod remote;
 pub mod report;
 pub mod run;
+pub mod sdn;
 pub mod topo;
 
 use std::sync::atomic::AtomicBool;

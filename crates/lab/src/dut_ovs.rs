@@ -1,0 +1,307 @@
+//! DuT kind `ovs`: Open vSwitch on the userspace datapath between dut0 and
+//! dut1 (docs/sdn.md).
+//!
+//! nflab starts `ovsdb-server` and `ovs-vswitchd` in the DuT namespace, in a
+//! run directory of their own ([`nflab_sdn::ovs`]), with one bridge `br0`
+//! (`datapath_type=netdev`, fail mode secure): dut0 is OpenFlow port 1, dut1
+//! port 2, and two flows cable them both ways (`in_port=1 → 2`,
+//! `in_port=2 → 1`), so frames pass unchanged and the generator addresses
+//! lg1 directly. With `dut.hops = k` (FLOWer), k veth pairs `hNa`/`hNb`
+//! are looped on the bridge and the flows send each frame out of every one
+//! in turn (dut0 → h1a ⇒ h1b → h2a ⇒ … ⇒ hkb → dut1), so its latency grows
+//! by k port hops. With `dut.bridges = n`, n bridges `br0`…`br<n-1>` form a
+//! staged pipeline joined by patch ports (port 1 towards dut0, port 2
+//! towards dut1 on each). The daemons stop when the run's recorder is done, and die
+//! with nflab if it is killed (`nflab topo gc` removes what is left).
+
+use nflab_sdn::ovs::{BridgeOptions, Ovs};
+use serde::Serialize;
+
+use crate::error::LabError;
+use crate::spec::DutSection;
+use crate::topology::Topology;
+
+/// Bridge name in the DuT namespace.
+pub const BRIDGE: &str = "br0";
+/// The two flows of the plain `ovs` DuT.
+pub const FLOWS: [&str; 2] = ["in_port=1,actions=output:2", "in_port=2,actions=output:1"];
+
+/// A running `ovs` DuT.
+pub struct OvsDut {
+    ovs: Ovs,
+    bridges: u32,
+}
+
+/// Most port hops `dut.hops` takes.
+pub const MAX_HOPS: u32 = 64;
+
+/// The flows of a cycle of `hops` port hops: dut0 is port 1, dut1 port 2,
+/// hop i leaves on port 10 + 2i and comes back on 11 + 2i.
+pub fn cycle_flows(hops: u32) -> Vec<String> {
+    if hops == 0 {
+        return FLOWS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut v = vec!["in_port=2,actions=output:1".to_string()];
+    let mut from = 1;
+    for i in 0..hops {
+        v.push(format!("in_port={from},actions=output:{}", 10 + 2 * i));
+        from = 11 + 2 * i;
+    }
+    v.push(format!("in_port={from},actions=output:2"));
+    v
+}
+
+/// What `dut.json` says about the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct OvsStats {
+    /// "ovs".
+    pub kind: String,
+    /// `ovs-vswitchd --version`, first line.
+    pub version: String,
+    /// The bridge's flows at the end of the run, with their counters
+    /// (`ovs-ofctl dump-flows`).
+    pub flows: Vec<String>,
+    /// Port counters (`ovs-ofctl dump-ports`).
+    pub ports: String,
+    /// Why the statistics could not be read, if they could not.
+    pub error: Option<String>,
+}
+
+/// `[dut]` keys other than `hops` do not apply to `ovs`; the binaries must exist.
+pub fn check(dut: &DutSection) -> Result<(), LabError> {
+    let set = [
+        ("pipeline", dut.pipeline.is_some()),
+        ("batch", dut.batch.is_some()),
+        ("rx_mode", dut.rx_mode.is_some()),
+        ("drain_us", dut.drain_us.is_some()),
+        ("command", dut.command.is_some()),
+        ("link_capacity", dut.link_capacity.is_some()),
+        ("cpu", dut.cpu.is_some()),
+        ("workers", dut.workers.is_some()),
+        ("io", dut.io.is_some()),
+        ("forward_mode", dut.forward_mode.is_some()),
+        ("link", dut.link.is_some()),
+    ];
+    if dut.bridges.is_some_and(|b| !(1..=16).contains(&b)) {
+        return Err(LabError::Unsupported(format!(
+            "dut.bridges = {} is not in 1..16",
+            dut.bridges.unwrap_or(0)
+        )));
+    }
+    if dut.bridges.is_some_and(|b| b > 1) && dut.hops.is_some() {
+        return Err(LabError::Unsupported(
+            "dut.hops needs a single bridge: leave dut.bridges out or set it to 1".into(),
+        ));
+    }
+    if dut.hops.is_some_and(|h| h > MAX_HOPS) {
+        return Err(LabError::Unsupported(format!(
+            "dut.hops = {} is more than {MAX_HOPS} port hops",
+            dut.hops.unwrap_or(0)
+        )));
+    }
+    if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
+        return Err(LabError::Unsupported(format!(
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes only dut.hops (its bridge cables dut0 to dut1 both ways)"
+        )));
+    }
+    for bin in ["ovs-vswitchd", "ovsdb-server"] {
+        if !on_path(bin) {
+            return Err(LabError::Host(format!(
+                "dut.kind = \"ovs\" needs {bin}: apt-get install openvswitch-switch"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// Start OvS in the DuT namespace of `topo` with `br0` cabling dut0 and dut1.
+pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
+    check(dut)?;
+    let ns = topo
+        .dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology("the ovs DuT needs a DuT namespace".into()))?;
+    let err = |e: nflab_sdn::SdnError| LabError::Other(format!("ovs DuT: {e}"));
+    let ovs = Ovs::start(Some(&ns)).map_err(err)?;
+    let stages = dut.bridges.unwrap_or(1);
+    if stages > 1 {
+        for i in 0..stages {
+            let br = format!("br{i}");
+            ovs.add_bridge(&br, &BridgeOptions::default())
+                .map_err(err)?;
+            if i == 0 {
+                ovs.add_port(&br, "dut0", 1).map_err(err)?;
+            } else {
+                let (me, peer) = (format!("pb{i}l"), format!("pb{}r", i - 1));
+                ovs.add_patch(&br, &me, &peer, 1).map_err(err)?;
+            }
+            if i + 1 == stages {
+                ovs.add_port(&br, "dut1", 2).map_err(err)?;
+            } else {
+                let (me, peer) = (format!("pb{i}r"), format!("pb{}l", i + 1));
+                ovs.add_patch(&br, &me, &peer, 2).map_err(err)?;
+            }
+            for flow in FLOWS {
+                ovs.ofctl(&["add-flow", &br, flow]).map_err(err)?;
+            }
+        }
+        return Ok(OvsDut {
+            ovs,
+            bridges: stages,
+        });
+    }
+    ovs.add_bridge(BRIDGE, &BridgeOptions::default())
+        .map_err(err)?;
+    ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
+    ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
+    let hops = dut.hops.unwrap_or(0);
+    for i in 0..hops {
+        let (a, b) = (format!("h{i}a"), format!("h{i}b"));
+        for args in [
+            vec![
+                "-n", &ns, "link", "add", &a, "type", "veth", "peer", "name", &b,
+            ],
+            vec!["-n", &ns, "link", "set", &a, "up"],
+            vec!["-n", &ns, "link", "set", &b, "up"],
+        ] {
+            nflab_sdn::netns::run("ip", &args).map_err(err)?;
+        }
+        ovs.add_port(BRIDGE, &a, 10 + 2 * i as u16).map_err(err)?;
+        ovs.add_port(BRIDGE, &b, 11 + 2 * i as u16).map_err(err)?;
+    }
+    for flow in cycle_flows(hops) {
+        ovs.ofctl(&["add-flow", BRIDGE, &flow]).map_err(err)?;
+    }
+    Ok(OvsDut { ovs, bridges: 1 })
+}
+
+impl OvsDut {
+    /// The OvS instance (its run directory, `ovs-ofctl`).
+    pub fn ovs(&self) -> &Ovs {
+        &self.ovs
+    }
+
+    /// Read the counters, then stop both daemons.
+    pub fn stop(self) -> OvsStats {
+        let version = std::process::Command::new("ovs-vswitchd")
+            .arg("--version")
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        // Every bridge's flows; with several, each line starts with its bridge.
+        let names: Vec<String> = if self.bridges > 1 {
+            (0..self.bridges).map(|i| format!("br{i}")).collect()
+        } else {
+            vec![BRIDGE.to_string()]
+        };
+        let flows = names
+            .iter()
+            .map(|br| {
+                self.ovs.ofctl(&["dump-flows", br]).map(|out| {
+                    out.lines()
+                        .filter(|l| l.contains("actions="))
+                        .map(|l| {
+                            if self.bridges > 1 {
+                                format!("{br}: {}", l.trim())
+                            } else {
+                                l.trim().to_string()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| v.concat());
+        let ports = self.ovs.ofctl(&["dump-ports", BRIDGE]);
+        let error = flows
+            .as_ref()
+            .err()
+            .or(ports.as_ref().err())
+            .map(|e| e.to_string());
+        self.ovs.stop();
+        OvsStats {
+            kind: "ovs".into(),
+            version,
+            flows: flows.unwrap_or_default(),
+            ports: ports.unwrap_or_default(),
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_do_not_fit_are_one_sentence() {
+        let dut = |f: &dyn Fn(&mut DutSection)| {
+            let mut d = DutSection {
+                kind: crate::spec::DutKind::Ovs,
+                ..DutSection::default()
+            };
+            f(&mut d);
+            check(&d).map_err(|e| e.to_string())
+        };
+        for (set, want) in [
+            (
+                &(|d: &mut DutSection| d.hops = Some(65)) as &dyn Fn(&mut DutSection),
+                "more than 64",
+            ),
+            (
+                &|d: &mut DutSection| d.bridges = Some(0),
+                "dut.bridges = 0 is not in 1..16",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(2);
+                    d.hops = Some(2)
+                },
+                "dut.hops needs a single bridge",
+            ),
+            (
+                &|d: &mut DutSection| d.batch = Some(4),
+                "dut.batch does not apply",
+            ),
+        ] {
+            let e = dut(set).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        // Open vSwitch is a run dependency (scripts/deps.txt).
+        dut(&|d: &mut DutSection| d.hops = Some(16)).unwrap();
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-bridge\"\nhops = 2\n";
+        let e = crate::spec::Spec::parse(text, "t.toml")
+            .unwrap()
+            .check_supported()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("apply to dut.kind = \"ovs\" only"), "{e}");
+    }
+
+    #[test]
+    fn a_cycle_visits_every_hop_once_then_leaves() {
+        assert_eq!(cycle_flows(0), FLOWS.to_vec());
+        let f = cycle_flows(3);
+        assert_eq!(
+            f,
+            [
+                "in_port=2,actions=output:1",
+                "in_port=1,actions=output:10",
+                "in_port=11,actions=output:12",
+                "in_port=13,actions=output:14",
+                "in_port=15,actions=output:2",
+            ]
+        );
+    }
+}

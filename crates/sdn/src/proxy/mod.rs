@@ -1,0 +1,795 @@
+//! A TableVisor-class proxy (docs/sdn.md): switches connect to it, it
+//! connects to the controller and presents them as one emulated switch whose
+//! tables and ports are the configured maps of theirs.
+//!
+//! Threads: one accepts switches (and re-accepts them after a disconnect),
+//! one reads each connection; all state lives in one core loop fed by a
+//! channel, which also writes every message. The app pipeline is the
+//! translation app (`multi-switch`, or `transparent` for one switch passed
+//! through unchanged) with the `log` app before it (logging the
+//! controller's view) and/or after it (logging each switch's view); the way
+//! back runs the same apps in reverse order.
+
+pub mod config;
+pub mod translate;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::conn::{send, send_raw, Reader};
+use crate::error::SdnError;
+use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULTIPART_MORE};
+use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
+
+pub use config::ProxyConfig;
+use translate::{flow_mod_down, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps};
+
+/// xids of the proxy's own requests to switches (never the controller's).
+const INTERNAL_XID: u32 = 0xf000_0000;
+
+enum Event {
+    SwitchUp(usize, u64, TcpStream, Vec<Port>),
+    FromSwitch(usize, Message, Vec<u8>),
+    /// Switch, connection id: a late "down" of a replaced connection is ignored.
+    SwitchDown(usize, u64),
+    ControllerUp(TcpStream),
+    FromController(Message, Vec<u8>),
+    ControllerDown,
+}
+
+/// A running proxy.
+pub struct ProxyHandle {
+    stop: Arc<AtomicBool>,
+    core: Option<JoinHandle<Result<(), SdnError>>>,
+    /// Where switches connect.
+    pub listen: SocketAddr,
+}
+
+impl ProxyHandle {
+    /// Whether the core loop has ended (an error, or stopped).
+    pub fn is_finished(&self) -> bool {
+        self.core.as_ref().is_none_or(|c| c.is_finished())
+    }
+
+    /// Stop everything and return the core's result.
+    pub fn stop(mut self) -> Result<(), SdnError> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.core.take() {
+            Some(c) => c
+                .join()
+                .unwrap_or_else(|_| Err(SdnError::Protocol("the proxy core panicked".into()))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(c) = self.core.take() {
+            let _ = c.join();
+        }
+    }
+}
+
+/// Bind the switch listener and start the proxy (in the caller's network
+/// namespace: every thread it starts inherits it).
+pub fn start(cfg: ProxyConfig) -> Result<ProxyHandle, SdnError> {
+    cfg.check()?;
+    let listener = TcpListener::bind(&cfg.proxy.listen).map_err(|e| {
+        SdnError::Config(format!(
+            "proxy.listen = \"{}\" cannot be bound: {e}",
+            cfg.proxy.listen
+        ))
+    })?;
+    let listen = listener
+        .local_addr()
+        .map_err(|e| SdnError::io("proxy listener", e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| SdnError::io("proxy listener", e))?;
+    let log = match (&cfg.proxy.log, cfg.proxy.apps.iter().any(|a| a == "log")) {
+        (Some(path), true) => Some(std::fs::File::create(path).map_err(|e| {
+            SdnError::Config(format!("proxy.log = \"{path}\" cannot be created: {e}"))
+        })?),
+        (None, true) => {
+            return Err(SdnError::Config(
+                "proxy.apps has \"log\" but proxy.log names no file".into(),
+            ))
+        }
+        _ => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = channel();
+    let dpids: Vec<u64> = cfg.switches.iter().map(|s| s.datapath_id).collect();
+    {
+        let (tx, stop) = (tx.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("proxy-accept".into())
+            .spawn(move || accept_loop(listener, dpids, tx, stop))
+            .map_err(|e| SdnError::io("starting the proxy", e))?;
+    }
+    let core_stop = stop.clone();
+    let core = std::thread::Builder::new()
+        .name("proxy-core".into())
+        .spawn(move || Core::new(cfg, log, tx).run(rx, core_stop))
+        .map_err(|e| SdnError::io("starting the proxy", e))?;
+    Ok(ProxyHandle {
+        stop,
+        core: Some(core),
+        listen,
+    })
+}
+
+fn accept_loop(listener: TcpListener, dpids: Vec<u64>, tx: Sender<Event>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let (tx, dpids) = (tx.clone(), dpids.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = switch_conn(stream, &dpids, &tx) {
+                        eprintln!("proxy: switch connection: {e}");
+                    }
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            Err(e) => {
+                eprintln!("proxy: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Handshake with one switch (hello, features, port descriptions), then
+/// forward what it says to the core.
+fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(), SdnError> {
+    stream.set_nodelay(true).ok();
+    let mut w = stream
+        .try_clone()
+        .map_err(|e| SdnError::io("switch connection", e))?;
+    let mut r = Reader::new(stream.try_clone().map_err(|e| SdnError::io("switch", e))?);
+    send(&mut w, &Message::new(INTERNAL_XID, Body::Hello(vec![])))?;
+    send(
+        &mut w,
+        &Message::new(INTERNAL_XID + 1, Body::FeaturesRequest),
+    )?;
+    let features: Features = loop {
+        let (m, _) = r.expect("the switch's features")?;
+        match m.body {
+            Body::FeaturesReply(f) => break f,
+            Body::EchoRequest(d) => send(&mut w, &Message::new(m.xid, Body::EchoReply(d)))?,
+            Body::Error(e) => {
+                return Err(SdnError::Protocol(format!(
+                    "the switch refused the handshake (error type {} code {}); does it speak OpenFlow 1.3?",
+                    e.typ, e.code
+                )))
+            }
+            _ => {}
+        }
+    };
+    let Some(idx) = dpids.iter().position(|d| *d == features.datapath_id) else {
+        return Err(SdnError::Config(format!(
+            "a switch with datapath id {:#018x} connected, which no [[switch]] names",
+            features.datapath_id
+        )));
+    };
+    send(
+        &mut w,
+        &Message::new(
+            INTERNAL_XID + 2,
+            Body::MultipartRequest(mp::PORT_DESC, 0, vec![]),
+        ),
+    )?;
+    let mut ports = Vec::new();
+    loop {
+        let (m, _) = r.expect("the switch's port descriptions")?;
+        match m.body {
+            Body::MultipartReply(mp::PORT_DESC, flags, body) => {
+                ports.extend(
+                    Port::decode_all(&body).map_err(|e| SdnError::Protocol(e.to_string()))?,
+                );
+                if flags & MULTIPART_MORE == 0 {
+                    break;
+                }
+            }
+            Body::EchoRequest(d) => send(&mut w, &Message::new(m.xid, Body::EchoReply(d)))?,
+            _ => {}
+        }
+    }
+    static NEXT_CONN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+    let _ = tx.send(Event::SwitchUp(idx, conn, w, ports));
+    while let Ok(Some((m, raw))) = r.next_message() {
+        if tx.send(Event::FromSwitch(idx, m, raw)).is_err() {
+            break;
+        }
+    }
+    let _ = tx.send(Event::SwitchDown(idx, conn));
+    Ok(())
+}
+
+fn controller_conn(addr: String, tx: Sender<Event>, stop: Arc<AtomicBool>) {
+    let stream = loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        match TcpStream::connect(&addr) {
+            Ok(s) => break s,
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    stream.set_nodelay(true).ok();
+    let Ok(w) = stream.try_clone() else { return };
+    if tx.send(Event::ControllerUp(w)).is_err() {
+        return;
+    }
+    let mut r = Reader::new(stream);
+    while let Ok(Some((m, raw))) = r.next_message() {
+        if tx.send(Event::FromController(m, raw)).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(Event::ControllerDown);
+}
+
+struct SwitchState {
+    conn: u64,
+    writer: TcpStream,
+    ports: Vec<Port>,
+}
+
+/// A multipart request fanned out: which switches still owe their last part.
+struct PendingMultipart {
+    typ: u16,
+    waiting: BTreeSet<usize>,
+}
+
+struct Core {
+    cfg: ProxyConfig,
+    maps: Maps,
+    transparent: bool,
+    log_outer: bool,
+    log_inner: bool,
+    log: Option<std::fs::File>,
+    started: Instant,
+    tx: Sender<Event>,
+    switches: Vec<Option<SwitchState>>,
+    controller: Option<TcpStream>,
+    controller_wanted: bool,
+    barriers: HashMap<u32, BTreeSet<usize>>,
+    multiparts: HashMap<u32, PendingMultipart>,
+    entries: BTreeMap<(usize, u16), EntryRule>,
+}
+
+impl Core {
+    fn new(cfg: ProxyConfig, log: Option<std::fs::File>, tx: Sender<Event>) -> Core {
+        let apps = &cfg.proxy.apps;
+        let core_pos = apps
+            .iter()
+            .position(|a| a == "multi-switch" || a == "transparent")
+            .unwrap_or(apps.len());
+        let log_pos = apps.iter().position(|a| a == "log");
+        Core {
+            maps: Maps::new(&cfg),
+            transparent: apps.iter().any(|a| a == "transparent"),
+            log_outer: log_pos.is_some_and(|p| p < core_pos),
+            log_inner: log_pos.is_some_and(|p| p > core_pos),
+            log,
+            started: Instant::now(),
+            tx,
+            switches: (0..cfg.switches.len()).map(|_| None).collect(),
+            controller: None,
+            controller_wanted: false,
+            barriers: HashMap::new(),
+            multiparts: HashMap::new(),
+            entries: BTreeMap::new(),
+            cfg,
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Event>, stop: Arc<AtomicBool>) -> Result<(), SdnError> {
+        let deadline = Instant::now() + Duration::from_secs_f64(self.cfg.proxy.connect_timeout_s);
+        let result = loop {
+            if stop.load(Ordering::SeqCst) {
+                break Ok(());
+            }
+            if !self.controller_wanted && self.switches.iter().all(Option::is_some) {
+                self.controller_wanted = true;
+                let (addr, tx, stop) = (
+                    self.cfg.proxy.controller.clone(),
+                    self.tx.clone(),
+                    stop.clone(),
+                );
+                std::thread::spawn(move || controller_conn(addr, tx, stop));
+            }
+            if !self.controller_wanted && Instant::now() > deadline {
+                let missing: Vec<String> = self
+                    .switches
+                    .iter()
+                    .zip(&self.cfg.switches)
+                    .filter(|(s, _)| s.is_none())
+                    .map(|(_, c)| format!("\"{}\" ({:#x})", c.name, c.datapath_id))
+                    .collect();
+                break Err(SdnError::Config(format!(
+                    "switch {} did not connect to {} within {} s: the tables mapped to it cannot be served",
+                    missing.join(", "),
+                    self.cfg.proxy.listen,
+                    self.cfg.proxy.connect_timeout_s
+                )));
+            }
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(ev) => self.handle(ev, &stop),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+        };
+        for s in self.switches.iter().flatten() {
+            let _ = s.writer.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(c) = &self.controller {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        result
+    }
+
+    fn log_line(&mut self, dir: &str, peer: &str, raw: &[u8]) {
+        if let Some(f) = &mut self.log {
+            let t = self.started.elapsed().as_nanos();
+            let (ty, xid) = (
+                raw.get(1).copied().unwrap_or(0),
+                raw.get(4..8)
+                    .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            let _ = writeln!(f, "{t} {dir} {peer} type={ty} xid={xid} len={}", raw.len());
+        }
+    }
+
+    fn send_controller(&mut self, msg: &Message) {
+        if self.controller.is_none() {
+            return;
+        }
+        let raw = msg.encode();
+        if self.log_outer {
+            self.log_line("up", "controller", &raw);
+        }
+        if let Some(c) = &mut self.controller {
+            let _ = send_raw(c, &raw);
+        }
+    }
+
+    fn send_switch(&mut self, sw: usize, raw: &[u8]) {
+        if self.log_inner {
+            let name = self.cfg.switches[sw].name.clone();
+            self.log_line("down", &name, raw);
+        }
+        if let Some(s) = &mut self.switches[sw] {
+            let _ = send_raw(&mut s.writer, raw);
+        }
+    }
+
+    fn handle(&mut self, ev: Event, stop: &Arc<AtomicBool>) {
+        match ev {
+            Event::SwitchUp(i, conn, w, ports) => {
+                let was_known = self.controller.is_some();
+                if let Some(old) = &self.switches[i] {
+                    let _ = old.writer.shutdown(std::net::Shutdown::Both);
+                }
+                self.switches[i] = Some(SwitchState {
+                    conn,
+                    writer: w,
+                    ports,
+                });
+                if was_known {
+                    // A switch came back: its ports are up again, its entry rules gone.
+                    self.entries.retain(|(s, _), _| *s != i);
+                    self.port_status_of(i, false);
+                }
+            }
+            Event::SwitchDown(i, conn) => {
+                if self.switches[i].as_ref().is_none_or(|s| s.conn != conn) {
+                    return;
+                }
+                self.port_status_of(i, true);
+                self.switches[i] = None;
+                for w in self.barriers.values_mut() {
+                    w.remove(&i);
+                }
+                self.finish_barriers();
+            }
+            Event::ControllerUp(w) => {
+                self.controller = Some(w);
+                self.send_controller(&Message::new(0, Body::Hello(vec![])));
+            }
+            Event::ControllerDown => {
+                self.controller = None;
+                self.barriers.clear();
+                self.multiparts.clear();
+                let (addr, tx, stop) = (
+                    self.cfg.proxy.controller.clone(),
+                    self.tx.clone(),
+                    stop.clone(),
+                );
+                std::thread::spawn(move || controller_conn(addr, tx, stop));
+            }
+            Event::FromController(m, raw) => {
+                if self.log_outer {
+                    self.log_line("down", "controller", &raw);
+                }
+                if self.transparent {
+                    self.send_switch(0, &raw);
+                } else {
+                    self.on_controller(m, &raw);
+                }
+            }
+            Event::FromSwitch(i, m, raw) => {
+                if self.log_inner {
+                    let name = self.cfg.switches[i].name.clone();
+                    self.log_line("up", &name, &raw);
+                }
+                if self.transparent {
+                    if m.xid < INTERNAL_XID || matches!(m.body, Body::PortStatus(_)) {
+                        if self.log_outer {
+                            self.log_line("up", "controller", &raw);
+                        }
+                        if let Some(c) = &mut self.controller {
+                            let _ = send_raw(c, &raw);
+                        }
+                    }
+                } else {
+                    self.on_switch(i, m);
+                }
+            }
+        }
+    }
+
+    /// Tell the controller the ports of switch `i` went down (or came back).
+    fn port_status_of(&mut self, i: usize, down: bool) {
+        if self.transparent {
+            return;
+        }
+        let ports = self.emulated_ports();
+        for p in ports {
+            if self
+                .maps
+                .ports
+                .get(&p.port_no)
+                .is_some_and(|(s, _)| *s == i)
+            {
+                let mut p = p;
+                if down {
+                    p.state |= PORT_STATE_LINK_DOWN;
+                }
+                self.send_controller(&Message::new(
+                    0,
+                    Body::PortStatus(PortStatus { reason: 2, port: p }),
+                ));
+            }
+        }
+    }
+
+    /// The emulated switch's ports: each global port with its switch's description.
+    fn emulated_ports(&self) -> Vec<Port> {
+        self.maps
+            .ports
+            .iter()
+            .map(|(&g, &(s, l))| {
+                let known = self.switches[s]
+                    .as_ref()
+                    .and_then(|st| st.ports.iter().find(|p| p.port_no == l).cloned());
+                let mut p = known.unwrap_or(Port {
+                    port_no: l,
+                    hw_addr: [0; 6],
+                    name: format!("{}-{l}", self.cfg.switches[s].name),
+                    config: 0,
+                    state: PORT_STATE_LINK_DOWN,
+                    curr: 0,
+                    advertised: 0,
+                    supported: 0,
+                    peer: 0,
+                    curr_speed: 0,
+                    max_speed: 0,
+                });
+                if self.switches[s].is_none() {
+                    p.state |= PORT_STATE_LINK_DOWN;
+                }
+                p.port_no = g;
+                p
+            })
+            .collect()
+    }
+
+    fn refuse(&mut self, raw: &[u8], xid: u32, (t, c): (u16, u16)) {
+        self.send_controller(&Message::error_for(raw, xid, t, c));
+    }
+
+    fn connected(&self) -> Vec<usize> {
+        (0..self.switches.len())
+            .filter(|i| self.switches[*i].is_some())
+            .collect()
+    }
+
+    fn on_controller(&mut self, m: Message, raw: &[u8]) {
+        let xid = m.xid;
+        match m.body {
+            Body::Hello(_) | Body::EchoReply(_) | Body::Error(_) => {}
+            Body::EchoRequest(d) => self.send_controller(&Message::new(xid, Body::EchoReply(d))),
+            Body::FeaturesRequest => {
+                let f = Features {
+                    datapath_id: self.cfg.proxy.datapath_id,
+                    n_buffers: 0,
+                    n_tables: self.maps.n_tables(),
+                    auxiliary_id: 0,
+                    // Flow, table and port statistics.
+                    capabilities: 0x7,
+                };
+                self.send_controller(&Message::new(xid, Body::FeaturesReply(f)));
+            }
+            Body::GetConfigRequest => {
+                self.send_controller(&Message::new(xid, Body::GetConfigReply(0, 0xffff)))
+            }
+            Body::SetConfig(..) => {
+                for i in self.connected() {
+                    self.send_switch(i, raw);
+                }
+            }
+            Body::BarrierRequest => {
+                let sws = self.connected();
+                self.barriers.insert(xid, sws.iter().copied().collect());
+                for i in sws {
+                    self.send_switch(i, raw);
+                }
+                self.finish_barriers();
+            }
+            Body::FlowMod(fm) => match flow_mod_down(&self.maps, &fm) {
+                Err(refusal) => self.refuse(raw, xid, refusal),
+                Ok(t) => {
+                    for e in t.entries {
+                        let key = (e.switch, e.vid);
+                        match self.entries.get(&key) {
+                            Some(old) if *old == e => {}
+                            // The tag already means another table or metadata on that switch.
+                            Some(_) => return self.refuse(raw, xid, (error::BAD_INSTRUCTION, 5)),
+                            None => {
+                                let msg =
+                                    Message::new(INTERNAL_XID + 3, Body::FlowMod(e.flow_mod()));
+                                self.send_switch(e.switch, &msg.encode());
+                                self.entries.insert(key, e);
+                            }
+                        }
+                    }
+                    if fm.table_id == crate::of13::OFPTT_ALL
+                        && fm.command == crate::of13::flow::command::DELETE
+                    {
+                        self.entries.clear();
+                    }
+                    for (sw, fm) in t.mods {
+                        let msg = Message::new(xid, Body::FlowMod(fm));
+                        self.send_switch(sw, &msg.encode());
+                    }
+                }
+            },
+            Body::MultipartRequest(mp::PORT_DESC, _, _) => {
+                let mut body = Vec::new();
+                for p in self.emulated_ports() {
+                    p.encode(&mut body);
+                }
+                self.send_controller(&Message::new(
+                    xid,
+                    Body::MultipartReply(mp::PORT_DESC, 0, body),
+                ));
+            }
+            Body::MultipartRequest(mp::DESC, _, _) => {
+                let mut body = Vec::new();
+                for (text, len) in [
+                    ("nflab", 256),
+                    ("TableVisor-class proxy", 256),
+                    (env!("CARGO_PKG_VERSION"), 256),
+                    ("", 32),
+                    ("emulated switch", 256),
+                ] {
+                    let mut f = text.as_bytes().to_vec();
+                    f.resize(len, 0);
+                    body.extend(f);
+                }
+                self.send_controller(&Message::new(xid, Body::MultipartReply(mp::DESC, 0, body)));
+            }
+            Body::MultipartRequest(
+                t @ (mp::FLOW | mp::TABLE | mp::PORT_STATS | mp::AGGREGATE),
+                flags,
+                body,
+            ) => {
+                let mut targets: Vec<(usize, Vec<u8>)> = Vec::new();
+                if t == mp::FLOW || t == mp::AGGREGATE {
+                    let Ok(mut req) = FlowStatsRequest::decode(&body) else {
+                        return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_LEN));
+                    };
+                    if req.table_id == crate::of13::OFPTT_ALL {
+                        targets = self
+                            .connected()
+                            .into_iter()
+                            .map(|i| (i, body.clone()))
+                            .collect();
+                    } else if let Some(&(s, l)) = self.maps.tables.get(&req.table_id) {
+                        req.table_id = l;
+                        targets.push((s, req.encode()));
+                    } else {
+                        return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART));
+                    }
+                } else {
+                    targets = self
+                        .connected()
+                        .into_iter()
+                        .map(|i| (i, body.clone()))
+                        .collect();
+                }
+                if targets.is_empty() {
+                    return self
+                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                }
+                self.multiparts.insert(
+                    xid,
+                    PendingMultipart {
+                        typ: t,
+                        waiting: targets.iter().map(|(i, _)| *i).collect(),
+                    },
+                );
+                for (i, b) in targets {
+                    let msg = Message::new(xid, Body::MultipartRequest(t, flags, b));
+                    self.send_switch(i, &msg.encode());
+                }
+            }
+            Body::MultipartRequest(..) => {
+                self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART))
+            }
+            Body::Other(typ::PACKET_OUT, body) => match packet_out_down(&self.maps, &body) {
+                Ok((sw, body)) => {
+                    let msg = Message::new(xid, Body::Other(typ::PACKET_OUT, body));
+                    self.send_switch(sw, &msg.encode());
+                }
+                Err(refusal) => self.refuse(raw, xid, refusal),
+            },
+            // Anything else (group, meter, role, …) this emulated switch does not do.
+            _ => self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_TYPE)),
+        }
+    }
+
+    fn finish_barriers(&mut self) {
+        let done: Vec<u32> = self
+            .barriers
+            .iter()
+            .filter(|(_, w)| w.is_empty())
+            .map(|(x, _)| *x)
+            .collect();
+        for xid in done {
+            self.barriers.remove(&xid);
+            self.send_controller(&Message::new(xid, Body::BarrierReply));
+        }
+    }
+
+    fn on_switch(&mut self, i: usize, m: Message) {
+        let xid = m.xid;
+        match m.body {
+            Body::EchoRequest(d) => {
+                let msg = Message::new(xid, Body::EchoReply(d));
+                self.send_switch(i, &msg.encode());
+            }
+            Body::BarrierReply => {
+                if let Some(w) = self.barriers.get_mut(&xid) {
+                    w.remove(&i);
+                    self.finish_barriers();
+                }
+            }
+            Body::MultipartReply(t, flags, body) => {
+                let Some(p) = self.multiparts.get_mut(&xid) else {
+                    return;
+                };
+                if p.typ != t {
+                    return;
+                }
+                let last_of_switch = flags & MULTIPART_MORE == 0;
+                if last_of_switch {
+                    p.waiting.remove(&i);
+                }
+                let all_done = p.waiting.is_empty();
+                if all_done {
+                    self.multiparts.remove(&xid);
+                }
+                let body = self.multipart_up(i, t, body);
+                let flags = if all_done { 0 } else { MULTIPART_MORE };
+                self.send_controller(&Message::new(xid, Body::MultipartReply(t, flags, body)));
+            }
+            Body::Error(e) => {
+                if xid < INTERNAL_XID {
+                    self.send_controller(&Message::new(xid, Body::Error(e)));
+                } else {
+                    eprintln!(
+                        "proxy: switch \"{}\" refused a rule of the proxy's own (error type {} code {})",
+                        self.cfg.switches[i].name, e.typ, e.code
+                    );
+                }
+            }
+            Body::Other(typ::PACKET_IN, body) => {
+                if let Some(body) = packet_in_up(&self.maps, i, &body) {
+                    self.send_controller(&Message::new(xid, Body::Other(typ::PACKET_IN, body)));
+                }
+            }
+            Body::PortStatus(mut ps) => {
+                // Keep the switch's port list current: add, delete, modify.
+                if let Some(st) = &mut self.switches[i] {
+                    st.ports.retain(|p| p.port_no != ps.port.port_no);
+                    if ps.reason != 1 {
+                        st.ports.push(ps.port.clone());
+                    }
+                }
+                if let Some(&g) = self.maps.ports_back.get(&(i, ps.port.port_no)) {
+                    ps.port.port_no = g;
+                    self.send_controller(&Message::new(xid, Body::PortStatus(ps)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A switch's multipart reply body in the controller's view.
+    fn multipart_up(&self, i: usize, t: u16, body: Vec<u8>) -> Vec<u8> {
+        match t {
+            mp::FLOW => {
+                let Ok(entries) = FlowStats::decode_all(&body) else {
+                    return body;
+                };
+                let mut out = Vec::with_capacity(body.len());
+                for e in entries {
+                    if let Some(e) = flow_stats_up(&self.maps, &self.entries, i, e) {
+                        e.encode(&mut out);
+                    }
+                }
+                out
+            }
+            mp::TABLE => body
+                .chunks(24)
+                .filter_map(|c| {
+                    let g = *self.maps.tables_back.get(&(i, c[0]))?;
+                    let mut c = c.to_vec();
+                    c[0] = g;
+                    Some(c)
+                })
+                .flatten()
+                .collect(),
+            mp::PORT_STATS => body
+                .chunks(112)
+                .filter_map(|c| {
+                    let l = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                    let g = *self.maps.ports_back.get(&(i, l))?;
+                    let mut c = c.to_vec();
+                    c[..4].copy_from_slice(&g.to_be_bytes());
+                    Some(c)
+                })
+                .flatten()
+                .collect(),
+            _ => body,
+        }
+    }
+}
+
+/// Message types the emulated switch answers or forwards (docs/sdn.md).
+pub const HANDLED_TYPES: [u8; 10] = [
+    typ::HELLO,
+    typ::ERROR,
+    typ::ECHO_REQUEST,
+    typ::ECHO_REPLY,
+    typ::FEATURES_REQUEST,
+    typ::GET_CONFIG_REQUEST,
+    typ::SET_CONFIG,
+    typ::FLOW_MOD,
+    typ::MULTIPART_REQUEST,
+    typ::BARRIER_REQUEST,
+];
