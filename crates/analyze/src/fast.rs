@@ -185,12 +185,13 @@ impl JitterPart {
             .map(|s| &rest[s..(s + step + 1).min(rest.len())]);
         for win in head.into_iter().chain(windows) {
             let sums = crate::diffs::step(win, sc.hdr, &mut sc.mags, &mut sc.idx);
+            let n = sums.count as usize;
             let (signed, abs) = sums.moments();
             self.signed.merge(&signed);
             self.abs.merge(&abs);
-            self.rfc_from_zero = rfc3550_chain(self.rfc_from_zero, &sc.mags);
+            self.rfc_from_zero = rfc3550_chain(self.rfc_from_zero, &sc.mags[..n]);
             self.m += sums.count;
-            sc.signed.record(&sc.dpos, &sums, &sc.idx);
+            sc.signed.record(&sc.dpos, &sums, &sc.idx[..n]);
         }
     }
 
