@@ -9,8 +9,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod addresses;
 pub mod app_ncs;
 pub mod capture_run;
+pub mod capture_section;
 pub mod compare;
 pub mod cpu;
 pub mod dut_link;
@@ -21,12 +23,15 @@ pub mod error;
 pub mod experiment;
 pub mod hosts;
 pub mod iface_knobs;
+pub mod inventory;
 pub mod knobs;
 pub mod model;
 pub mod netns;
+pub mod preflight;
 pub mod recorder;
 pub mod results;
 pub mod rfc2544;
+pub mod rfc2544_section;
 pub mod runner;
 pub mod snapshot;
 pub mod spec;
