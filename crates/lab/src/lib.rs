@@ -36,6 +36,8 @@ pub mod runner;
 pub mod snapshot;
 pub mod spec;
 pub mod topology;
+pub mod traffic;
+pub mod traffic_plan;
 pub mod txstamps;
 
 pub use error::LabError;

@@ -54,10 +54,10 @@ impl Spec {
         self.check_dut_carries_traffic()?;
         // Every pattern, size and flow parameter (and a replayed trace file) is checked
         // here, before any topology exists or anything is recorded.
-        crate::runner::build_plan(
+        crate::traffic_plan::build_plan(
             &self.traffic,
             self.experiment.seed,
-            &crate::runner::default_probe_base(),
+            &crate::traffic_plan::default_probe_base(),
         )?;
         Ok(())
     }
