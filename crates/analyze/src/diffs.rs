@@ -265,7 +265,7 @@ mod tests {
         #[test]
         fn step_len_keeps_the_squares_in_a_u64(bound in 0u64..1 << 31) {
             let n = step_len(bound);
-            prop_assert!(n >= 4 && n <= STEP && n % 4 == 0);
+            prop_assert!((4..=STEP).contains(&n) && n.is_multiple_of(4));
             prop_assert!((n as u128) * u128::from(bound) * u128::from(bound) <= u128::from(u64::MAX));
         }
     }
