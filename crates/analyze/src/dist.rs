@@ -226,6 +226,31 @@ impl Moments {
         Moments::of_block_within(vals, lo, hi)
     }
 
+    /// The moments of `count` values (`count` > 0) from `min` to `max`, the
+    /// first being `first`, that add up to `sum` and whose squares add up to
+    /// `sum_sq`: the same as recording them one by one (the sums are re-based
+    /// on the first value exactly).
+    pub(crate) fn from_sums(
+        count: u64,
+        min: i64,
+        max: i64,
+        first: i64,
+        sum: i128,
+        sum_sq: u128,
+    ) -> Moments {
+        // Σ(v−f) = Σv − n·f and Σ(v−f)² = Σv² − 2f·Σv + n·f².
+        let (n, f) = (i128::from(count), i128::from(first));
+        Moments {
+            count,
+            min,
+            max,
+            shift: first,
+            sum_d: sum - n * f,
+            sum_d2: (sum_sq as i128 - 2 * f * sum + n * f * f) as u128,
+            ..Moments::new()
+        }
+    }
+
     /// [`of_block`](Moments::of_block) of values known to lie in `lo..=hi`
     /// (the smallest and largest of them).
     pub(crate) fn of_block_within(vals: &[i64], lo: i64, hi: i64) -> Moments {
@@ -703,6 +728,18 @@ impl F64Index {
             high
         }
     }
+
+    /// [`of`](Self::of) for `0 <= a < 2^31` (`f == a as f64`) in 32-bit
+    /// lanes, which vectorises next to other 32-bit work.
+    #[inline(always)]
+    pub(crate) fn of_i31(&self, f: f64, a: i32) -> u32 {
+        let high = ((f.to_bits() >> self.shift) as u32).wrapping_sub(self.sub as u32);
+        if (a as u32) < self.below as u32 {
+            a as u32
+        } else {
+            high
+        }
+    }
 }
 
 /// Counts per HDR bucket in a flat array, folded into a
@@ -837,6 +874,25 @@ impl HdrCounts {
         } else if let Some(m) = vals.iter().filter(|&&v| v != 0).min() {
             self.min_nz = self.min_nz.min(*m as u64);
         }
+    }
+
+    /// Add `total` values counted elsewhere per bucket (`counts`, in this
+    /// layout), the largest being `max` and the smallest non-zero `min_nz`
+    /// (`u64::MAX`: none).
+    pub(crate) fn add_counts(
+        &mut self,
+        counts: impl Iterator<Item = u64>,
+        total: u64,
+        max: u64,
+        min_nz: u64,
+    ) {
+        self.grow(max);
+        for (mine, c) in self.counts.iter_mut().zip(counts) {
+            *mine += c;
+        }
+        self.total += total;
+        self.max = self.max.max(max);
+        self.min_nz = self.min_nz.min(min_nz);
     }
 
     /// Number of values counted.

@@ -41,6 +41,7 @@ pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
 pub mod crossrun;
 pub mod curves;
+mod diffs;
 pub mod dist;
 mod engine;
 pub mod export;

@@ -110,3 +110,43 @@ impl LinkDut {
         }
     }
 }
+
+impl DutSection {
+    /// Check a link DuT section: `[dut.link]`, `[dut.link.reverse]` and the
+    /// engine keys that apply; the error names the key and what is valid.
+    pub fn check_link(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        for (key, set) in [
+            ("pipeline", self.pipeline.is_some()),
+            ("forward_mode", self.forward_mode.is_some()),
+            ("command", self.command.is_some()),
+            ("workers", self.workers.is_some()),
+            ("l2fwd", self.l2fwd.is_some()),
+            ("router", self.router.is_some()),
+            ("sheep", self.sheep.is_some()),
+            ("delayer", self.delayer.is_some()),
+            ("reorder", self.reorder.is_some()),
+            ("extern_dispatch", self.extern_dispatch.is_some()),
+        ] {
+            if set {
+                return bad(format!(
+                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
+                ));
+            }
+        }
+        if self.io.as_deref() == Some("af_xdp") {
+            return bad(
+                "dut.io = \"af_xdp\" cannot serve a link, which receives and sends on both interfaces: use af_packet (or auto)".into(),
+            );
+        }
+        self.check_io("use af_packet or auto")?;
+        let forward = direction(self, false);
+        forward.check_nflab()?;
+        let reverse = direction(self, true);
+        let base = std::path::Path::new(".");
+        let c = reverse.link.clone().unwrap_or_default();
+        nflab_dataplane::config::link_params(&c, "dut.link.reverse", base)
+            .map_err(|e| LabError::Unsupported(e.0))?;
+        Ok(())
+    }
+}

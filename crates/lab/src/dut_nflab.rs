@@ -388,3 +388,64 @@ impl Drop for NflabDut {
         }
     }
 }
+
+impl DutSection {
+    /// Check an nflab DuT section: pipeline, engine settings and every
+    /// function's sub-table; the error names the key and what is valid.
+    pub fn check_nflab(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        let Some(pipeline) = &self.pipeline else {
+            return bad(format!(
+                "dut.kind = \"nflab\" needs dut.pipeline, a list of functions from {}",
+                nflab_dataplane::config::FUNCTIONS.join(", ")
+            ));
+        };
+        if pipeline.is_empty() {
+            return bad("dut.pipeline is empty: name at least one function".into());
+        }
+        if self.forward_mode.is_some() {
+            return bad("dut.forward_mode applies to dut.kind = \"testpmd\" only".into());
+        }
+        if let Some(b) = self.batch {
+            if !(1..=1024).contains(&b) {
+                return bad(format!("dut.batch = {b} is out of range: use 1 to 1024"));
+            }
+        }
+        if let Some(m) = &self.rx_mode {
+            nflab_dataplane::RxMode::parse(m)
+                .map_err(|e| LabError::Unsupported(format!("dut.{e}")))?;
+        }
+        if let Some(d) = self.drain_us {
+            if d > 1_000_000 {
+                return bad(format!("dut.drain_us = {d} is above 1 s: use 0 to 1000000"));
+            }
+        }
+        if let Some(c) = self.link_capacity {
+            if !(1..=1 << 20).contains(&c) {
+                return bad(format!(
+                    "dut.link_capacity = {c} is out of range: use 1 to 1048576"
+                ));
+            }
+        }
+        let workers = self.workers.unwrap_or(1);
+        if !(1..=64).contains(&workers) {
+            return bad(format!(
+                "dut.workers = {workers} is out of range: use 1 to 64"
+            ));
+        }
+        if workers > 1 && self.io.as_deref() == Some("af_packet") {
+            return bad(format!(
+                "dut.workers = {workers} needs a port per queue, which AF_PACKET has not: set dut.io = \"af_xdp\" (or \"auto\")"
+            ));
+        }
+        self.check_io("use auto (default), af_xdp or af_packet")?;
+        self.dut_cpu()?;
+        nflab_dataplane::config::validate(
+            pipeline,
+            &self.functions(),
+            std::path::Path::new("."),
+            &lab_context().default_routes,
+        )
+        .map_err(|e| LabError::Unsupported(e.0))
+    }
+}

@@ -21,7 +21,7 @@ use crate::results::{self, RunRow};
 use crate::results::{write_file, write_json};
 use crate::rfc2544;
 use crate::runner::{run_one_with, KeptTopology};
-use crate::snapshot::{self, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::spec::{RunPlan, Spec};
 use crate::topology;
 
@@ -225,7 +225,7 @@ fn run_experiment_in(
         } else {
             write_json(&rd.join("knobs.json"), &knobs.records())
         };
-        let snapshot_written = snapshot::write(&rd, &before, &after);
+        let snapshot_written = results::write_snapshot(&rd, &before, &after);
         let outcome = outcome?;
         knobs_written?;
         snapshot_written?;

@@ -21,7 +21,6 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
-use crate::knobs::KnobRecord;
 
 /// Knobs of one interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -534,6 +533,25 @@ fn record(
         status,
         reverted: None,
     }
+}
+
+/// What happened to one knob.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KnobRecord {
+    /// Knob name.
+    pub name: String,
+    /// Where it lives.
+    pub path: String,
+    /// Value asked for.
+    pub requested: String,
+    /// Value before the run (None if the knob does not exist).
+    pub before: Option<String>,
+    /// Value read back after applying it.
+    pub applied: Option<String>,
+    /// "applied", "unsupported" or "refused: <reason>".
+    pub status: String,
+    /// Value after reverting.
+    pub reverted: Option<String>,
 }
 
 #[cfg(test)]

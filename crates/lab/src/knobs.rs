@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
+pub use crate::iface_knobs::KnobRecord;
 
 /// `[knobs]` of the spec.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -213,25 +214,6 @@ impl LoadThreads {
             let _ = t.join();
         }
     }
-}
-
-/// What happened to one knob.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct KnobRecord {
-    /// Knob name.
-    pub name: String,
-    /// Where it lives.
-    pub path: String,
-    /// Value asked for.
-    pub requested: String,
-    /// Value before the run (None if the knob does not exist).
-    pub before: Option<String>,
-    /// Value read back after applying it.
-    pub applied: Option<String>,
-    /// "applied", "unsupported" or "refused: <reason>".
-    pub status: String,
-    /// Value after reverting.
-    pub reverted: Option<String>,
 }
 
 /// Knobs in force; reverted on drop.

@@ -6,12 +6,26 @@
 //! own pinned threads, writes the records, analyses them and removes the
 //! topology, whatever ended the run. Namespaces carry the owner's pid in their
 //! name and an owner file, so `topology::gc` can remove leftovers of dead runs.
+//!
+//! The modules form layers, each using only those below it (no import
+//! cycles; a new DuT kind or app sits beside the others, above `spec`):
+//! 1. leaves: `error`, `addresses`, `cpu`, `env`, `model`, `snapshot`,
+//!    `netns`, `recorder`, `txstamps`, `iface_knobs` → `knobs`, and the spec
+//!    sections defined beside their feature (`inventory`, `capture_section`,
+//!    `rfc2544_section`);
+//! 2. `spec`: parsing, keys and sweeps;
+//! 3. `results`, `hosts` → `topology`, `traffic_plan` → `traffic`, the DuT
+//!    kinds (`dut_*`), apps (`app_*`) and `capture_run`;
+//! 4. `runner` (one run), `rfc2544`, `preflight` (the check before a study
+//!    asks each DuT kind and app), then `experiment` and `compare`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod addresses;
 pub mod app_ncs;
 pub mod app_prrt;
 pub mod capture_run;
+pub mod capture_section;
 pub mod compare;
 pub mod cpu;
 pub mod dut_link;
@@ -24,17 +38,22 @@ pub mod experiment;
 pub mod flower;
 pub mod hosts;
 pub mod iface_knobs;
+pub mod inventory;
 pub mod knobs;
 pub mod model;
 pub mod netns;
+pub mod preflight;
 pub mod recorder;
 pub mod results;
 pub mod rfc2544;
+pub mod rfc2544_section;
 pub mod runner;
 pub mod sdn_acl;
 pub mod snapshot;
 pub mod spec;
 pub mod topology;
+pub mod traffic;
+pub mod traffic_plan;
 pub mod txstamps;
 
 pub use error::LabError;

@@ -50,3 +50,14 @@ impl Drop for NetnsGuard {
         }
     }
 }
+
+/// Fail early, with the fix, when not root.
+pub fn check_root() -> Result<(), LabError> {
+    if nix::unistd::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(LabError::Host(
+            "this needs root (network namespaces and raw sockets): run it with sudo".into(),
+        ))
+    }
+}

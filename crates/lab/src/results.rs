@@ -18,6 +18,7 @@ use parquet::schema::types::Type;
 use serde::Serialize;
 
 use crate::error::LabError;
+use crate::snapshot::Snapshot;
 use crate::spec::RunPlan;
 
 /// One run's parameters and results, flat.
@@ -427,4 +428,12 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Lab
         .map_err(|e| LabError::Other(format!("{}: {e}", path.display())))?;
     s.push('\n');
     write_file(path, s.as_bytes())
+}
+
+/// Write `system.json` of a run: before, after and delta.
+pub fn write_snapshot(dir: &Path, before: &Snapshot, after: &Snapshot) -> Result<(), LabError> {
+    write_json(
+        &dir.join("system.json"),
+        &serde_json::json!({ "before": before, "after": after, "delta": before.delta(after) }),
+    )
 }

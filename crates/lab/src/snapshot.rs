@@ -3,7 +3,6 @@
 //! interrupts, softirq drops, steal time or a frequency change.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -191,14 +190,6 @@ impl Snapshot {
             cpu_ticks,
         }
     }
-}
-
-/// Write `system.json` of a run: before, after and delta.
-pub fn write(dir: &Path, before: &Snapshot, after: &Snapshot) -> Result<(), crate::LabError> {
-    crate::results::write_json(
-        &dir.join("system.json"),
-        &serde_json::json!({ "before": before, "after": after, "delta": before.delta(after) }),
-    )
 }
 
 #[cfg(test)]

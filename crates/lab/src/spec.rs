@@ -39,11 +39,11 @@ pub struct Spec {
     #[serde(default, skip_serializing_if = "crate::knobs::KnobsSection::is_empty")]
     pub knobs: crate::knobs::KnobsSection,
     /// Real hosts by role ("loadgen", "dut") for `topology.kind = "hosts"`.
-    #[serde(default, skip_serializing_if = "crate::hosts::Inventory::is_empty")]
-    pub hosts: crate::hosts::Inventory,
+    #[serde(default, skip_serializing_if = "crate::inventory::Inventory::is_empty")]
+    pub hosts: crate::inventory::Inventory,
     /// An RFC 2544 procedure instead of fixed-rate runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rfc2544: Option<crate::rfc2544::Rfc2544Section>,
+    pub rfc2544: Option<crate::rfc2544_section::Rfc2544Section>,
     /// Model predictions written as `model.json` before the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::model::ModelSection>,
@@ -52,7 +52,7 @@ pub struct Spec {
     pub app: Option<AppSection>,
     /// A capture with time travel during each run (`runs/NNN/capture/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capture: Option<crate::capture_run::CaptureSection>,
+    pub capture: Option<crate::capture_section::CaptureSection>,
 }
 
 /// `[app]`: an application over the topology, by `kind`.
@@ -250,65 +250,6 @@ impl DutSection {
             link: self.link.clone(),
         }
     }
-
-    /// Check an nflab DuT section: pipeline, engine settings and every
-    /// function's sub-table; the error names the key and what is valid.
-    pub fn check_nflab(&self) -> Result<(), LabError> {
-        let bad = |m: String| Err(LabError::Unsupported(m));
-        let Some(pipeline) = &self.pipeline else {
-            return bad(format!(
-                "dut.kind = \"nflab\" needs dut.pipeline, a list of functions from {}",
-                nflab_dataplane::config::FUNCTIONS.join(", ")
-            ));
-        };
-        if pipeline.is_empty() {
-            return bad("dut.pipeline is empty: name at least one function".into());
-        }
-        if self.forward_mode.is_some() {
-            return bad("dut.forward_mode applies to dut.kind = \"testpmd\" only".into());
-        }
-        if let Some(b) = self.batch {
-            if !(1..=1024).contains(&b) {
-                return bad(format!("dut.batch = {b} is out of range: use 1 to 1024"));
-            }
-        }
-        if let Some(m) = &self.rx_mode {
-            nflab_dataplane::RxMode::parse(m)
-                .map_err(|e| LabError::Unsupported(format!("dut.{e}")))?;
-        }
-        if let Some(d) = self.drain_us {
-            if d > 1_000_000 {
-                return bad(format!("dut.drain_us = {d} is above 1 s: use 0 to 1000000"));
-            }
-        }
-        if let Some(c) = self.link_capacity {
-            if !(1..=1 << 20).contains(&c) {
-                return bad(format!(
-                    "dut.link_capacity = {c} is out of range: use 1 to 1048576"
-                ));
-            }
-        }
-        let workers = self.workers.unwrap_or(1);
-        if !(1..=64).contains(&workers) {
-            return bad(format!(
-                "dut.workers = {workers} is out of range: use 1 to 64"
-            ));
-        }
-        if workers > 1 && self.io.as_deref() == Some("af_packet") {
-            return bad(format!(
-                "dut.workers = {workers} needs a port per queue, which AF_PACKET has not: set dut.io = \"af_xdp\" (or \"auto\")"
-            ));
-        }
-        self.check_io("use auto (default), af_xdp or af_packet")?;
-        self.dut_cpu()?;
-        nflab_dataplane::config::validate(
-            pipeline,
-            &self.functions(),
-            std::path::Path::new("."),
-            &crate::dut_nflab::lab_context().default_routes,
-        )
-        .map_err(|e| LabError::Unsupported(e.0))
-    }
 }
 
 impl DutSection {
@@ -327,51 +268,13 @@ impl DutSection {
     }
 
     /// `dut.io` is a port kind of the software DuTs; `valid` says which this DuT takes.
-    fn check_io(&self, valid: &str) -> Result<(), LabError> {
+    pub(crate) fn check_io(&self, valid: &str) -> Result<(), LabError> {
         match self.io.as_deref() {
             None | Some("auto") | Some("af_xdp") | Some("af_packet") => Ok(()),
             Some(o) => Err(LabError::Unsupported(format!(
                 "dut.io = \"{o}\" is not known: {valid}"
             ))),
         }
-    }
-
-    /// Check a link DuT section: `[dut.link]`, `[dut.link.reverse]` and the
-    /// engine keys that apply; the error names the key and what is valid.
-    pub fn check_link(&self) -> Result<(), LabError> {
-        let bad = |m: String| Err(LabError::Unsupported(m));
-        for (key, set) in [
-            ("pipeline", self.pipeline.is_some()),
-            ("forward_mode", self.forward_mode.is_some()),
-            ("command", self.command.is_some()),
-            ("workers", self.workers.is_some()),
-            ("l2fwd", self.l2fwd.is_some()),
-            ("router", self.router.is_some()),
-            ("sheep", self.sheep.is_some()),
-            ("delayer", self.delayer.is_some()),
-            ("reorder", self.reorder.is_some()),
-            ("extern_dispatch", self.extern_dispatch.is_some()),
-        ] {
-            if set {
-                return bad(format!(
-                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
-                ));
-            }
-        }
-        if self.io.as_deref() == Some("af_xdp") {
-            return bad(
-                "dut.io = \"af_xdp\" cannot serve a link, which receives and sends on both interfaces: use af_packet (or auto)".into(),
-            );
-        }
-        self.check_io("use af_packet or auto")?;
-        let forward = crate::dut_link::direction(self, false);
-        forward.check_nflab()?;
-        let reverse = crate::dut_link::direction(self, true);
-        let base = std::path::Path::new(".");
-        let c = reverse.link.clone().unwrap_or_default();
-        nflab_dataplane::config::link_params(&c, "dut.link.reverse", base)
-            .map_err(|e| LabError::Unsupported(e.0))?;
-        Ok(())
     }
 
     /// Check a testpmd DuT section: its keys and their ranges.
@@ -1207,82 +1110,9 @@ impl Spec {
         Ok(())
     }
 
-    /// Check that this (resolved) spec can run in this version of nflab.
-    pub fn check_supported(&self) -> Result<(), LabError> {
-        let unsupported = |key: &str, value: &str, valid: &str| {
-            Err(LabError::Unsupported(format!(
-                "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
-            )))
-        };
-        if (self.dut.hops.is_some() || self.dut.bridges.is_some()) && self.dut.kind != DutKind::Ovs
-        {
-            return Err(LabError::Unsupported(
-                "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
-            ));
-        }
-        match self.dut.kind {
-            DutKind::External => {
-                return unsupported(
-                    "dut.kind",
-                    self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs",
-                )
-            }
-            DutKind::Nflab => self.dut.check_nflab()?,
-            DutKind::Link => self.dut.check_link()?,
-            DutKind::Testpmd => {
-                self.dut.check_testpmd()?;
-                // Before any namespace exists: one sentence naming the package.
-                crate::dut_testpmd::find_binary()?;
-            }
-            DutKind::Ovs => crate::dut_ovs::check(&self.dut)?,
-            _ => {}
-        }
-        if self.topology.kind == TopologyKind::Hosts {
-            crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
-        }
-        if let Some(AppSection::Ncsbench(ncs)) = &self.app {
-            ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
-            crate::app_ncs::check_dut(self.dut.kind)?;
-            if self.topology.kind == TopologyKind::Hosts {
-                return unsupported(
-                    "app.kind",
-                    "ncsbench",
-                    "the netns topology (topology.kind = \"netns\")",
-                );
-            }
-        }
-        if let Some(AppSection::Prrt(_)) = &self.app {
-            crate::app_prrt::check_dut(self.dut.kind)?;
-            if self.topology.kind == TopologyKind::Hosts {
-                return unsupported(
-                    "app.kind",
-                    "prrt",
-                    "the netns topology (topology.kind = \"netns\")",
-                );
-            }
-        }
-        if self.traffic.backend == Backend::Udp {
-            return unsupported(
-                "traffic.backend",
-                self.traffic.backend.as_str(),
-                "af_packet, af_xdp, xdp_live",
-            );
-        }
-        self.check_dut_carries_traffic()?;
-        // Every pattern, size and flow parameter (and a replayed trace file) is checked
-        // here, before any topology exists or anything is recorded.
-        crate::runner::build_plan(
-            &self.traffic,
-            self.experiment.seed,
-            &crate::runner::default_probe_base(),
-        )?;
-        Ok(())
-    }
-
     /// Frames the DuT cannot forward would be lost to the last one, after a readiness
     /// check (untagged IPv4) that passed: refuse them before the run.
-    fn check_dut_carries_traffic(&self) -> Result<(), LabError> {
+    pub(crate) fn check_dut_carries_traffic(&self) -> Result<(), LabError> {
         let t = &self.traffic;
         let pcps = std::iter::once(("traffic.pcp".to_string(), t.pcp)).chain(
             t.background

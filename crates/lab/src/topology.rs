@@ -14,7 +14,6 @@
 //! runs from namespaces in use. `Topology` removes what it created when it is
 //! dropped, whatever ended the run.
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,31 +21,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use nflab_wire::MacAddr;
 use serde::Serialize;
 
+pub use crate::addresses::{
+    DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC,
+};
 use crate::error::LabError;
+pub use crate::netns::check_root;
 use crate::spec::DutKind;
 
 /// Directory of owner files.
 pub const OWNER_DIR: &str = "/run/nflab";
 /// Prefix of every namespace nflab creates.
 pub const NS_PREFIX: &str = "nflab-";
-
-/// Fixed, locally administered MACs: the namespaces isolate runs, so the same
-/// addresses in every run make captures comparable.
-pub const LG0_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x00, 0x01]);
-/// MAC of lg1 (the recorder's interface).
-pub const LG1_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x00, 0x02]);
-/// MAC of dut0 (the DuT's ingress).
-pub const DUT0_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x01, 0x01]);
-/// MAC of dut1 (the DuT's egress).
-pub const DUT1_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x01, 0x02]);
-/// LoadGen sender address (RFC 2544 benchmarking range).
-pub const LG0_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-/// DuT ingress address.
-pub const DUT0_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-/// DuT egress address.
-pub const DUT1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
-/// LoadGen receiver address.
-pub const LG1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 
@@ -451,17 +436,6 @@ impl Drop for Topology {
         if let Err(e) = self.remove() {
             eprintln!("warning: {e}");
         }
-    }
-}
-
-/// Fail early, with the fix, when not root.
-pub fn check_root() -> Result<(), LabError> {
-    if nix::unistd::geteuid().is_root() {
-        Ok(())
-    } else {
-        Err(LabError::Host(
-            "this needs root (network namespaces and raw sockets): run it with sudo".into(),
-        ))
     }
 }
 

@@ -1,0 +1,81 @@
+//! The check before a run: that a (resolved) spec can run in this version
+//! of nflab on this host. It asks each DuT kind, app and the traffic plan,
+//! so it sits above them (the spec itself only parses and checks its keys).
+
+use crate::error::LabError;
+use crate::spec::{AppSection, Backend, DutKind, Spec, TopologyKind};
+
+impl Spec {
+    /// Check that this (resolved) spec can run in this version of nflab.
+    pub fn check_supported(&self) -> Result<(), LabError> {
+        let unsupported = |key: &str, value: &str, valid: &str| {
+            Err(LabError::Unsupported(format!(
+                "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
+            )))
+        };
+        if (self.dut.hops.is_some() || self.dut.bridges.is_some()) && self.dut.kind != DutKind::Ovs
+        {
+            return Err(LabError::Unsupported(
+                "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
+            ));
+        }
+        match self.dut.kind {
+            DutKind::External => {
+                return unsupported(
+                    "dut.kind",
+                    self.dut.kind.as_str(),
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs",
+                )
+            }
+            DutKind::Nflab => self.dut.check_nflab()?,
+            DutKind::Link => self.dut.check_link()?,
+            DutKind::Testpmd => {
+                self.dut.check_testpmd()?;
+                // Before any namespace exists: one sentence naming the package.
+                crate::dut_testpmd::find_binary()?;
+            }
+            DutKind::Ovs => crate::dut_ovs::check(&self.dut)?,
+            _ => {}
+        }
+        if self.topology.kind == TopologyKind::Hosts {
+            crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
+        }
+        if let Some(AppSection::Ncsbench(ncs)) = &self.app {
+            ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
+            crate::app_ncs::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "ncsbench",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
+        }
+        if let Some(AppSection::Prrt(_)) = &self.app {
+            crate::app_prrt::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "prrt",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
+        }
+        if self.traffic.backend == Backend::Udp {
+            return unsupported(
+                "traffic.backend",
+                self.traffic.backend.as_str(),
+                "af_packet, af_xdp, xdp_live",
+            );
+        }
+        self.check_dut_carries_traffic()?;
+        // Every pattern, size and flow parameter (and a replayed trace file) is checked
+        // here, before any topology exists or anything is recorded.
+        crate::traffic_plan::build_plan(
+            &self.traffic,
+            self.experiment.seed,
+            &crate::traffic_plan::default_probe_base(),
+        )?;
+        Ok(())
+    }
+}
