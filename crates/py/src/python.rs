@@ -206,6 +206,13 @@ fn parse_anomaly(spec: &str) -> PyResult<(String, u32, Option<u64>)> {
     Ok(crate::anomaly_parts(&s))
 }
 
+/// `(first, last)` tx time of a record file from its block headers alone
+/// (`nflab_record::prescan`, as the report sizes its windows), None if unreadable.
+#[pyfunction]
+fn prescan_span(path: &str) -> Option<(u64, u64)> {
+    nflab_record::prescan(std::path::Path::new(path)).and_then(|p| p.span)
+}
+
 /// The module.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -217,5 +224,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_bins, m)?)?;
     m.add_function(wrap_pyfunction!(mean_t_ci, m)?)?;
     m.add_function(wrap_pyfunction!(parse_anomaly, m)?)?;
+    m.add_function(wrap_pyfunction!(prescan_span, m)?)?;
     Ok(())
 }
