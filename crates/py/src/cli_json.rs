@@ -62,7 +62,7 @@ pub fn analyse(files: &[String], req: &Request) -> Result<Vec<Analysed>, String>
     let mut out = Vec::new();
     match input {
         Input::PcapPairs => {
-            if files.len() % 2 != 0 {
+            if !files.len().is_multiple_of(2) {
                 return Err(format!(
                     "pcap input takes pairs PRE POST (capture before and after the device under \
                      test); {} files were given",
