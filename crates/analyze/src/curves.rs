@@ -112,7 +112,13 @@ pub fn log_bins(raw: &[(f64, u64)], per_decade: u32) -> Vec<(f64, f64, u64)> {
     }
     bins.into_iter()
         .filter(|(_, c)| *c > 0)
-        .map(|(k, c)| (10f64.powf(k as f64 / per), 10f64.powf((k + 1) as f64 / per), c))
+        .map(|(k, c)| {
+            (
+                10f64.powf(k as f64 / per),
+                10f64.powf((k + 1) as f64 / per),
+                c,
+            )
+        })
         .collect()
 }
 
@@ -173,7 +179,10 @@ mod tests {
     #[test]
     fn log_bins_sum_counts_per_tenth_of_a_decade() {
         // 99.5 and 100.5: bins [10^1.9, 10^2) and [10^2, 10^2.1); 0.5 counts as 1.
-        let b = log_bins(&[(99.5, 10), (100.5, 80), (101.5, 10), (0.5, 3), (7.0, 0)], 10);
+        let b = log_bins(
+            &[(99.5, 10), (100.5, 80), (101.5, 10), (0.5, 3), (7.0, 0)],
+            10,
+        );
         assert_eq!(b.len(), 3);
         assert_eq!((b[0].0, b[0].2), (1.0, 3));
         assert_eq!((b[1].1, b[1].2), (100.0, 10));

@@ -147,8 +147,10 @@ pub fn analyze_json(files: &[String], req: &Request) -> Result<String, String> {
 pub fn sla_failed(analysed: &[Analysed], req: &Request) -> Result<bool, String> {
     let Resolved { sla, .. } = req.resolve()?;
     Ok(sla.is_some_and(|c| {
-        analysed
-            .iter()
-            .any(|a| evaluate_sla(&c, &a.file.analysis.summary).iter().any(|v| !v.pass))
+        analysed.iter().any(|a| {
+            evaluate_sla(&c, &a.file.analysis.summary)
+                .iter()
+                .any(|v| !v.pass)
+        })
     }))
 }

@@ -52,17 +52,25 @@ impl PyDistribution {
     }
     /// Nearest-rank value at each of `ranks` (1-based).
     fn values_at_ranks(&mut self, ranks: Vec<u64>) -> Vec<i64> {
-        self.d.values_at_ranks(&ranks).into_iter().map(|q| q.value).collect()
+        self.d
+            .values_at_ranks(&ranks)
+            .into_iter()
+            .map(|q| q.value)
+            .collect()
     }
     /// `(1/(1−p), latency)` of the HDR percentile plot (curves::percentile_curve).
     #[pyo3(signature = (per_decade = 40))]
     fn percentile_curve(&mut self, per_decade: u32) -> (Vec<f64>, Vec<i64>) {
-        curves::percentile_curve(&mut self.d, per_decade).into_iter().unzip()
+        curves::percentile_curve(&mut self.d, per_decade)
+            .into_iter()
+            .unzip()
     }
     /// `(latency, P(L ≤ latency))` of the empirical CDF (curves::cdf_points).
     #[pyo3(signature = (max_points = 600))]
     fn cdf_points(&mut self, max_points: usize) -> (Vec<i64>, Vec<f64>) {
-        curves::cdf_points(&mut self.d, max_points).into_iter().unzip()
+        curves::cdf_points(&mut self.d, max_points)
+            .into_iter()
+            .unzip()
     }
     /// Values per bin `[edges[i], edges[i+1])` (curves::bin_counts).
     fn bin_counts(&mut self, edges: Vec<f64>) -> Vec<u64> {

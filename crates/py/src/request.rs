@@ -146,7 +146,10 @@ impl Request {
         };
         let anomalies = specs
             .iter()
-            .map(|s| s.parse::<AnomalySpec>().map_err(|e| format!("anomalies: {e}")))
+            .map(|s| {
+                s.parse::<AnomalySpec>()
+                    .map_err(|e| format!("anomalies: {e}"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let sla = self
             .sla
@@ -184,7 +187,11 @@ impl Request {
                 None => (dur("trim", t)?, 0),
             },
         };
-        let window_ns = self.window.as_deref().map(|w| dur("window", w)).transpose()?;
+        let window_ns = self
+            .window
+            .as_deref()
+            .map(|w| dur("window", w))
+            .transpose()?;
         if window_ns == Some(0) {
             return Err("window must be longer than 0".into());
         }
@@ -204,7 +211,11 @@ impl Request {
             trim_start_ns,
             trim_end_ns,
             tx_span: None,
-            deadline_ns: self.deadline.as_deref().map(|d| dur("deadline", d)).transpose()?,
+            deadline_ns: self
+                .deadline
+                .as_deref()
+                .map(|d| dur("deadline", d))
+                .transpose()?,
             reorder_window: self.reorder_window,
             anomaly_events: self.anomaly_events,
             per_flow_latency: self.per_flow,
