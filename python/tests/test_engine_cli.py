@@ -96,7 +96,8 @@ def test_every_option_agrees_with_the_cli(nflab_bin, tmp_path, flags, options):
     p = lossy_run(tmp_path / "r.nfr")
     r = agree(nflab_bin, [p], flags, **options)
     s = r.summary
-    assert s["packets"]["lost"] > 0 and s["packets"]["duplicated"] == 1 and s["packets"]["reordered"] > 0
+    if not {"trim", "reorder_window"} & set(options):  # these change what counts as a duplicate
+        assert s["packets"]["lost"] > 0 and s["packets"]["duplicated"] == 1 and s["packets"]["reordered"] > 0
     if "hdr" in options:
         assert s["percentiles"]["method"] == "hdr"
 
@@ -133,7 +134,7 @@ def test_synthetic_tree_and_csv_and_trex_inputs(nflab_bin, experiment, tmp_path)
 
 
 def test_bad_options_are_one_sentence(tmp_path):
-    p = lossy_run(tmp_path / "r.nfr", n=100, flows=1)
+    p = lossy_run(tmp_path / "r.nfr", n=1000, flows=1)
     with pytest.raises(ValueError, match="unknown analysis option 'windw'"):
         nflab.analyze(p, windw="1s")
     with pytest.raises(ValueError, match="invalid anomaly spec"):
@@ -192,7 +193,7 @@ def test_the_report_and_python_read_the_same_analysis(nflab_bin, experiment, tmp
     """`nflab report DIR` writes figures/analysis.json; Experiment.analysis gives the same
     summaries bit for bit, with the options the report's `command` names."""
     for tree in (TINY, experiment):
-        d = tmp_path / tree.name
+        d = tmp_path / "copies" / tree.name
         shutil.copytree(tree, d)
         shutil.rmtree(d / "figures", ignore_errors=True)
         out = subprocess.run([nflab_bin, "report", str(d)], capture_output=True, text=True)
