@@ -67,11 +67,11 @@ fn known_latencies_give_known_percentiles_and_across_runs() {
     let a = csv(&d, "a.csv", &lats);
     let req = Request::from_json(r#"{"sla": "p99<=1000ns"}"#).unwrap();
     let v: serde_json::Value =
-        serde_json::from_str(&analyze_json(&[a.clone()], &req).unwrap()).unwrap();
+        serde_json::from_str(&analyze_json(std::slice::from_ref(&a), &req).unwrap()).unwrap();
     assert_eq!(v["latency_ns"]["p50"], 599);
     assert_eq!(v["latency_ns"]["p99"], 1089);
     assert_eq!(v["sla"][0]["pass"], false);
-    assert!(sla_failed(&analyse(&[a.clone()], &req).unwrap(), &req).unwrap());
+    assert!(sla_failed(&analyse(std::slice::from_ref(&a), &req).unwrap(), &req).unwrap());
     let b = csv(
         &d,
         "b.csv",
