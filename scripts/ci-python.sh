@@ -23,10 +23,12 @@ if [ -z "${NFLAB_BIN:-}" ]; then
     (cd "$root" && cargo build -q --locked -p nflab)
     export NFLAB_BIN="$root/target/debug/nflab"
 fi
-cd "$root/python"
+# From tests/, so that `import nflab` is the installed package with its extension module,
+# not the sources in python/ (python -m puts the working directory first on sys.path).
+cd "$root/python/tests"
 set +e
 # -p no:cacheprovider: keep the tree clean.
-PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -p no:cacheprovider tests
+PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -p no:cacheprovider -c ../pyproject.toml --rootdir .. .
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
