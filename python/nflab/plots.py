@@ -1,10 +1,10 @@
 """The figures of report.html, drawn with matplotlib.
 
 Every function takes an :class:`~nflab.tree.Experiment`, draws into ``ax`` (or
-a new figure) and returns the matplotlib ``Figure``. They compute from the
-records with the same definitions as the Rust report (nearest-rank
-percentiles, min/max decimation per pixel column), so a figure redrawn here
-matches ``figures/<id>.csv`` of the artifact tree.
+a new figure) and returns the matplotlib ``Figure``. Nothing is computed here:
+every curve, window, anomaly, histogram and interval comes from the engine
+(:mod:`nflab.engine`, the Rust ``crates/analyze`` the report also calls) with
+the report's options, so a figure redrawn here matches ``figures/<id>.csv``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from . import stats
+from . import engine
 from .tree import Experiment, Run
 
 #: Colours of series (Okabe–Ito), as in report.html.
@@ -51,10 +51,10 @@ def _style(i: int, runs: List[Run]) -> Dict:
     return {"color": COLORS[i % len(COLORS)], "linestyle": "--" if any(r.dut == "loopback" for r in runs) else "-", "linewidth": 1.4}
 
 
-def _pooled(runs: List[Run]) -> np.ndarray:
-    parts = [r.latencies() for r in runs]
-    parts = [p for p in parts if len(p)]
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+def _pooled(exp: Experiment, runs: List[Run]):
+    """The engine's latency distribution of the runs of one configuration, pooled."""
+    res = [exp.analysis(r) for r in runs]
+    return engine.pooled_latency(a.analyses[0] for a in res if a is not None)
 
 
 def _fmt_ns(v, _=None) -> str:
@@ -83,11 +83,11 @@ def hdr(exp: Experiment, ax=None):
     fig, ax = _ax(ax)
     nmax = 10
     for i, (label, runs) in enumerate(configs(exp).items()):
-        lat = _pooled(runs)
-        if len(lat) == 0:
+        d = _pooled(exp, runs)
+        if d.count() == 0:
             continue
-        x, y = stats.hdr_points(lat)
-        nmax = max(nmax, len(lat))
+        x, y = d.percentile_curve(40)
+        nmax = max(nmax, d.count())
         ax.plot(x, y, label=label, **_style(i, runs))
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -106,14 +106,14 @@ def cdf(exp: Experiment, ax=None, complementary: bool = False):
     """Empirical CDF (or CCDF, log y) of latency; one line per configuration."""
     fig, ax = _ax(ax)
     for i, (label, runs) in enumerate(configs(exp).items()):
-        lat = _pooled(runs)
-        if len(lat) == 0:
+        d = _pooled(exp, runs)
+        if d.count() == 0:
             continue
-        p = np.arange(1, len(lat) + 1) / len(lat)
+        lat, p = d.cdf_points(600)
         if complementary:
-            ax.step(lat[:-1], 1 - p[:-1], where="post", label=label, **_style(i, runs))
+            ax.step(lat[:-1], [1 - q for q in p[:-1]], where="post", label=label, **_style(i, runs))
         else:
-            ax.step(lat, p, where="post", label=label, **_style(i, runs))
+            ax.step([lat[0]] + list(lat), [0.0] + list(p), where="post", label=label, **_style(i, runs))
     ax.set_xscale("log")
     _ns_axis(ax.xaxis)
     if complementary:
@@ -135,18 +135,17 @@ def ccdf(exp: Experiment, ax=None):
 def histogram(exp: Experiment, ax=None, per_decade: int = 20):
     """Fraction of packets per log-spaced latency bin."""
     fig, ax = _ax(ax)
-    groups = [(label, runs, _pooled(runs)) for label, runs in configs(exp).items()]
-    data = [g for g in groups if len(g[2])]
+    groups = [(label, runs, _pooled(exp, runs)) for label, runs in configs(exp).items()]
+    data = [g for g in groups if g[2].count()]
     if data:
-        lo = max(1.0, min(float(g[2][0]) for g in data))
-        hi = max(float(g[2][-1]) for g in data)
-        d0 = np.floor(np.log10(lo))
-        edges = 10 ** (d0 + np.arange(0, int((np.log10(hi) - d0) * per_decade) + 2) / per_decade)
-        for i, (label, runs, lat) in enumerate(groups):
-            if len(lat) == 0:
+        lo = max(1.0, min(float(g[2].min()) for g in data))
+        hi = max(1.0, max(float(g[2].max()) for g in data))
+        edges = engine.log_edges(lo, hi, per_decade)
+        for i, (label, runs, d) in enumerate(groups):
+            if d.count() == 0:
                 continue
-            h, _ = np.histogram(np.clip(lat, edges[0], edges[-1]), bins=edges)
-            ax.stairs(h / len(lat), edges, label=label, **_style(i, runs))
+            h = np.asarray(d.bin_counts(edges), dtype=float)
+            ax.stairs(h / d.count(), edges, label=label, **_style(i, runs))
     ax.set_xscale("log")
     ax.set_yscale("log")
     _ns_axis(ax.xaxis)
@@ -157,11 +156,12 @@ def histogram(exp: Experiment, ax=None, per_decade: int = 20):
     return fig
 
 
-def timeseries(exp: Experiment, run: Optional[str] = None, ax=None, columns: int = 1200, worst: int = 500):
-    """Latency over transmit time, min/max-decimated per column, the ``worst`` highest marked.
-    One panel per run (or only ``run``)."""
+def timeseries(exp: Experiment, run: Optional[str] = None, ax=None, worst: int = 500):
+    """Latency over transmit time: the engine's min and max per slice of transmit time (16 384
+    slices per run, as the report), the ``worst`` highest packets marked. One panel per run (or
+    only ``run``)."""
     plt = _plt()
-    runs = [exp.run(run)] if run else [r for r in exp.runs if len(r.latencies())]
+    runs = [exp.run(run)] if run else [r for r in exp.runs if _received(exp, r)]
     if ax is None:
         fig, axes = plt.subplots(max(1, len(runs)), 1, figsize=(8, 1.8 * max(1, len(runs)) + 0.6), sharex=True, sharey=True, constrained_layout=True, squeeze=False)
         axes = axes[:, 0]
@@ -170,19 +170,19 @@ def timeseries(exp: Experiment, run: Optional[str] = None, ax=None, columns: int
     labels = configs(exp)
     order = list(labels.keys())
     for a, r in zip(axes, runs):
-        df = exp.records(r.name, backend="polars") if _has("polars") else exp.records(r.name, backend="pandas")
-        t = np.asarray(df["t_s"])
-        lat = np.asarray(df["latency_ns"])
-        if len(t) == 0:
+        res = exp.analysis(r)
+        if not _received(exp, r):
             a.text(0.5, 0.5, "no packet received", transform=a.transAxes, ha="center")
             continue
-        c0, lo, hi = stats.decimate(t, lat, columns)
-        w = (t.max() or 1.0) / columns
+        t0 = _first_tx(res)
+        start, lo, hi = (np.asarray(v, dtype=np.float64) for v in res.analyses[0].series())
+        w = exp.engine_options(r)["series_ns"]
         i = order.index(exp.config_label(r))
-        a.vlines(c0 + w / 2, np.maximum(lo, 1), np.maximum(hi, 1), color=COLORS[i % len(COLORS)], linewidth=0.6)
-        k = min(worst, len(lat))
-        idx = np.argpartition(lat, len(lat) - k)[len(lat) - k:]
-        a.plot(t[idx], lat[idx], ".", color="#C00000", markersize=2.5, label=f"worst {k}")
+        a.vlines((start - t0 + w / 2) / 1e9, np.maximum(lo, 1), np.maximum(hi, 1), color=COLORS[i % len(COLORS)], linewidth=0.6)
+        wp = res.summary.get("worst") or []
+        wp = sorted(wp, key=lambda p: -p["latency_ns"])[:worst]
+        a.plot([(p["tx_ns"] - t0) / 1e9 for p in wp], [p["latency_ns"] for p in wp], ".", color="#C00000", markersize=2.5,
+               label=f"worst {len(wp)}")
         a.set_yscale("log")
         _ns_axis(a.yaxis)
         a.set_title(f"run {r.name} · {exp.config_label(r)}", fontsize=9, loc="left")
@@ -191,12 +191,13 @@ def timeseries(exp: Experiment, run: Optional[str] = None, ax=None, columns: int
     return fig
 
 
-def _has(mod: str) -> bool:
-    try:
-        __import__(mod)
-        return True
-    except ImportError:
-        return False
+def _received(exp: Experiment, r: Run) -> int:
+    res = exp.analysis(r)
+    return int(res.summary["packets"]["received"]) if res is not None else 0
+
+
+def _first_tx(res) -> int:
+    return int(((res.summary.get("span") or {}).get("first_tx_ns")) or 0)
 
 
 def _sweep_groups(exp: Experiment, x_key: str):
@@ -240,7 +241,7 @@ def sweep(exp: Experiment, ax=None, x_key: Optional[str] = None):
         for metric, ls in (("p99", "-"), ("p50", "--")):
             xs, ms, hs = [], [], []
             for x in sorted(pts):
-                m, h = stats.mean_ci([_summary_num(r, "latency_ns", metric) for r in pts[x]])
+                m, h = engine.mean_ci([_summary_num(r, "latency_ns", metric) for r in pts[x]])
                 xs.append(x), ms.append(m), hs.append(h or 0.0)
             ax.errorbar(xs, ms, yerr=hs, color=COLORS[i % len(COLORS)], linestyle=ls, marker="o", markersize=3, capsize=3, label=f"{g} {metric}")
     ax.set_yscale("log")
@@ -264,8 +265,8 @@ def throughput(exp: Experiment, ax=None):
     top = 0.0
     for i, (g, pts) in enumerate(_sweep_groups(exp, x_key).items()):
         xs = sorted(pts)
-        rx = [stats.mean_ci([_summary_num(r, "rate", "rx_pps") for r in pts[x]]) for x in xs]
-        loss = [stats.mean_ci([_summary_num(r, "loss_ratio") for r in pts[x]]) for x in xs]
+        rx = [engine.mean_ci([_summary_num(r, "rate", "rx_pps") for r in pts[x]]) for x in xs]
+        loss = [engine.mean_ci([_summary_num(r, "loss_ratio") for r in pts[x]]) for x in xs]
         c = COLORS[i % len(COLORS)]
         a1.errorbar(xs, [m for m, _ in rx], yerr=[h or 0 for _, h in rx], color=c, marker="o", markersize=3, capsize=3, label=g)
         a2.errorbar(xs, [m for m, _ in loss], yerr=[h or 0 for _, h in loss], color=c, marker="o", markersize=3, capsize=3, label=g)
@@ -280,48 +281,30 @@ def throughput(exp: Experiment, ax=None):
     return fig
 
 
-def _run_frame(exp: Experiment, r: Run):
-    """(t_ns since the first measured transmit, latency, seq, flow) of one run, in transmit order."""
-    f = r.record_file()
-    if f is None:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z, z
-    a = f.measured()
-    a = a[np.lexsort((a["seq"], a["flow"], a["tx_ns"]))]
-    tx = a["tx_ns"].astype(np.int64)
-    t = tx - tx[0] if len(tx) else tx
-    return t, a["rx_ns"].astype(np.int64) - tx, a["seq"].astype(np.int64), a["flow"].astype(np.int64)
-
-
-def window_series(exp: Experiment, window_s: float = 1.0) -> "OrderedDict[str, tuple]":
-    """Per configuration (its first run with ≥ 2 packets): ``(run, [(start_ns, p50, p99, max, packets)])``
-    for windows of ``window_s`` seconds of transmit time."""
+def window_series(exp: Experiment, window_s: Optional[float] = None) -> "OrderedDict[str, tuple]":
+    """Per configuration (its first run with ≥ 2 packets): ``(run, [(start_ns, p50, p99, max,
+    packets)])``, the engine's windows (``summary.windows``) of ``window_s`` seconds of transmit
+    time (default: the report's, :attr:`Experiment.window_ns`), start relative to the run's first
+    measured packet."""
     out: "OrderedDict[str, tuple]" = OrderedDict()
-    win_ns = max(int(round(window_s * 1e9)), 1)
     for label, runs in configs(exp).items():
         for r in runs:
-            t, lat, _, _ = _run_frame(exp, r)
-            if len(t) > 1:
-                out[label] = (r, stats.windows(t, lat, win_ns))
-                break
+            if _received(exp, r) < 2:
+                continue
+            res = exp.analysis(r)
+            if window_s is not None and round(window_s * 1e9) != exp.window_ns:
+                res = engine.analyze(r.path / "records.nfr", **dict(exp.engine_options(r), window=f"{max(int(round(window_s * 1e9)), 1)}ns"))
+            t0 = _first_tx(res)
+            rows = [(w["start_ns"] - t0, w["p50_ns"], w["p99_ns"], w["max_ns"], w["packets"])
+                    for w in res.summary.get("windows") or [] if w.get("p50_ns") is not None]
+            out[label] = (r, rows)
+            break
     return out
 
 
 def default_window_s(exp: Experiment) -> float:
-    """The report's window: about 60 windows over the longest run, a 1-2-5 number of ms."""
-    span = 1.0
-    for runs in configs(exp).values():
-        for r in runs:
-            t, _, _, _ = _run_frame(exp, r)
-            if len(t) > 1:
-                span = max(span, float(t[-1] - t[0]))
-                break
-    raw_ms = span / 60.0 / 1e6
-    nice_ms = 1.0
-    if raw_ms > 0 and math.isfinite(raw_ms):
-        p = 10 ** math.floor(math.log10(raw_ms))
-        nice_ms = next((m * p for m in (1, 2, 2.5, 5) if m * p >= raw_ms * 0.999), 10 * p)
-    return max(nice_ms * 1e6, 1e3) / 1e9
+    """The report's window, seconds: about 60 windows over the longest run, a 1-2-5 number of ms."""
+    return exp.window_ns / 1e9
 
 
 def windows(exp: Experiment, ax=None, window_s: Optional[float] = None):
@@ -351,38 +334,46 @@ def windows(exp: Experiment, ax=None, window_s: Optional[float] = None):
 
 
 def anomaly_specs(exp: Experiment) -> List[tuple]:
-    """The ``(n, t_ns)`` anomaly definitions: ``[analysis] anomalies`` of the first run that has
-    them (as the report), else of the spec."""
-    raw = None
-    for r in exp.runs:
-        a = (r.params.get("analysis") or {}).get("anomalies")
-        if isinstance(a, list):
-            raw = a
-            break
-    if raw is None:
-        raw = (exp.spec.get("analysis") or {}).get("anomalies") or []
-    return [p for p in (stats.parse_anomaly(s) for s in raw) if p is not None]
+    """The ``(n, t_ns)`` anomaly definitions the runs are analysed with (the engine's parse of
+    :meth:`Experiment.anomaly_specs`; ``t_ns`` None for a relative threshold)."""
+    out = []
+    for raw in exp.anomaly_specs():
+        try:
+            _, n, t = engine.parse_anomaly(raw)
+        except ValueError:
+            continue
+        out.append((n, t))
+    return out
 
 
 def anomaly_table(exp: Experiment) -> List[dict]:
-    """Every anomaly of every run and spec, as the rows of ``figures/anomalies.csv``
-    (``run, config, spec, n, t_ns`` plus the fields of :func:`nflab.stats.anomaly_events`)."""
+    """Every anomaly the engine found in every run, per definition: ``run, config, spec`` (its
+    ``(n, t_ns)``), ``n, t_ns, flow, start_seq, t0_ns`` (transmit time of its first packet since
+    the run's first measured packet), ``duration_ns`` (first to last send), ``packets, lost,
+    max_ns`` (its peak latency)."""
     rows = []
     specs = anomaly_specs(exp)
-    for n, thr in specs:
+    for k, (n, thr) in enumerate(specs):
         for r in exp.runs:
-            t, lat, seq, flow = _run_frame(exp, r)
-            if len(t) == 0:
+            res = exp.analysis(r)
+            if res is None:
                 continue
-            for a in stats.anomaly_events(seq, flow, t, lat, n, thr):
-                rows.append(dict(run=r.name, config=exp.config_label(r), spec=(n, thr), n=n, t_ns=thr, **a))
+            details = res.summary.get("anomaly_details") or []
+            if k >= len(details):
+                continue
+            t0 = _first_tx(res)
+            for e in details[k].get("events") or []:
+                rows.append(dict(run=r.name, config=exp.config_label(r), spec=(n, thr), n=n, t_ns=details[k]["t_ns"],
+                                 flow=e["flow"], start_seq=e["start_seq"], t0_ns=(e["start_tx_ns"] or t0) - t0,
+                                 duration_ns=e["duration_ns"], packets=e["packets"], lost=e["lost"], max_ns=e["peak_ns"]))
+    rows.sort(key=lambda x: (specs.index(x["spec"]), x["run"], x["t0_ns"]))
     return rows
 
 
 def anomalies(exp: Experiment, ax=None):
     """Anomaly timeline: one panel per ``n:t``; each anomaly is a bar from its start (transmit
-    time of its first packet) as wide as it lasted, at the height of its duration (first send
-    to last arrival, log); colours by configuration."""
+    time of its first packet) as wide as it lasted, at the height of its duration (first to
+    last send, at least 1 ns; log); colours by configuration."""
     plt = _plt()
     specs = anomaly_specs(exp)
     if ax is None:
@@ -395,15 +386,15 @@ def anomalies(exp: Experiment, ax=None):
         axes[0].text(0.5, 0.5, "the spec has no [analysis] anomalies", transform=axes[0].transAxes, ha="center")
         return fig
     rows = anomaly_table(exp)
-    ends = [_run_frame(exp, r)[0] for r in exp.runs]
-    span = max([float(t[-1]) for t in ends if len(t)] + [1.0]) / 1e9
+    spans = [(exp.analysis(r).summary.get("span") or {}) for r in exp.runs if exp.analysis(r) is not None]
+    span = max([float((s.get("last_tx_ns") or 0) - (s.get("first_tx_ns") or 0)) for s in spans] + [1.0]) / 1e9
     order = list(configs(exp).keys())
     for a, (n, thr) in zip(axes, specs):
         found = [x for x in rows if x["spec"] == (n, thr)]
         seen = set()
         for x in found:
             i = order.index(x["config"])
-            d = float(x["duration_ns"])
+            d = float(max(x["duration_ns"], 1))
             w = max(d / 1e9, span / 400)  # at least a visible sliver
             lab = x["config"] if x["config"] not in seen else None
             seen.add(x["config"])
@@ -413,7 +404,8 @@ def anomalies(exp: Experiment, ax=None):
         _ns_axis(a.yaxis)
         a.set_xlim(0, span * 1.02)
         a.set_ylabel("duration (log)")
-        a.set_title(f"anomaly {n}:{_fmt_ns(thr)}: ≥ {n} consecutive packets with latency ≥ {_fmt_ns(thr)} — {len(found)} found", fontsize=9, loc="left")
+        tl = _fmt_ns(thr) if thr is not None else "a relative threshold"
+        a.set_title(f"anomaly {n}:{tl}: ≥ {n} consecutive packets with latency ≥ {tl} — {len(found)} found", fontsize=9, loc="left")
         a.grid(True, alpha=0.3)
         if found:
             a.legend(fontsize=8, loc="upper right")
@@ -435,26 +427,27 @@ def ipg_histograms(exp: Experiment) -> List[dict]:
             if isinstance(sc, dict):
                 w = max(float(sc.get("histogram_width_ns") or 1.0), 1.0)
                 h = [b for b in sc.get("histogram") or [] if isinstance(b, dict) and "lo_ns" in b and "count" in b]
-                bins = stats.log_bins([float(b["lo_ns"]) + w / 2 for b in h], [int(b["count"]) for b in h])
+                bins = engine.log_bins([float(b["lo_ns"]) + w / 2 for b in h], [int(b["count"]) for b in h])
                 if not bins:
                     continue
                 out.append(dict(config=label, run=r.name, source="gen.json selfcheck (receive side)", bins=bins,
                                 total=sum(b[2] for b in bins), target_ns=sc.get("configured_ipg_ns"), mse_ns2=sc.get("ipg_mse_ns2")))
                 break
-            rate = (r.params.get("traffic") or {}).get("rate_pps")
-            if (r.params.get("traffic") or {}).get("pattern") != "cbr" or not isinstance(rate, (int, float)) or rate <= 0:
+            # Fallback, as the report: the engine's transmit gaps of consecutive sequence numbers.
+            rate = _summary_num(r, "rate", "offered_pps")
+            if rate is None:
+                rate = (r.params.get("traffic") or {}).get("rate_pps")
+            res = exp.analysis(r)
+            if (r.params.get("traffic") or {}).get("pattern") != "cbr" or not isinstance(rate, (int, float)) or rate <= 0 or res is None:
                 continue
-            t, _, seq, flow = _run_frame(exp, r)
-            o = np.lexsort((seq, flow))
-            t, seq, flow = t[o], seq[o], flow[o]
-            ok = (flow[1:] == flow[:-1]) & (seq[1:] == seq[:-1] + 1)
-            gaps = (t[1:] - t[:-1])[ok]
-            if len(gaps) < 2:
+            g = res.analyses[0].tx_gaps()
+            if g is None or g.count() < 2:
                 continue
             target = 1e9 / rate
-            bins = stats.log_bins(gaps.astype(float))
+            values, counts = g.value_counts()
+            bins = engine.log_bins([float(v) for v in values], counts)
             out.append(dict(config=label, run=r.name, source="transmit timestamps in the records", bins=bins,
-                            total=len(gaps), target_ns=target, mse_ns2=float(np.mean((gaps - target) ** 2))))
+                            total=g.count(), target_ns=target, mse_ns2=g.mse_about(target)))
             break
     return out
 

@@ -13,12 +13,20 @@ still listed, and :attr:`Experiment.problems` says what is missing.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
+from . import _engine, engine
 from .records import RecordFile, read_records
+
+#: What the report asks of the engine (crates/report/src/load.rs): worst packets kept,
+#: anomaly events listed, time slices of the latency-over-time figure.
+WORST_N = 500
+MAX_ANOMALIES = 100_000
+TIME_SLICES = 16_384
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -152,6 +160,7 @@ class Experiment:
                 except Exception:  # a broken spec is reported, not raised
                     self.spec = {}
         self.env: Dict[str, Any] = _read_json(self.path / "env.json") or {}
+        self._analyses: Dict[str, Any] = {}
         rd = self.path / "runs"
         self.runs: List[Run] = [Run(p) for p in sorted(rd.iterdir()) if p.is_dir()] if rd.is_dir() else []
 
@@ -264,6 +273,58 @@ class Experiment:
             return pd.DataFrame(data)
         raise ValueError(f"backend must be 'polars' or 'pandas', not {backend!r}")
 
+    # -- the engine --------------------------------------------------------
+
+    def anomaly_specs(self) -> List[str]:
+        """The anomaly definitions the runs were analysed with: ``[analysis] anomalies`` of the
+        first run's params.json that has them (as the report), else of the spec."""
+        for r in self.runs:
+            a = (r.params.get("analysis") or {}).get("anomalies")
+            if isinstance(a, list):
+                return [str(x) for x in a]
+        return [str(x) for x in ((self.spec.get("analysis") or {}).get("anomalies") or [])]
+
+    @property
+    def window_ns(self) -> int:
+        """The report's window: about 60 windows over the longest run (block headers only), a
+        1-2-2.5-5 number of ms, at least 1 µs (``crates/report/src/load.rs`` ``window_for``)."""
+        spans = []
+        for r in self.runs:
+            sp = _engine.prescan_span(str(r.path / "records.nfr")) if (r.path / "records.nfr").is_file() else None
+            spans.append(max(sp[1] - sp[0], 0) if sp else 0)
+        return _window_for(max(spans + [0]))
+
+    def engine_options(self, run: Union[str, Run]) -> Dict[str, Any]:
+        """The options the report analyses a run with (``figures/analysis.json`` → ``command``):
+        ``--worst 500 --window <window_ns>ns --anomaly-events 100000 --anomaly …``, plus the
+        drawing data (``series_ns``: 16 384 slices of the run, ``tx_gaps``)."""
+        r = self.run(run) if isinstance(run, str) else run
+        sp = _engine.prescan_span(str(r.path / "records.nfr")) if (r.path / "records.nfr").is_file() else None
+        span = max(sp[1] - sp[0], 0) if sp else 0
+        return {"worst": WORST_N, "window": f"{self.window_ns}ns", "anomaly_events": MAX_ANOMALIES,
+                "anomalies": [a for a in self.anomaly_specs() if _parses(a)],
+                "series_ns": max(-(-span // TIME_SLICES), 1), "tx_gaps": True}
+
+    def analysis(self, run: Union[str, Run]):
+        """The engine's analysis of the run's records.nfr with :meth:`engine_options`
+        (an :class:`nflab.engine.Result`, cached), or None when there is no readable record file.
+        Its ``summary`` is, field by field, the run's entry of the report's ``figures/analysis.json``."""
+        r = self.run(run) if isinstance(run, str) else run
+        if r.name not in self._analyses:
+            res = None
+            if r.record_file() is not None:
+                try:
+                    res = engine.analyze(r.path / "records.nfr", **self.engine_options(r))
+                except ValueError as e:
+                    r._records_error = f"records.nfr could not be analysed ({e})"
+            self._analyses[r.name] = res
+        return self._analyses[r.name]
+
+    def analyze(self, **options):
+        """``nflab analyze --json DIR`` with these options (every run's records.nfr, plus
+        ``_across_runs`` over them): an :class:`nflab.engine.Result`."""
+        return engine.analyze(self.path, **options)
+
     def __repr__(self) -> str:
         return f"Experiment({str(self.path)!r}, runs={len(self.runs)})"
 
@@ -293,6 +354,25 @@ def _fmt_param(key: str, v: Any) -> str:
             return f"{_fmt_num(v)} B"
         return f"{key.rsplit('.', 1)[-1]}={_fmt_num(v)}"
     return f"{key.rsplit('.', 1)[-1]}={v}"
+
+
+def _parses(spec: str) -> bool:
+    try:
+        engine.parse_anomaly(spec)
+        return True
+    except ValueError:
+        return False
+
+
+def _window_for(span_ns: int) -> int:
+    """``window_for`` of crates/report/src/load.rs, operation for operation (so the float
+    rounding is the same): a 1-2-2.5-5 step of ms near span/60, at least 1 µs."""
+    raw = max(span_ns, 1) / 60.0 / 1e6
+    step = 1.0
+    if raw > 0 and math.isfinite(raw):
+        p = 10.0 ** math.floor(math.log10(raw))
+        step = next((m * p for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * p >= raw * 0.999), 10.0 * p)
+    return int(max(step * 1e6, 1e3))
 
 
 def load(path: Union[str, Path]) -> Experiment:

@@ -152,3 +152,24 @@ def pytest_sessionfinish(session, exitstatus):
                 f.write(f"python {r.nodeid}: {r.longrepr[-1] if isinstance(r.longrepr, tuple) else r.longrepr}\n")
     if _flag("CI") or not _flag("NFLAB_ALLOW_SKIP"):
         session.exitstatus = 1
+
+
+# The `nflab` binary, for the tests that compare the Python API with the CLI: $NFLAB_BIN
+# (scripts/ci-python.sh sets it), else built here with cargo from this repository.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def nflab_bin() -> str:
+    import os
+    import shutil
+    import subprocess
+
+    b = os.environ.get("NFLAB_BIN")
+    if b:
+        assert Path(b).is_file(), f"NFLAB_BIN={b} does not exist: build it with `cargo build -p nflab`"
+        return b
+    cargo = shutil.which("cargo")
+    assert cargo, "cargo is not on PATH: set NFLAB_BIN to an nflab binary or install Rust"
+    subprocess.run([cargo, "build", "-q", "-p", "nflab"], cwd=ROOT, check=True)
+    return str(ROOT / "target" / "debug" / "nflab")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import nflab
-from nflab import plots, stats
+from nflab import plots
 
 from conftest import SPEC
 
@@ -48,7 +48,7 @@ def test_windows_known_p99_and_max(tmp_path):
     recs = recs[:99] + [(99, 999_000_000, lat100[2])]
     recs += [(100, 2_100_000_000, 7000), (101, 2_500_000_000, 5000)]
     exp = nflab.load(tree(tmp_path, recs))
-    w = plots.window_series(exp)
+    w = plots.window_series(exp, window_s=1.0)
     (run, win), = w.values()
     assert [(s, p99, mx, k) for s, _, p99, mx, k in win] == [(0, 99_000, 100_000, 100), (2_000_000_000, 7000, 7000, 2)]
     fig = plots.windows(exp, window_s=1.0)
@@ -67,10 +67,8 @@ def test_windows_match_the_rust_report():
     assert rust
     win_ns = int(rust[0]["window_ns"])
     # The default window is the report's.
-    assert round(plots.default_window_s(exp) * 1e9) == win_ns
-    for r in exp.runs:
-        t, lat, _, _ = plots._run_frame(exp, r)
-        mine = stats.windows(t, lat, win_ns)
+    assert exp.window_ns == win_ns
+    for r, mine in plots.window_series(exp).values():
         theirs = [x for x in rust if x["run"] == r.name]
         assert len(theirs) == len(mine) > 10
         for m, x in zip(mine, theirs):
@@ -81,7 +79,7 @@ def test_windows_match_the_rust_report():
 # -- anomalies -------------------------------------------------------------
 
 def test_one_known_anomaly(tmp_path):
-    # 1 ms CBR; seqs 10..13 at 200 µs (one anomaly of 4, from tx 10 ms to arrival 13.2 ms);
+    # 1 ms CBR; seqs 10..13 at 200 µs (one anomaly of 4, from tx 10 ms to the last send at 13 ms);
     # seqs 20, 21 high but only 2 < n = 3; seqs 30, 31 high, 32 lost, 33, 34 high: the loss breaks it.
     recs = []
     for s in range(50):
@@ -92,25 +90,29 @@ def test_one_known_anomaly(tmp_path):
     exp = nflab.load(tree(tmp_path, recs))
     tab = plots.anomaly_table(exp)
     assert [(a["start_seq"], a["packets"], a["t0_ns"], a["duration_ns"], a["max_ns"]) for a in tab] == \
-        [(10, 4, 10_000_000, 3_200_000, 200_000)]
+        [(10, 4, 10_000_000, 3_000_000, 200_000)]
     fig = plots.anomalies(exp)
     bars = fig.axes[0].patches
     assert len(bars) == 1
     b = bars[0]
-    assert b.get_x() == pytest.approx(0.010) and b.get_width() == pytest.approx(0.0032)
-    assert b.get_y() < 3_200_000 < b.get_y() + b.get_height()
+    assert b.get_x() == pytest.approx(0.010) and b.get_width() == pytest.approx(0.003)
+    assert b.get_y() < 3_000_000 < b.get_y() + b.get_height()
     assert "1 found" in fig.axes[0].get_title(loc="left")
 
 
-def test_open_run_at_the_end_counts_and_flows_are_separate():
-    seq = np.array([0, 1, 2, 0, 1, 2])
-    flow = np.array([0, 0, 0, 1, 1, 1])
-    t = np.array([0, 10, 20, 5, 15, 25])
-    lat = np.array([1, 9, 9, 9, 9, 1])
-    ev = stats.anomaly_events(seq, flow, t, lat, 2, 9)
-    assert [(e["flow"], e["start_seq"], e["packets"], e["t0_ns"], e["t1_ns"]) for e in ev] == [(0, 1, 2, 10, 29), (1, 0, 2, 5, 24)]
-    assert stats.parse_anomaly("2:250us") == (2, 250_000) and stats.parse_anomaly("3:1.5ms:gt") == (3, 1_500_000)
-    assert stats.parse_anomaly("junk") is None
+def test_open_run_at_the_end_counts_and_flows_are_separate(tmp_path):
+    # flow 0: seqs 0..2 at latency 1, 9, 9 ns (an anomaly open at the end); flow 1: 9, 9, 1.
+    p = tmp_path / "f.nfr"
+    nflab.write_records(p, [(0, 0, 100, 101), (0, 1, 105, 114), (1, 0, 110, 119), (1, 1, 115, 124),
+                            (2, 0, 120, 129), (2, 1, 125, 126)],
+                        trailer={"sent": [{"flow": 0, "sent": 3, "warmup": 0}, {"flow": 1, "sent": 3, "warmup": 0}]})
+    ev = nflab.engine.anomalies_frame(nflab.analyze(p, anomalies=["2:9ns"]).summary).sort("flow")
+    assert ev.select("flow", "start_seq", "packets", "start_tx_ns", "duration_ns").rows() == [(0, 1, 2, 110, 10), (1, 0, 2, 105, 10)]
+    assert nflab.engine.parse_anomaly("2:250us") == ("2:250000ns", 2, 250_000)
+    assert nflab.engine.parse_anomaly("3:1.5ms:gt")[1:] == (3, 1_500_000)
+    assert nflab.engine.parse_anomaly("2:p50*3")[2] is None
+    with pytest.raises(ValueError, match="invalid anomaly spec"):
+        nflab.engine.parse_anomaly("junk")
 
 
 def test_anomalies_match_the_rust_report():
@@ -120,9 +122,9 @@ def test_anomalies_match_the_rust_report():
     mine = plots.anomaly_table(exp)
     assert len(mine) == len(rust)
     key = lambda x: (x[0], x[1])  # noqa: E731
-    m = sorted(((a["run"], a["t0_ns"], a["duration_ns"], a["packets"], a["min_ns"], a["max_ns"]) for a in mine), key=key)
+    m = sorted(((a["run"], a["t0_ns"], a["duration_ns"], a["packets"], a["max_ns"]) for a in mine), key=key)
     r = sorted(((x["run"], round(float(x["start_s"]) * 1e9), int(x["duration_ns"]), int(x["packets"]),
-                 int(x["min_latency_ns"]), int(x["max_latency_ns"])) for x in rust), key=key)
+                 int(x["max_latency_ns"])) for x in rust), key=key)
     assert m == r
 
 

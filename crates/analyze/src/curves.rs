@@ -99,6 +99,29 @@ pub fn bin_counts(d: &mut Distribution, edges: &[f64]) -> Vec<u64> {
     c
 }
 
+/// Counts at values `(x, count)` re-binned into `per_decade` log-spaced bins
+/// per decade: `(lo, hi, count)` of the non-empty bins, ascending. Bin `k`
+/// holds `[10^(k/per_decade), 10^((k+1)/per_decade))`; values below 1 go to
+/// the first bin. The generator self-check figure's histogram.
+pub fn log_bins(raw: &[(f64, u64)], per_decade: u32) -> Vec<(f64, f64, u64)> {
+    let per = f64::from(per_decade.max(1));
+    let mut bins: std::collections::BTreeMap<i64, u64> = Default::default();
+    for (x, c) in raw {
+        let k = (x.max(1.0).log10() * per).floor() as i64;
+        *bins.entry(k).or_default() += c;
+    }
+    bins.into_iter()
+        .filter(|(_, c)| *c > 0)
+        .map(|(k, c)| {
+            (
+                10f64.powf(k as f64 / per),
+                10f64.powf((k + 1) as f64 / per),
+                c,
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +174,19 @@ mod tests {
         // HDR buckets land in the bin of their upper end.
         let mut h = dist([1, 5, 9, 10, 11, 99, 100, 1000], 0);
         assert_eq!(bin_counts(&mut h, &edges).iter().sum::<u64>(), 8);
+    }
+
+    #[test]
+    fn log_bins_sum_counts_per_tenth_of_a_decade() {
+        // 99.5 and 100.5: bins [10^1.9, 10^2) and [10^2, 10^2.1); 0.5 counts as 1.
+        let b = log_bins(
+            &[(99.5, 10), (100.5, 80), (101.5, 10), (0.5, 3), (7.0, 0)],
+            10,
+        );
+        assert_eq!(b.len(), 3);
+        assert_eq!((b[0].0, b[0].2), (1.0, 3));
+        assert_eq!((b[1].1, b[1].2), (100.0, 10));
+        assert_eq!((b[2].0, b[2].2), (100.0, 90));
+        assert!((b[1].0 - 10f64.powf(1.9)).abs() < 1e-9);
     }
 }

@@ -4,16 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use nflab_analyze::crossrun::{
-    bootstrap_mean_ci, evaluate_sla, mean_t_ci, parse_sla, sla_percentiles,
-};
+use nflab_analyze::crossrun::{evaluate_sla, parse_sla, sla_percentiles};
 use nflab_analyze::export::{self, Bins, TableFormat};
 use nflab_analyze::{
     parse_duration_ns, AnalysisConfig, AnomalySpec, FileAnalysis, Format, Options, Pct, Summary,
 };
-
-/// Reads one figure out of a summary.
-type MetricOf = fn(&Summary) -> Option<f64>;
 
 /// Exit code when an `--sla` clause fails.
 const EXIT_SLA_FAILED: u8 = 3;
@@ -397,33 +392,7 @@ fn write_exports(
 }
 
 fn across_runs(out: &[(PathBuf, Summary)], level: f64) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    let metrics: [(&str, MetricOf); 9] = [
-        ("mean", |s| s.latency_ns.mean),
-        ("p50", |s| s.latency_ns.p50.map(|v| v as f64)),
-        ("p99", |s| s.latency_ns.p99.map(|v| v as f64)),
-        ("p99.9", |s| s.latency_ns.p99_9.map(|v| v as f64)),
-        ("p99.99", |s| s.latency_ns.p99_99.map(|v| v as f64)),
-        ("p99.999", |s| s.latency_ns.p99_999.map(|v| v as f64)),
-        ("max", |s| s.latency_ns.max.map(|v| v as f64)),
-        ("loss_ratio", |s| Some(s.loss_ratio)),
-        ("anomalies", |s| s.anomalies.first().map(|a| a.count as f64)),
-    ];
-    for (name, f) in metrics {
-        let vals: Vec<f64> = out.iter().filter_map(|(_, s)| f(s)).collect();
-        let t = mean_t_ci(&vals, level);
-        let b = bootstrap_mean_ci(&vals, level, 10_000, 1);
-        m.insert(
-            name.into(),
-            serde_json::json!({
-                "n": vals.len(),
-                "mean": t.map(|t| t.mean).or(b.map(|b| b.mean)),
-                "t_ci": t.map(|t| [t.lo, t.hi]),
-                "bootstrap_ci": b.map(|b| [b.lo, b.hi]),
-            }),
-        );
-    }
-    serde_json::Value::Object(m)
+    nflab_analyze::across::across_runs(out.iter().map(|(_, s)| s), level)
 }
 
 fn print_human(s: &Summary) {

@@ -24,25 +24,9 @@ struct Hist {
     source: &'static str,
 }
 
-/// Counts at values `(x, count)` into 10 log-spaced bins per decade:
-/// `(lo, hi, count)` of the non-empty bins. Values below 1 ns go to the first bin.
+/// Counts at values `(x, count)` into 10 log-spaced bins per decade (the engine's).
 fn rebin(raw: &[(f64, u64)]) -> Vec<(f64, f64, u64)> {
-    let mut bins: std::collections::BTreeMap<i64, u64> = Default::default();
-    for (x, c) in raw {
-        // Bin k holds [10^(k/10), 10^((k+1)/10)).
-        let k = (x.max(1.0).log10() * 10.0).floor() as i64;
-        *bins.entry(k).or_default() += c;
-    }
-    bins.into_iter()
-        .filter(|(_, c)| *c > 0)
-        .map(|(k, c)| {
-            (
-                10f64.powf(k as f64 / 10.0),
-                10f64.powf((k + 1) as f64 / 10.0),
-                c,
-            )
-        })
-        .collect()
+    nflab_analyze::curves::log_bins(raw, 10)
 }
 
 /// The IPG histogram per run configuration (first run with data).

@@ -1,0 +1,237 @@
+//! The `nflab._engine` extension module: thin PyO3 wrappers, no statistic
+//! of their own. `python/nflab/engine.py` is the public face.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use nflab_analyze::{curves, Distribution, TailState};
+
+use crate::cli_json;
+use crate::request::Request;
+
+fn err(e: String) -> PyErr {
+    PyValueError::new_err(e)
+}
+
+/// A latency (or tx-gap) distribution of the engine.
+#[pyclass(name = "Distribution", module = "nflab._engine")]
+#[derive(Clone)]
+pub struct PyDistribution {
+    d: Distribution,
+}
+
+#[pymethods]
+impl PyDistribution {
+    /// Values recorded.
+    fn count(&self) -> u64 {
+        self.d.count()
+    }
+    fn min(&self) -> Option<i64> {
+        self.d.min()
+    }
+    fn max(&self) -> Option<i64> {
+        self.d.max()
+    }
+    fn mean(&self) -> Option<f64> {
+        self.d.mean()
+    }
+    /// "exact" or "hdr".
+    fn method(&self) -> String {
+        match self.d.method() {
+            nflab_analyze::Method::Exact => "exact".into(),
+            nflab_analyze::Method::Hdr => "hdr".into(),
+        }
+    }
+    /// Add every value of `other` (runs of one configuration pooled).
+    fn merge(&mut self, other: &PyDistribution) {
+        self.d.merge(&other.d);
+    }
+    /// Copy.
+    fn copy(&self) -> PyDistribution {
+        self.clone()
+    }
+    /// Nearest-rank value at each of `ranks` (1-based).
+    fn values_at_ranks(&mut self, ranks: Vec<u64>) -> Vec<i64> {
+        self.d
+            .values_at_ranks(&ranks)
+            .into_iter()
+            .map(|q| q.value)
+            .collect()
+    }
+    /// `(1/(1−p), latency)` of the HDR percentile plot (curves::percentile_curve).
+    #[pyo3(signature = (per_decade = 40))]
+    fn percentile_curve(&mut self, per_decade: u32) -> (Vec<f64>, Vec<i64>) {
+        curves::percentile_curve(&mut self.d, per_decade)
+            .into_iter()
+            .unzip()
+    }
+    /// `(latency, P(L ≤ latency))` of the empirical CDF (curves::cdf_points).
+    #[pyo3(signature = (max_points = 600))]
+    fn cdf_points(&mut self, max_points: usize) -> (Vec<i64>, Vec<f64>) {
+        curves::cdf_points(&mut self.d, max_points)
+            .into_iter()
+            .unzip()
+    }
+    /// Values per bin `[edges[i], edges[i+1])` (curves::bin_counts).
+    fn bin_counts(&mut self, edges: Vec<f64>) -> Vec<u64> {
+        curves::bin_counts(&mut self.d, &edges)
+    }
+    /// `(value, count)` ascending.
+    fn value_counts(&mut self) -> (Vec<i64>, Vec<u64>) {
+        self.d.value_counts().into_iter().unzip()
+    }
+    /// Mean squared difference from `target`.
+    fn mse_about(&self, target: f64) -> Option<f64> {
+        self.d.mse_about(target)
+    }
+}
+
+/// The engine's analysis of one input.
+#[pyclass(name = "Analysis", module = "nflab._engine")]
+pub struct PyAnalysis {
+    label: String,
+    file: nflab_analyze::FileAnalysis,
+}
+
+#[pymethods]
+impl PyAnalysis {
+    /// The input (path, or `PRE -> POST`).
+    #[getter]
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+    /// summary.json of this input, as JSON text.
+    fn summary_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.file.analysis.summary).map_err(|e| err(e.to_string()))
+    }
+    /// A problem that ended reading early, one sentence.
+    #[getter]
+    fn problem(&self) -> Option<String> {
+        self.file.problem.clone()
+    }
+    /// "complete", "no-trailer" or "truncated: <reason>".
+    #[getter]
+    fn tail(&self) -> String {
+        match &self.file.tail {
+            TailState::Complete => "complete".into(),
+            TailState::NoTrailer => "no-trailer".into(),
+            TailState::Truncated { reason, .. } => format!("truncated: {reason}"),
+        }
+    }
+    /// Start of window 0 (tx clock), ns.
+    #[getter]
+    fn origin_ns(&self) -> Option<u64> {
+        self.file.analysis.origin_ns
+    }
+    /// The latency distribution of the measured packets.
+    fn latency(&self) -> PyDistribution {
+        PyDistribution {
+            d: self.file.analysis.latency.clone(),
+        }
+    }
+    /// Tx gaps of consecutive sequence numbers (with `tx_gaps=True`).
+    fn tx_gaps(&self) -> Option<PyDistribution> {
+        self.file
+            .analysis
+            .tx_gap
+            .clone()
+            .map(|d| PyDistribution { d })
+    }
+    /// `(start_ns, min_ns, max_ns)` per slice of `series_ns` (with `series_ns`).
+    fn series(&self) -> (Vec<u64>, Vec<i64>, Vec<i64>) {
+        let s = &self.file.analysis.series;
+        (
+            s.iter().map(|x| x.start_ns).collect(),
+            s.iter().map(|x| x.min_ns).collect(),
+            s.iter().map(|x| x.max_ns).collect(),
+        )
+    }
+}
+
+/// `(json, analyses, sla_failed)`: the text `nflab analyze --json FILES`
+/// prints with these options (a JSON object of keyword arguments), the
+/// analyses behind it, and whether an SLA clause failed.
+#[pyfunction]
+fn analyze(
+    py: Python<'_>,
+    files: Vec<String>,
+    options: &str,
+) -> PyResult<(String, Vec<PyAnalysis>, bool)> {
+    let req = Request::from_json(options).map_err(err)?;
+    let (json, analysed, failed) = py
+        .detach(|| -> Result<_, String> {
+            let a = cli_json::analyse(&files, &req)?;
+            let json = serde_json::to_string_pretty(&cli_json::to_json(&a, &req)?)
+                .map_err(|e| e.to_string())?;
+            let failed = cli_json::sla_failed(&a, &req)?;
+            Ok((json, a, failed))
+        })
+        .map_err(err)?;
+    let out = analysed
+        .into_iter()
+        .map(|a| PyAnalysis {
+            label: a.label,
+            file: a.file,
+        })
+        .collect();
+    Ok((json, out, failed))
+}
+
+/// An empty distribution (exact up to `exact_limit` values).
+#[pyfunction]
+#[pyo3(signature = (exact_limit = nflab_analyze::dist::DEFAULT_EXACT_LIMIT, hdr_digits = 3))]
+fn distribution(exact_limit: u64, hdr_digits: u8) -> PyDistribution {
+    PyDistribution {
+        d: Distribution::new(exact_limit, hdr_digits),
+    }
+}
+
+/// Log-spaced bin edges (curves::log_edges).
+#[pyfunction]
+fn log_edges(lo: f64, hi: f64, per_decade: usize) -> Vec<f64> {
+    curves::log_edges(lo, hi, per_decade)
+}
+
+/// `(lo, hi, count)` of counts at values re-binned into log bins (curves::log_bins).
+#[pyfunction]
+fn log_bins(values: Vec<f64>, counts: Vec<u64>, per_decade: u32) -> Vec<(f64, f64, u64)> {
+    let raw: Vec<(f64, u64)> = values.into_iter().zip(counts).collect();
+    curves::log_bins(&raw, per_decade)
+}
+
+/// `(mean, lo, hi)` of the Student-t interval of the mean, None below 2 values.
+#[pyfunction]
+#[pyo3(signature = (values, level = 0.95))]
+fn mean_t_ci(values: Vec<f64>, level: f64) -> Option<(f64, f64, f64)> {
+    nflab_analyze::crossrun::mean_t_ci(&values, level).map(|i| (i.mean, i.lo, i.hi))
+}
+
+/// `(spec, n, t_ns)` of an anomaly definition such as `2:250us`, normalised
+/// as the engine prints it; `t_ns` is None for a relative threshold (p50*3).
+#[pyfunction]
+fn parse_anomaly(spec: &str) -> PyResult<(String, u32, Option<u64>)> {
+    let s: nflab_analyze::AnomalySpec = spec.parse().map_err(|e| err(format!("{e}")))?;
+    Ok(crate::anomaly_parts(&s))
+}
+
+/// `(first, last)` tx time of a record file from its block headers alone
+/// (`nflab_record::prescan`, as the report sizes its windows), None if unreadable.
+#[pyfunction]
+fn prescan_span(path: &str) -> Option<(u64, u64)> {
+    nflab_record::prescan(std::path::Path::new(path)).and_then(|p| p.span)
+}
+
+/// The module.
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAnalysis>()?;
+    m.add_class::<PyDistribution>()?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(distribution, m)?)?;
+    m.add_function(wrap_pyfunction!(log_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(log_bins, m)?)?;
+    m.add_function(wrap_pyfunction!(mean_t_ci, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_anomaly, m)?)?;
+    m.add_function(wrap_pyfunction!(prescan_span, m)?)?;
+    Ok(())
+}
