@@ -186,10 +186,13 @@ def _expand(rng, device, t_s, table):
     return np.full(idx.size, device, dtype=np.int64), t_s[idx] + offs, ops
 
 
-def _messages(rng, dev, t_s, ops, p_err, p_rej):
-    """Dialogs -> message columns."""
+def _messages(rng, dev, t_s, ops, p_err, p_rej, outcomes):
+    """Dialogs -> message columns; counts the planted outcomes into ``outcomes``."""
     u = rng.random(ops.size)
     variant = np.where(u < p_rej, 3, np.where(u < p_rej + p_err, np.where(rng.random(ops.size) < 0.5, 1, 2), 0))
+    outcomes["SUCCESS"] += int(np.sum(variant == 0))
+    outcomes["ERROR"] += int(np.sum((variant == 1) | (variant == 2)))
+    outcomes["REJECT"] += int(np.sum(variant == 3))
     n_isd = np.where(np.isin(ops, S.WITH_ISD), rng.integers(1, 3, ops.size), 0)
     tid = _TID[ops, variant, n_isd]
     n = TEMPLATE_LEN[tid]
@@ -220,7 +223,8 @@ def _device_classes(pop, rng):
 
 def generate(pop: Population, out: str | Path, progress=None) -> dict:
     """Writes ``out/messages/part-*.parquet``, ``out/devices.parquet`` and
-    ``out/population.json``; returns the population's counts."""
+    ``out/population.json``; returns the population's counts (messages, and
+    dialogs by planted outcome)."""
     pop.check()
     out = Path(out)
     (out / "messages").mkdir(parents=True, exist_ok=True)
@@ -229,6 +233,7 @@ def generate(pop: Population, out: str | Path, progress=None) -> dict:
     cls = _device_classes(pop, rng)
     truth = {"device": [], "class": [], "synchronised": [], "period_min": [], "sync_minute": []}
     messages = 0
+    outcomes = {"SUCCESS": 0, "ERROR": 0, "REJECT": 0}
     for part, lo in enumerate(range(0, pop.devices, pop.devices_per_file)):
         cols = []
         for d in range(lo, min(lo + pop.devices_per_file, pop.devices)):
@@ -240,7 +245,7 @@ def generate(pop: Population, out: str | Path, progress=None) -> dict:
             dev, ts, ops = _expand(rng, d, t_s, table)
             p_err = pop.heavy_error if c == "high_error" else pop.base_error
             p_rej = pop.heavy_reject if c == "high_reject" else pop.base_reject
-            cols.append(_messages(rng, dev, ts, ops, p_err, p_rej))
+            cols.append(_messages(rng, dev, ts, ops, p_err, p_rej, outcomes))
             for k, v in (("device", d), ("class", c), ("synchronised", sync), ("period_min", period), ("sync_minute", minute)):
                 truth[k].append(v)
         table = pa.table({k: np.concatenate([c[k] for c in cols]) for k in S.MESSAGE_SCHEMA.names}, schema=S.MESSAGE_SCHEMA)
@@ -260,11 +265,7 @@ def generate(pop: Population, out: str | Path, progress=None) -> dict:
         ),
         out / "devices.parquet",
     )
-    info = {"population": asdict(pop), "messages": messages, "t0_ms": T0_MS, "horizon_min": horizon}
+    info = {"population": asdict(pop), "messages": messages, "dialogs": outcomes, "t0_ms": T0_MS, "horizon_min": horizon}
     (out / "population.json").write_text(json.dumps(info, indent=1) + "\n")
     return info
 
-
-def messages_per_device(days: float = 4.0) -> float:
-    """A rough mean of messages per device under the default mix (for sizing --devices)."""
-    return 55.0 * days

@@ -77,11 +77,13 @@ class Collector:
         n_seq = int(patterns["count"].sum())
 
         classes = feats.select("device", "class").lazy()
-        gaps = pl.scan_parquet(gaps_glob or str(self.work / "gaps" / "*.parquet"))
+        gaps = pl.scan_parquet(gaps_glob or str(self.work / "gaps" / "*.parquet")).select(
+            pl.col("device").cast(pl.UInt32), pl.col("gap").cast(pl.Int32), pl.col("count").cast(pl.Int64))
         hist = gaps.join(classes, on="device").group_by("class", "gap").agg(pl.col("count").sum()).collect(engine="streaming")
         ks = classify.ks_between({c: (g["gap"].to_numpy(), g["count"].to_numpy()) for (c,), g in hist.partition_by("class", as_dict=True).items()})
 
-        pdp = pl.scan_parquet(pdp_glob or str(self.work / "pdp" / "*.parquet"))
+        pdp = pl.scan_parquet(pdp_glob or str(self.work / "pdp" / "*.parquet")).select(
+            pl.col("device").cast(pl.UInt32), pl.col("moh").cast(pl.Int8), "synchronised", "t_ms")
         moh = pdp.group_by("synchronised", "moh").agg(pl.len().alias("count")).collect(engine="streaming").sort("synchronised", "moh")
         density = {}
         for sync in (False, True):
