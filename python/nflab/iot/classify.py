@@ -15,7 +15,7 @@ from . import schema as S
 FEATURES = ("error_rate", "reject_rate", "periodicity")
 
 
-def periodicity(devices, minutes, horizon_min, max_lag=S.ACF_MAX_LAG, top=S.ACF_TOP, batch=512):
+def periodicity(devices, minutes, horizon_min, max_lag=S.ACF_MAX_LAG, top=S.ACF_TOP, batch=128):
     """Sum of the ``top`` largest autocorrelations over lags 1..max_lag of each
     device's per-minute activity series (1 when the device has a dialog in the
     minute). ``devices`` and ``minutes`` are parallel arrays of the active

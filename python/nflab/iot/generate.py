@@ -71,7 +71,7 @@ class Population:
     base_reject: float = 0.02
     heavy_error: float = 0.6
     heavy_reject: float = 0.7
-    devices_per_file: int = 20000
+    devices_per_file: int = 2000
 
     def check(self):
         if self.devices < 1:

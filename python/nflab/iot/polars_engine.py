@@ -117,7 +117,7 @@ def _range(dl: pl.DataFrame, t0_ms: int, horizon: int, col: Collector):
     col.add_pdp(times.select("device", "moh", "synchronised", "t_ms"))
 
 
-def analyze(data: str | Path, out: str | Path, k: int | None = None, chunk_devices: int = 10_000, seed: int = 1, progress=None) -> dict:
+def analyze(data: str | Path, out: str | Path, k: int | None = None, chunk_devices: int = 2000, seed: int = 1, progress=None) -> dict:
     """Runs the pipeline on ``data`` (written by ``nflab.iot.generate``, or any
     Parquet files of the message schema under ``data/messages/``) and writes the
     results to ``out``; ``k`` = None picks k by the elbow."""
