@@ -39,7 +39,8 @@ def dialogs_plan(messages: pl.LazyFrame) -> pl.LazyFrame:
     """Messages -> one row per dialog: device, t_ms (of its first message), type, outcome."""
     op, d = pl.col("op"), pl.col("dir")
     opening = (d == S.REQUEST) & op.is_in(S.OPENING_OPS)
-    m = messages.sort(["device", "t_ms"], maintain_order=True).with_columns(
+    # Requests before answers stamped in the same millisecond, as the Spark engine orders them.
+    m = messages.sort(["device", "t_ms", "dir"], maintain_order=True).with_columns(
         opening=opening,
         new=opening | (pl.col("device") != pl.col("device").shift(1)).fill_null(True),
     )
