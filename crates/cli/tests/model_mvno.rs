@@ -80,8 +80,17 @@ fn mvno_json_contract_and_series() {
     let (rows, _) = parquet_column_sum(&tmp.0.join("retries.parquet"), "retries");
     assert_eq!(rows, devices);
     let html = std::fs::read_to_string(tmp.0.join("report.html")).unwrap();
-    for id in ["mvno_arrivals", "mvno_open_dialogs", "mvno_queues", "mvno_utilisation", "mvno_retries"] {
-        assert!(html.contains(&format!("id=\"{id}\"")), "{id} missing from report.html");
+    for id in [
+        "mvno_arrivals",
+        "mvno_open_dialogs",
+        "mvno_queues",
+        "mvno_utilisation",
+        "mvno_retries",
+    ] {
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "{id} missing from report.html"
+        );
         assert!(tmp.0.join(format!("figures/{id}.csv")).exists(), "{id}.csv");
     }
 }

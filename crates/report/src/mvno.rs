@@ -45,7 +45,13 @@ fn over_time(
         .flat_map(|s| s.1.iter().copied())
         .fold(0.0_f64, f64::max);
     let x = Axis::lin_nice("time (s)", 0.0, (n.max(1)) as f64, Fmt::Secs, true);
-    let y = Axis::lin_nice(y_label, 0.0, if y_max > 0.0 { y_max } else { 1.0 }, y_fmt, true);
+    let y = Axis::lin_nice(
+        y_label,
+        0.0,
+        if y_max > 0.0 { y_max } else { 1.0 },
+        y_fmt,
+        true,
+    );
     let mut p = Plot::new(W, H, x, y);
     p.zoomable();
     for (i, (name, v)) in series.iter().enumerate() {
@@ -100,14 +106,26 @@ fn retries_figure(retries: &[u32], p99: i64) -> Figure {
     let h = retry_histogram(retries);
     let max_r = h.last().map_or(0, |x| x.0) as f64;
     let max_n = h.iter().map(|x| x.1).max().unwrap_or(1) as f64;
-    let x = Axis::lin_nice("retries of a device", 0.0, max_r.max(1.0) + 0.5, Fmt::Num, true);
+    let x = Axis::lin_nice(
+        "retries of a device",
+        0.0,
+        max_r.max(1.0) + 0.5,
+        Fmt::Num,
+        true,
+    );
     let y = Axis::log_decades("devices", 1.0, max_n.max(10.0), Fmt::Num);
     let mut p = Plot::new(W, H, x, y);
     let bars: Vec<(f64, f64, f64, f64, String)> = h
         .iter()
         .map(|&(r, c)| {
             let r = f64::from(r);
-            (r - 0.4, r + 0.4, 1.0, c as f64, format!("{r} retries: {c} devices"))
+            (
+                r - 0.4,
+                r + 0.4,
+                1.0,
+                c as f64,
+                format!("{r} retries: {c} devices"),
+            )
         })
         .collect();
     p.rects(0, &bars, svg::color(0), 2.0);
@@ -192,7 +210,10 @@ pub fn tables(r: &MvnoResult) -> Vec<ParquetTable> {
     let ints = |v: &[u64]| Column::I64(v.iter().map(|&x| Some(x as i64)).collect());
     let floats = |v: &[f64]| Column::F64(v.iter().map(|&x| Some(x)).collect());
     let mut cols = vec![
-        ("second".to_string(), Column::I64((0..s.arrivals.len() as i64).map(Some).collect())),
+        (
+            "second".to_string(),
+            Column::I64((0..s.arrivals.len() as i64).map(Some).collect()),
+        ),
         ("arrivals".into(), ints(&s.arrivals)),
         ("attachments".into(), ints(&s.attachments)),
         ("retries".into(), ints(&s.retries)),
@@ -215,7 +236,12 @@ pub fn tables(r: &MvnoResult) -> Vec<ParquetTable> {
             ),
             (
                 "retries".into(),
-                Column::I64(r.retries_per_device.iter().map(|&x| Some(i64::from(x))).collect()),
+                Column::I64(
+                    r.retries_per_device
+                        .iter()
+                        .map(|&x| Some(i64::from(x)))
+                        .collect(),
+                ),
             ),
         ],
     };
@@ -259,7 +285,10 @@ pub fn write_run(
     let figs = figures(r, warmup_s, p99_retries);
     for f in &figs {
         write(&figdir.join(format!("{}.svg", f.id)), f.svg.as_bytes())?;
-        write(&figdir.join(format!("{}.csv", f.id)), f.data.to_csv().as_bytes())?;
+        write(
+            &figdir.join(format!("{}.csv", f.id)),
+            f.data.to_csv().as_bytes(),
+        )?;
     }
     let path = dir.join("report.html");
     write(&path, page(&figs, summary).as_bytes())?;
@@ -327,29 +356,52 @@ mod tests {
         let ids: Vec<&str> = figs.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(
             ids,
-            ["mvno_arrivals", "mvno_open_dialogs", "mvno_queues", "mvno_utilisation", "mvno_retries"]
+            [
+                "mvno_arrivals",
+                "mvno_open_dialogs",
+                "mvno_queues",
+                "mvno_utilisation",
+                "mvno_retries"
+            ]
         );
         // Per-second arrivals and attachments add up to the run's device counts.
         let a = &figs[0];
         assert_eq!(column(a, "arrivals").iter().sum::<f64>() as u64, r.devices);
-        assert_eq!(column(a, "attachments").iter().sum::<f64>() as u64, r.attached);
+        assert_eq!(
+            column(a, "attachments").iter().sum::<f64>() as u64,
+            r.attached
+        );
         // Mean utilisation after the warm-up equals the model's own summary.
         let u = column(&figs[3], "auc");
         let mean = u[5..].iter().sum::<f64>() / (u.len() - 5) as f64;
-        assert!((mean - r.utilisation["auc"]).abs() < 1e-9, "{mean} vs {}", r.utilisation["auc"]);
+        assert!(
+            (mean - r.utilisation["auc"]).abs() < 1e-9,
+            "{mean} vs {}",
+            r.utilisation["auc"]
+        );
         // The retry histogram covers every device and every retry.
         let h = retry_histogram(&r.retries_per_device);
-        assert_eq!(h.iter().map(|x| x.1).sum::<u64>(), r.retries_per_device.len() as u64);
+        assert_eq!(
+            h.iter().map(|x| x.1).sum::<u64>(),
+            r.retries_per_device.len() as u64
+        );
         let total: u64 = r.retries_per_device.iter().map(|&x| u64::from(x)).sum();
         assert_eq!(h.iter().map(|x| u64::from(x.0) * x.1).sum::<u64>(), total);
         for f in &figs {
-            assert!(f.svg.starts_with("<svg") && f.svg.ends_with("</svg>"), "{}", f.id);
+            assert!(
+                f.svg.starts_with("<svg") && f.svg.ends_with("</svg>"),
+                "{}",
+                f.id
+            );
         }
     }
 
     #[test]
     fn retry_histogram_known_answer() {
-        assert_eq!(retry_histogram(&[0, 0, 3, 1, 0, 3]), vec![(0, 3), (1, 1), (3, 2)]);
+        assert_eq!(
+            retry_histogram(&[0, 0, 3, 1, 0, 3]),
+            vec![(0, 3), (1, 1), (3, 2)]
+        );
         assert!(retry_histogram(&[]).iter().all(|x| x.1 == 0 || x.0 == 0));
     }
 
@@ -363,7 +415,12 @@ mod tests {
         let html = std::fs::read_to_string(&page).unwrap();
         assert!(html.contains("id=\"mvno_queues\"") && html.contains("attach_rate_per_s"));
         assert!(!html.contains("http://") || html.contains("xmlns=\"http://www.w3.org/2000/svg\""));
-        for f in ["series.parquet", "retries.parquet", "figures/mvno_retries.csv", "figures/mvno_arrivals.svg"] {
+        for f in [
+            "series.parquet",
+            "retries.parquet",
+            "figures/mvno_retries.csv",
+            "figures/mvno_arrivals.svg",
+        ] {
             assert!(dir.join(f).metadata().unwrap().len() > 0, "{f}");
         }
         let parquet = std::fs::read(dir.join("series.parquet")).unwrap();
