@@ -125,7 +125,6 @@ def analyze(data: str | Path, out: str | Path, k: int | None = None, chunk_devic
     data, out = Path(data), Path(out)
     lf = _scan(data)
     bounds = lf.select(
-        pl.col("device").min().alias("d0"), pl.col("device").max().alias("d1"),
         pl.col("t_ms").min().alias("t0"), pl.col("t_ms").max().alias("t1"), pl.len().alias("n"),
     ).collect(engine="streaming").row(0, named=True)
     if bounds["n"] == 0:
@@ -133,13 +132,16 @@ def analyze(data: str | Path, out: str | Path, k: int | None = None, chunk_devic
     t0 = bounds["t0"] // 3_600_000 * 3_600_000  # minutes of the hour count from a full hour
     horizon = int((bounds["t1"] - t0) // 60_000) + 1
     col = Collector(out, engine="polars", messages=bounds["n"], t0_ms=t0, horizon_min=horizon)
-    for lo in range(bounds["d0"], bounds["d1"] + 1, chunk_devices):
-        part = lf.filter((pl.col("device") >= lo) & (pl.col("device") < lo + chunk_devices))
+    # Passes of chunk_devices devices each, whatever the ids (IMSI-like ids are sparse).
+    ids = lf.select(pl.col("device").unique()).collect(engine="streaming")["device"].sort().to_numpy()
+    edges = [int(x) for x in ids[::chunk_devices]] + [int(ids[-1]) + 1]
+    for i, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        part = lf.filter((pl.col("device") >= lo) & (pl.col("device") < hi))
         dl = dialogs_plan(part).collect(engine="streaming")
         if dl.height:
             _range(dl, t0, horizon, col)
         if progress:
-            progress(min(lo + chunk_devices, bounds["d1"] + 1) - bounds["d0"], bounds["d1"] + 1 - bounds["d0"])
+            progress(min((i + 1) * chunk_devices, ids.size), ids.size)
     feats = col.features()
     from sklearn.cluster import KMeans
     from sklearn.decomposition import PCA
