@@ -337,10 +337,12 @@ mod tests {
     use nflab_model::mvno::MvnoSpec;
 
     fn small_run() -> MvnoResult {
-        let mut spec = MvnoSpec::default();
-        spec.rate_per_s = 150.0;
-        spec.duration_s = 20.0;
-        spec.warmup_s = 5.0;
+        let spec = MvnoSpec {
+            rate_per_s: 150.0,
+            duration_s: 20.0,
+            warmup_s: 5.0,
+            ..MvnoSpec::default()
+        };
         nflab_model::mvno::run(&spec.check().unwrap())
     }
 
