@@ -68,6 +68,51 @@ fn mvno_json_contract_and_series() {
     let retries = std::fs::read_to_string(tmp.0.join("retries.csv")).unwrap();
     let devices = v["devices"].as_u64().unwrap() as usize;
     assert_eq!(retries.lines().count(), devices + 1);
+    // The same series as Parquet, read back with the parquet crate: its rows
+    // and its arrivals column agree with the CSV.
+    let arrivals_csv: i64 = series
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse::<i64>().unwrap())
+        .sum();
+    let (rows, arrivals) = parquet_column_sum(&tmp.0.join("series.parquet"), "arrivals");
+    assert_eq!((rows, arrivals), (30, arrivals_csv));
+    let (rows, _) = parquet_column_sum(&tmp.0.join("retries.parquet"), "retries");
+    assert_eq!(rows, devices);
+    let html = std::fs::read_to_string(tmp.0.join("report.html")).unwrap();
+    for id in [
+        "mvno_arrivals",
+        "mvno_open_dialogs",
+        "mvno_queues",
+        "mvno_utilisation",
+        "mvno_retries",
+    ] {
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "{id} missing from report.html"
+        );
+        assert!(tmp.0.join(format!("figures/{id}.csv")).exists(), "{id}.csv");
+    }
+}
+
+/// Rows of a Parquet file and the sum of one INT64 column.
+fn parquet_column_sum(path: &std::path::Path, column: &str) -> (usize, i64) {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let (mut rows, mut sum) = (0, 0);
+    for row in reader.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        rows += 1;
+        for (name, field) in row.get_column_iter() {
+            if name == column {
+                if let Field::Long(v) = field {
+                    sum += v;
+                }
+            }
+        }
+    }
+    (rows, sum)
 }
 
 #[test]

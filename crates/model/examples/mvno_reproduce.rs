@@ -1,7 +1,10 @@
 //! Reproduces seed 003's MVNOCoreSim results (ch. 4.4) and prints a
 //! Markdown table for docs/models.md.
 //!
-//! cargo run --release -p nflab-model --example mvno_reproduce -- [RUNS] [DURATION_S] [WARMUP_S]
+//! cargo run --release -p nflab-model --example mvno_reproduce -- [RUNS] [DURATION_S] [WARMUP_S] [ONLY]
+//!
+//! `ONLY` keeps the rows whose case starts with it, optionally at one rate:
+//! `bottleneck`, `doubled`, `overload`, `bottleneck:460`.
 //!
 //! Defaults are the thesis's protocol: 10 runs of 5 min, first 60 s trimmed.
 //! Each row is the mean over the runs (seeds 1..=RUNS) and the spread
@@ -10,6 +13,9 @@
 use nflab_model::mvno::{run, MvnoSpec, Policy};
 
 fn row(label: &str, rate: f64, auc: i64, policy: Policy, runs: u64, dur: f64, warm: f64) {
+    if !selected(label, rate) {
+        return;
+    }
     let mut att = Vec::new();
     let (mut u_auc, mut u_cmap, mut max_r, mut ev, mut wall) = (0.0, 0.0, 0u32, 0u64, 0.0);
     for seed in 1..=runs {
@@ -46,9 +52,19 @@ fn row(label: &str, rate: f64, auc: i64, policy: Policy, runs: u64, dur: f64, wa
     );
 }
 
+/// The 4th argument, `CASE[:RATE]`, if any.
+fn selected(label: &str, rate: f64) -> bool {
+    let Some(only) = std::env::args().nth(4) else {
+        return true;
+    };
+    let (case, r) = only.split_once(':').unwrap_or((only.as_str(), ""));
+    label.starts_with(case) && (r.is_empty() || r.parse::<f64>().ok() == Some(rate))
+}
+
 fn main() {
     let args: Vec<f64> = std::env::args()
         .skip(1)
+        .take(3)
         .filter_map(|a| a.parse().ok())
         .collect();
     let runs = args.first().copied().unwrap_or(10.0) as u64;

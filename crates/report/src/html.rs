@@ -306,7 +306,7 @@ fn results(h: &mut String, e: &Experiment) {
     h.push_str("</table></details>");
 }
 
-const CSS: &str = r#"
+pub(crate) const CSS: &str = r#"
 :root{--fg:#1d1d1f;--muted:#5f6368;--line:#d9d9de;--warn:#a8321e}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);max-width:1180px;margin:0 auto;padding:1.2em 1.5em 3em}
 h1{font-size:1.7em;margin:.2em 0}h2{font-size:1.3em;margin-top:1.8em;border-bottom:1px solid var(--line);padding-bottom:.2em}h3{font-size:1.08em;margin:1.4em 0 .4em}
@@ -325,7 +325,7 @@ svg[data-zoom]{cursor:crosshair}
 details summary{cursor:pointer;color:#0b57d0;font-size:.9em}
 "#;
 
-const JS: &str = include_str!("report.js");
+pub(crate) const JS: &str = include_str!("report.js");
 
 /// The packets around each anomaly: a link to the capture dump that covers
 /// it (runs with a `[capture]` section), with its packet count.

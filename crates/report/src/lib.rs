@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 pub mod figures;
 mod html;
 pub mod load;
+pub mod mvno;
 #[cfg(feature = "png")]
 mod png;
 pub mod prrt;

@@ -64,7 +64,8 @@ struct MvnoArgs {
     /// Random seed.
     #[arg(long)]
     seed: Option<u64>,
-    /// Write series.csv (per second) and retries.csv (per device) here.
+    /// Write series.csv/.parquet (per second), retries.csv/.parquet (per
+    /// device), figures/ and report.html here.
     #[arg(long)]
     out: Option<PathBuf>,
     /// JSON output.
@@ -818,14 +819,16 @@ fn mvno_cmd(a: MvnoArgs) -> anyhow::Result<()> {
     let cfg = spec.check()?;
     let r = mvno::run(&cfg);
     let p99_retries = p99(&r.retries_per_device);
+    let mut v = serde_json::to_value(&r)?;
+    v["p99_retries"] = serde_json::json!(p99_retries);
+    v["policy"] = serde_json::to_value(cfg.policy)?;
     if let Some(dir) = &a.out {
         r.write_csv(dir)
             .with_context(|| format!("cannot write the series into {}", dir.display()))?;
+        // Parquet next to the CSV, the figures and report.html (crates/report/src/mvno.rs).
+        nflab_report::mvno::write_run(dir, &r, cfg.warmup_s, p99_retries, &v)?;
     }
     if a.json {
-        let mut v = serde_json::to_value(&r)?;
-        v["p99_retries"] = serde_json::json!(p99_retries);
-        v["policy"] = serde_json::to_value(cfg.policy)?;
         return print_json(&v);
     }
     println!(
