@@ -49,6 +49,7 @@ pub mod import;
 mod input;
 mod metrics;
 pub mod order_ci;
+pub mod proportion;
 mod spec;
 mod trex;
 

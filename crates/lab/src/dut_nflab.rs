@@ -18,7 +18,7 @@ use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
 
 use crate::error::LabError;
 use crate::netns::NetnsGuard;
-use crate::spec::DutSection;
+use crate::spec::{DutKind, DutSection};
 use crate::topology::{Topology, DUT0_IP, DUT0_MAC, DUT1_MAC, LG0_MAC, LG1_MAC};
 
 /// Interface the data plane receives on.
@@ -311,7 +311,16 @@ impl StandaloneConfig {
                 .collect::<Vec<_>>()
                 .join(" "),
         })?;
-        c.dut.check_nflab().map_err(|e| LabError::Spec {
+        // `kind = "link"` runs through crate::dut_link::run_standalone.
+        let checked = match c.dut.kind {
+            DutKind::Link => c.dut.check_link(),
+            DutKind::Nflab => c.dut.check_nflab(),
+            other => Err(LabError::Unsupported(format!(
+                "dut.kind = \"{}\": nflab dut runs kind \"nflab\" or \"link\"",
+                other.as_str()
+            ))),
+        };
+        checked.map_err(|e| LabError::Spec {
             file,
             message: e.to_string(),
         })?;

@@ -50,6 +50,11 @@ pub struct NcsConfig {
     /// Seed of the sensor noise.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// The controller's gain K (u = −K·z) instead of the LQR design: a 1×5
+    /// matrix, `[[k_θ, k_ψ, k_θ̇, k_ψ̇, k_u]]` over the design state
+    /// [θ, ψ, θ̇, ψ̇, u_{k−1}] of [`super::control`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<Vec<Vec<f64>>>,
 }
 
 fn default_period() -> f64 {
@@ -84,6 +89,7 @@ impl Default for NcsConfig {
             max_consecutive_losses: default_max_losses(),
             time_scale: default_time_scale(),
             seed: default_seed(),
+            gain: None,
         }
     }
 }
@@ -123,6 +129,29 @@ impl NcsConfig {
                 "app.backups = {} is more than a message carries: use 0 to {MAX_BACKUPS}",
                 self.backups
             ));
+        }
+        if let Some(g) = &self.gain {
+            let n = super::control::N;
+            let shape = match g.as_slice() {
+                [row] if row.len() == n => None,
+                [] => Some("no rows".to_string()),
+                rows => Some(format!(
+                    "{} row(s) of {} value(s)",
+                    rows.len(),
+                    rows.iter()
+                        .map(|r| r.len().to_string())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                )),
+            };
+            if let Some(shape) = shape {
+                return bad(format!(
+                    "app.gain has {shape}: it must be one row of {n} numbers, [[k_theta, k_psi, k_theta_rate, k_psi_rate, k_u_prev]] (u = -K z over [wheel angle, pitch, their rates, last voltage])"
+                ));
+            }
+            if g[0].iter().any(|k| !k.is_finite()) {
+                return bad(format!("app.gain = {:?} holds a value that is not a finite number", g[0]));
+            }
         }
         if !(self.time_scale.is_finite() && (1.0..=1000.0).contains(&self.time_scale)) {
             return bad(format!(
@@ -291,7 +320,13 @@ pub fn setup(cfg: &NcsConfig) -> (PlantSide, Controller) {
         [0.0, 0.0, 0.0, INITIAL_PITCH_RATE],
         cfg.seed,
     );
-    let design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
+    let mut design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
+    // A given gain replaces the LQR's; the model and predictions stay.
+    if let Some(row) = cfg.gain.as_ref().and_then(|g| g.first()) {
+        for (k, v) in design.k.iter_mut().zip(row) {
+            *k = *v;
+        }
+    }
     (PlantSide::new(plant, cfg.clone()), Controller::new(design))
 }
 
@@ -513,6 +548,40 @@ mod tests {
     }
 
     #[test]
+    fn a_given_gain_replaces_the_designed_one() {
+        // The plant as `setup` builds it, closed over the controller it returns.
+        let run = |gain: Option<Vec<Vec<f64>>>| {
+            let cfg = NcsConfig {
+                periods: 300,
+                gain,
+                ..NcsConfig::default()
+            };
+            let (mut side, mut ctrl) = setup(&cfg);
+            for k in 0..cfg.periods {
+                let Some(r) = side.begin(k, 0) else { break };
+                let (voltage, backups) = ctrl.actuate(&r, 10);
+                let act = Actuated {
+                    voltage,
+                    backups,
+                    t_ctrl_recv_ns: 0,
+                    t_ctrl_send_ns: 0,
+                    t_recv_ns: 0,
+                };
+                side.deadline(k, Some(act), 0);
+            }
+            side
+        };
+        let p = Params::default();
+        let lqr = Design::new(&p, 0.035, 0.029, &Weights::default()).k;
+        let same = run(Some(vec![lqr.to_vec()]));
+        let designed = run(None);
+        assert!(!designed.fell && !same.fell);
+        assert_eq!(same.records, designed.records);
+        // No feedback at all: the pendulum falls.
+        assert!(run(Some(vec![vec![0.0; 5]])).fell);
+    }
+
+    #[test]
     fn bad_configs_name_the_key() {
         let e = NcsConfig {
             period_ms: 20.0,
@@ -531,6 +600,19 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(e.0.contains("app.backups = 500"), "{e}");
+        for (gain, shape) in [
+            (vec![vec![1.0; 4]], "app.gain has 1 row(s) of 4 value(s)"),
+            (vec![vec![1.0; 5]; 2], "app.gain has 2 row(s) of 5/5 value(s)"),
+            (vec![], "app.gain has no rows"),
+        ] {
+            let e = NcsConfig {
+                gain: Some(gain),
+                ..NcsConfig::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert!(e.0.starts_with(shape) && e.0.contains("one row of 5"), "{e}");
+        }
         NcsConfig::default().validate().unwrap();
     }
 }
