@@ -94,7 +94,10 @@ mod tests {
                 assert!(c.lo <= c.fraction && c.fraction <= c.hi, "{n} {x}: {c:?}");
                 if x > 0 {
                     let upper_tail = 1.0 - binom_cdf(x - 1, n, c.lo);
-                    assert!((upper_tail - 0.025).abs() < 1e-9, "{n} {x}: {upper_tail} at {c:?}");
+                    assert!(
+                        (upper_tail - 0.025).abs() < 1e-9,
+                        "{n} {x}: {upper_tail} at {c:?}"
+                    );
                 } else {
                     assert_eq!(c.lo, 0.0);
                 }
@@ -114,7 +117,10 @@ mod tests {
         let c = clopper_pearson(30, 30, 0.95).unwrap();
         assert!((c.lo - 0.025f64.powf(1.0 / 30.0)).abs() < 1e-12, "{c:?}");
         let c = clopper_pearson(0, 3, 0.95).unwrap();
-        assert!((c.hi - (1.0 - 0.025f64.powf(1.0 / 3.0))).abs() < 1e-12, "{c:?}");
+        assert!(
+            (c.hi - (1.0 - 0.025f64.powf(1.0 / 3.0))).abs() < 1e-12,
+            "{c:?}"
+        );
         // 5 of 10: (0.1871, 0.8129) (Clopper and Pearson's tables; e.g. R binom.test).
         let c = clopper_pearson(5, 10, 0.95).unwrap();
         assert!((c.lo - 0.187_086).abs() < 1e-5 && (c.hi - 0.812_914).abs() < 1e-5);

@@ -20,6 +20,7 @@ repetitions = 2
 
 [dut]
 kind = "link"
+realtime = true
 
 [dut.link]
 delay_us = 1000
@@ -58,14 +59,21 @@ fn a_short_challenge_search_brackets_the_failure_and_lands_in_the_report() {
             .unwrap();
         fell.push((delay, ncs["fell"].as_bool().unwrap()));
         let csv = std::fs::read_to_string(rd.join("ncs-periods.csv")).unwrap();
-        assert!(csv.lines().next().unwrap().ends_with(",d_PC_ns,d_PS_ns,d_N_ns,d_PA_ns,period_ns"));
+        assert!(csv
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(",d_PC_ns,d_PS_ns,d_N_ns,d_PA_ns,period_ns"));
         if delay == 1000 {
             assert_eq!(ncs["periods_completed"], 150, "{ncs}");
             // The first sensor message is no longer dropped by the plant
             // interface's not yet activated qdisc.
             let first = csv.lines().nth(1).unwrap();
             println!("run {i:03} first period: {first}");
-            assert!(first.starts_with("0,") && first.contains(",false,"), "{first}");
+            assert!(
+                first.starts_with("0,") && first.contains(",false,"),
+                "{first}"
+            );
         }
     }
     println!("(delay, fell): {fell:?}");
@@ -73,19 +81,30 @@ fn a_short_challenge_search_brackets_the_failure_and_lands_in_the_report() {
 
     let ch = read_json(dir.join("ncs-challenge.json"));
     println!("{}", serde_json::to_string_pretty(&ch).unwrap());
-    assert_eq!((ch["runs"].as_u64(), ch["stayed_up"].as_u64()), (Some(4), Some(2)));
+    assert_eq!(
+        (ch["runs"].as_u64(), ch["stayed_up"].as_u64()),
+        (Some(4), Some(2))
+    );
     assert_eq!(ch["bracket"]["key"], "dut.link.delay_us");
     assert_eq!(ch["bracket"]["largest_all_up"], 1000.0);
     assert_eq!(ch["bracket"]["smallest_any_down"], 9000.0);
     let c0 = &ch["configurations"][0]["stayed_up"];
-    assert_eq!((c0["successes"].as_u64(), c0["n"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (c0["successes"].as_u64(), c0["n"].as_u64()),
+        (Some(2), Some(2))
+    );
     // 2 of 2: the lower bound is 0.025^(1/2).
     assert!((c0["lo"].as_f64().unwrap() - 0.025f64.sqrt()).abs() < 1e-9);
 
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2 id=\"ncs\">"));
     assert!(html.contains("<b>2 of 4 runs</b>"));
-    for id in ["ncs-delays", "ncs-delay-histograms", "ncs-plant", "ncs-survival"] {
+    for id in [
+        "ncs-delays",
+        "ncs-delay-histograms",
+        "ncs-plant",
+        "ncs-survival",
+    ] {
         assert!(dir.join(format!("figures/{id}.svg")).is_file(), "{id}");
     }
 }

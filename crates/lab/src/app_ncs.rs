@@ -43,6 +43,15 @@ pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
     }
 }
 
+/// `app.realtime`: this thread under SCHED_FIFO (above the link's workers).
+fn go_realtime(on: bool, who: &str) {
+    if on {
+        if let Err(e) = nflab_io::clock::set_realtime(60) {
+            eprintln!("warning: app.realtime: the NCSbench {who} cannot run under SCHED_FIFO: {e}");
+        }
+    }
+}
+
 /// The plant's namespace, deleted on drop.
 struct PlantNs(String);
 
@@ -182,17 +191,23 @@ pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     .map_err(io)?;
     let (side, controller) = setup(cfg);
     let backups = cfg.backups as usize;
+    let realtime = cfg.realtime;
     let controller = std::thread::Builder::new()
         .name("ncs-controller".into())
         .spawn(move || {
-            run_controller(&ctrl_sock, controller, backups, Duration::from_secs(5))
+            go_realtime(realtime, "controller");
+            run_controller(&ctrl_sock, controller, backups, Duration::from_secs(10))
                 .map_err(|e| LabError::Other(e.0))
         })
         .map_err(|e| LabError::Host(format!("cannot start the controller thread: {e}")))?;
     let plant = std::thread::Builder::new()
         .name("ncs-plant".into())
         .spawn(move || {
+            go_realtime(realtime, "plant");
             let side = run_plant(&plant_sock, side).map_err(|e| LabError::Other(e.0))?;
+            if side.handshake_ns.is_none() {
+                eprintln!("warning: the NCSbench controller did not answer the plant's pings for 5 s: the periods ran anyway");
+            }
             Ok((side.records, side.fell))
         })
         .map_err(|e| LabError::Host(format!("cannot start the plant thread: {e}")))?;

@@ -17,9 +17,7 @@ use std::time::Duration;
 
 use nflab_dataplane::WorkerStats;
 
-use crate::dut_nflab::{
-    lab_context, spawn, NflabDut, StandaloneConfig, INPUT_IFACE, OUTPUT_IFACE,
-};
+use crate::dut_nflab::{lab_context, spawn, NflabDut, StandaloneConfig, INPUT_IFACE, OUTPUT_IFACE};
 use crate::error::LabError;
 use crate::spec::{DutKind, DutSection};
 use crate::topology::Topology;
@@ -68,6 +66,7 @@ pub fn direction(dut: &DutSection, reverse: bool) -> DutSection {
         drain_us: dut.drain_us,
         link_capacity: dut.link_capacity,
         cpu: dut.cpu,
+        realtime: dut.realtime,
         io: Some("af_packet".into()),
         link: Some(link),
         ..DutSection::default()

@@ -175,6 +175,7 @@ pub fn spawn(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = dut.dut_cpu()?;
     let workers = dut.workers.unwrap_or(1).max(1);
+    let realtime = dut.realtime == Some(true);
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LabError>>();
     let mut handles = Vec::new();
@@ -225,6 +226,11 @@ pub fn spawn(
                 };
                 if let Err(e) = nflab_dataplane::engine::pin_current_thread(cpu) {
                     eprintln!("warning: {e}");
+                }
+                if realtime {
+                    if let Err(e) = nflab_io::clock::set_realtime(50) {
+                        eprintln!("warning: dut.realtime: cannot run the data plane under SCHED_FIFO: {e}");
+                    }
                 }
                 let mut worker = match setup() {
                     Ok(w) => {

@@ -66,7 +66,9 @@ impl Running {
             Running::Lab(l) => l.stop(),
             Running::Standalone(stop, h) => {
                 stop.store(true, Ordering::Relaxed);
-                h.join().expect("standalone thread").expect("standalone link")
+                h.join()
+                    .expect("standalone thread")
+                    .expect("standalone link")
             }
         }
     }
@@ -86,7 +88,8 @@ fn probe_with(
     let link = match standalone {
         None => Running::Lab(dut_link::start(&topo, dut).expect("link DuT")),
         Some(text) => {
-            let file = std::env::temp_dir().join(format!("nflab-link-dut-{}.toml", std::process::id()));
+            let file =
+                std::env::temp_dir().join(format!("nflab-link-dut-{}.toml", std::process::id()));
             let ns = topo.dut_ns.clone().expect("a DuT namespace");
             std::fs::write(
                 &file,
@@ -375,11 +378,16 @@ fn nflab_dut_runs_a_link_alone_from_a_config_file() {
     for (reverse, want_us) in [(false, 3000.0), (true, 1000.0)] {
         let p = probe_with(&link(""), n, gap, 64, reverse, Some(text));
         let ([_, median, _], _) = quartiles_us(&p);
-        println!("standalone, reverse {reverse}: median {median:.1} µs for {want_us} µs configured");
+        println!(
+            "standalone, reverse {reverse}: median {median:.1} µs for {want_us} µs configured"
+        );
         assert!(lost(&p).iter().all(|&l| !l), "frames lost");
         // The configured delay plus the host's floor (a few µs to a few
         // hundred on a loaded host): never less, and not a millisecond more.
-        assert!(median >= want_us && median < want_us + 1000.0, "median {median} µs");
+        assert!(
+            median >= want_us && median < want_us + 1000.0,
+            "median {median} µs"
+        );
         let (used, idle) = if reverse {
             (&p.stats.reverse, &p.stats.forward)
         } else {
@@ -390,8 +398,17 @@ fn nflab_dut_runs_a_link_alone_from_a_config_file() {
     }
     // Kinds it does not run are one sentence naming the key.
     let file = std::env::temp_dir().join(format!("nflab-link-bad-{}.toml", std::process::id()));
-    std::fs::write(&file, "[dut]\nkind = \"linux-router\"\n[ports]\ninput = \"a\"\noutput = \"b\"\n").unwrap();
-    let e = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file).unwrap_err().to_string();
+    std::fs::write(
+        &file,
+        "[dut]\nkind = \"linux-router\"\n[ports]\ninput = \"a\"\noutput = \"b\"\n",
+    )
+    .unwrap();
+    let e = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file)
+        .unwrap_err()
+        .to_string();
     let _ = std::fs::remove_file(&file);
-    assert!(e.contains("dut.kind = \"linux-router\"") && e.contains("\"link\""), "{e}");
+    assert!(
+        e.contains("dut.kind = \"linux-router\"") && e.contains("\"link\""),
+        "{e}"
+    );
 }

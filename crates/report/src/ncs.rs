@@ -187,9 +187,14 @@ fn time_scale_note(e: &Experiment) -> String {
     let s = e
         .spec
         .as_ref()
-        .and_then(|s| s.get("app")?.get("time_scale")?.as_float().or_else(|| {
-            s.get("app")?.get("time_scale")?.as_integer().map(|i| i as f64)
-        }))
+        .and_then(|s| {
+            s.get("app")?.get("time_scale")?.as_float().or_else(|| {
+                s.get("app")?
+                    .get("time_scale")?
+                    .as_integer()
+                    .map(|i| i as f64)
+            })
+        })
         .unwrap_or(1.0);
     if s == 1.0 {
         "in real time (app.time_scale = 1)".into()
@@ -226,7 +231,7 @@ fn delays_over_time(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
         .map(|p| t_s(p, p.t_read_ns.len() - 1))
         .fold(0.0, f64::max);
     for (j, (key, head)) in DELAYS.iter().enumerate() {
-        let mut series: Vec<(usize, String, Vec<(f64, f64)>)> = Vec::new();
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for r in drawn {
             let Some(p) = &r.periods else { continue };
             let pts: Vec<(f64, f64)> = p.delays_ns[j]
@@ -246,19 +251,31 @@ fn delays_over_time(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
                     ]);
                 }
             }
-            series.push((r.config, run_label(r), pts));
+            series.push((run_label(r), pts));
         }
-        let lo = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(f64::MAX, f64::min);
-        let hi = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(f64::MIN, f64::max);
+        let lo = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .fold(f64::MAX, f64::min);
+        let hi = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .fold(f64::MIN, f64::max);
         if lo > hi {
             continue;
         }
-        let x = Axis::lin_nice("time since the first period (wall clock)", 0.0, t_max, Fmt::Secs, true);
+        let x = Axis::lin_nice(
+            "time since the first period (wall clock)",
+            0.0,
+            t_max,
+            Fmt::Secs,
+            true,
+        );
         let y = Axis::lin_nice(&format!("{head} (ms)"), lo, hi, Fmt::Ns, false);
         let mut pl = Plot::new(W, PANEL_H, x, y);
         pl.title(&format!("{head} ({key})"));
         pl.zoomable();
-        for (k, (_, label, pts)) in series.iter().enumerate() {
+        for (k, (label, pts)) in series.iter().enumerate() {
             pl.dots(k, label, pts, Style::solid(k).color, 1.3);
             pl.legend_dot(k, label, Style::solid(k));
         }
@@ -282,7 +299,15 @@ fn delays_over_time(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
 
 fn delay_histograms(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> Option<Figure> {
     const BINS: usize = 40;
-    let mut t = Table::new(&["run", "config", "delay", "bin_lo_ns", "bin_hi_ns", "count", "fraction"]);
+    let mut t = Table::new(&[
+        "run",
+        "config",
+        "delay",
+        "bin_lo_ns",
+        "bin_hi_ns",
+        "count",
+        "fraction",
+    ]);
     let mut panels = Vec::new();
     for (j, (key, head)) in DELAYS.iter().enumerate() {
         let mut dists: Vec<(&NcsRun, Distribution)> = Vec::new();
@@ -356,7 +381,15 @@ fn delay_histograms(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
 }
 
 fn plant_traces(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> Figure {
-    let mut t = Table::new(&["run", "config", "period", "t_s", "pitch_deg", "wheel_deg", "voltage_v"]);
+    let mut t = Table::new(&[
+        "run",
+        "config",
+        "period",
+        "t_s",
+        "pitch_deg",
+        "wheel_deg",
+        "voltage_v",
+    ]);
     for r in drawn {
         let Some(p) = &r.periods else { continue };
         for i in 0..p.t_read_ns.len() {
@@ -393,13 +426,27 @@ fn plant_traces(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> Figu
                 let p = r.periods.as_ref()?;
                 Some((
                     run_label(r),
-                    (0..p.t_read_ns.len()).map(|i| (t_s(p, i), get(p, i))).collect(),
+                    (0..p.t_read_ns.len())
+                        .map(|i| (t_s(p, i), get(p, i)))
+                        .collect(),
                 ))
             })
             .collect();
-        let lo = series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0, f64::min);
-        let hi = series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0, f64::max);
-        let x = Axis::lin_nice("time since the first period (wall clock)", 0.0, t_max, Fmt::Secs, true);
+        let lo = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .fold(0.0, f64::min);
+        let hi = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .fold(0.0, f64::max);
+        let x = Axis::lin_nice(
+            "time since the first period (wall clock)",
+            0.0,
+            t_max,
+            Fmt::Secs,
+            true,
+        );
         let y = Axis::lin_nice(title, lo, hi, Fmt::Num, true);
         let mut pl = Plot::new(W, PANEL_H, x, y);
         pl.title(title);
@@ -450,13 +497,25 @@ fn survival(e: &Experiment) -> Option<Figure> {
     if pts.is_empty() {
         return None;
     }
-    let (xlo, xhi) = pts.iter().fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
+    let (xlo, xhi) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
     let pad = ((xhi - xlo) * 0.05).max(1.0);
     let x = Axis::new(&key, crate::svg::Scale::Lin, xlo - pad, xhi + pad, Fmt::Num);
-    let y = Axis::new("runs up for all periods", crate::svg::Scale::Lin, 0.0, 1.0, Fmt::Prob);
+    let y = Axis::new(
+        "runs up for all periods",
+        crate::svg::Scale::Lin,
+        0.0,
+        1.0,
+        Fmt::Prob,
+    );
     let mut pl = Plot::new(W, 320.0, x, y);
     pl.errorbars(0, "fraction of runs up", &pts, Style::solid(0));
-    pl.legend_dot(0, "fraction up, 95 % Clopper–Pearson interval", Style::solid(0));
+    pl.legend_dot(
+        0,
+        "fraction up, 95 % Clopper–Pearson interval",
+        Style::solid(0),
+    );
     if let Some(v) = f(&ch, "/bracket/largest_all_up") {
         pl.vline_at(v, "largest with every run up", "#1b7f3b", 0);
     }
@@ -625,7 +684,11 @@ fn challenge_table(h: &mut String, e: &Experiment) {
             (None, None) => String::new(),
         };
         let _ = write!(h, "<p class=\"ncs-bracket\">{}</p>", esc(&text));
-        if let Some(a) = b.get("up_again_above").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        if let Some(a) = b
+            .get("up_again_above")
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
+        {
             let vals: Vec<String> = a.iter().filter_map(Value::as_f64).map(num).collect();
             let _ = write!(
                 h,
@@ -634,7 +697,12 @@ fn challenge_table(h: &mut String, e: &Experiment) {
             );
         }
     }
-    for n in ch.get("notes").and_then(Value::as_array).into_iter().flatten() {
+    for n in ch
+        .get("notes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(s) = n.as_str() {
             let _ = write!(h, "<p class=\"hint\">{}</p>", esc(s));
         }

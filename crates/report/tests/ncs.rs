@@ -97,7 +97,11 @@ fn tree(dir: &Path) -> Vec<NcsReport> {
             recs.truncate(30);
         }
         let r = report(&recs, lossy, &cfg);
-        std::fs::write(rd.join("ncs.json"), serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        std::fs::write(
+            rd.join("ncs.json"),
+            serde_json::to_string_pretty(&r).unwrap(),
+        )
+        .unwrap();
         std::fs::write(rd.join("ncs-periods.csv"), periods_csv(&recs)).unwrap();
         std::fs::write(
             rd.join("ncs-scenario.json"),
@@ -131,7 +135,12 @@ fn csv(dir: &Path, id: &str) -> Vec<BTreeMap<String, String>> {
     let mut lines = text.lines();
     let head: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
     lines
-        .map(|l| head.iter().cloned().zip(l.split(',').map(String::from)).collect())
+        .map(|l| {
+            head.iter()
+                .cloned()
+                .zip(l.split(',').map(String::from))
+                .collect()
+        })
         .collect()
 }
 
@@ -148,7 +157,12 @@ fn tables_and_figures_carry_the_runs_numbers() {
         },
     )
     .unwrap();
-    for id in ["ncs-delays", "ncs-delay-histograms", "ncs-plant", "ncs-survival"] {
+    for id in [
+        "ncs-delays",
+        "ncs-delay-histograms",
+        "ncs-plant",
+        "ncs-survival",
+    ] {
         assert!(w.figures.iter().any(|f| f == id), "{id} in {:?}", w.figures);
         assert!(dir.join("figures").join(format!("{id}.svg")).is_file());
     }
@@ -162,13 +176,26 @@ fn tables_and_figures_carry_the_runs_numbers() {
     assert_eq!(d(&reports[0], "d_PC").median, 0.5);
     assert_eq!(d(&reports[0], "period").median, 35.0);
     for (key, want) in [
-        ("d_N", format!("{:.2}±{:.3}; {:.2}; {:.2}; {:.2}", 2.35, d(&reports[0], "d_N").ci95, 2.25, 2.45, 2.55)),
+        (
+            "d_N",
+            format!(
+                "{:.2}±{:.3}; {:.2}; {:.2}; {:.2}",
+                2.35,
+                d(&reports[0], "d_N").ci95,
+                2.25,
+                2.45,
+                2.55
+            ),
+        ),
         ("d_PC", "0.50±0.000; 0.50; 0.50; 0.50".to_string()),
         ("d_PS", "1.00±0.000; 1.00; 1.00; 1.00".to_string()),
         ("period", "35.00±0.000; 35.00; 35.00; 35.00".to_string()),
     ] {
         let cell = format!("<td data-key=\"{key}\">{want}</td>");
-        assert!(html.contains(&cell), "{cell} in the Table 6.3 row of run 000");
+        assert!(
+            html.contains(&cell),
+            "{cell} in the Table 6.3 row of run 000"
+        );
     }
     // Table 6.4: IAEs, losses and the fall of run 003 (15 of 30 periods lost).
     let r3 = &reports[3];
@@ -184,8 +211,13 @@ fn tables_and_figures_carry_the_runs_numbers() {
     // The summary: 3 of 4 up; at 14 ms 1 of 2 with the Clopper–Pearson
     // interval [0.0126, 0.9874] (1 − 0.975^(1/2)·… : both tails 2.5 %).
     assert!(html.contains("<b>3 of 4 runs</b>"), "summary sentence");
-    assert!(html.contains("0.500 <span class=\"ci\">[0.013, 0.987]</span>"), "14 ms row");
-    assert!(html.contains("every run stayed up at dut.link.delay_us = 2000 and a run did not at 14000"));
+    assert!(
+        html.contains("0.500 <span class=\"ci\">[0.013, 0.987]</span>"),
+        "14 ms row"
+    );
+    assert!(
+        html.contains("every run stayed up at dut.link.delay_us = 2000 and a run did not at 14000")
+    );
 
     // Time series: every period's d_N of run 000, exactly.
     let ts = csv(&dir, "ncs-delays");
@@ -194,10 +226,17 @@ fn tables_and_figures_carry_the_runs_numbers() {
         .filter(|r| r["run"] == "000" && r["delay"] == "d_N")
         .map(|r| r["delay_ns"].parse().unwrap())
         .collect();
-    let want: Vec<i64> = (0..PERIODS).map(|k| (2 * MS + (k % 4) * MS / 10 + MS / 4) as i64).collect();
+    let want: Vec<i64> = (0..PERIODS)
+        .map(|k| (2 * MS + (k % 4) * MS / 10 + MS / 4) as i64)
+        .collect();
     assert_eq!(dn, want);
     // Lost periods of run 003 have no d_N point.
-    assert_eq!(ts.iter().filter(|r| r["run"] == "003" && r["delay"] == "d_N").count(), 15);
+    assert_eq!(
+        ts.iter()
+            .filter(|r| r["run"] == "003" && r["delay"] == "d_N")
+            .count(),
+        15
+    );
 
     // Histogram of run 000's d_N: the four values 2.25 … 2.55 ms, 10 times
     // each, counted into 40 equal bins between the smallest and the largest
@@ -208,14 +247,20 @@ fn tables_and_figures_carry_the_runs_numbers() {
         .filter(|r| r["run"] == "000" && r["delay"] == "d_N")
         .collect();
     assert_eq!(bins.len(), 40);
-    let total: u64 = bins.iter().map(|r| r["count"].parse::<u64>().unwrap()).sum();
+    let total: u64 = bins
+        .iter()
+        .map(|r| r["count"].parse::<u64>().unwrap())
+        .sum();
     assert_eq!(total, 40);
-    let (lo, hi) = (2.25e6, 14.55e6);
+    let (lo, hi) = (2.25e6f64, 14.55e6f64);
     let width = (hi - lo) / 40.0;
     for v in [2.25e6, 2.35e6, 2.45e6, 2.55e6] {
         let b = (((v - lo) / width).floor() as usize).min(39);
         let lo_b: f64 = bins[b]["bin_lo_ns"].parse().unwrap();
-        assert!((lo_b - (lo + width * b as f64)).abs() < 1.0, "bin {b} edge {lo_b}");
+        assert!(
+            (lo_b - (lo + width * b as f64)).abs() < 1.0,
+            "bin {b} edge {lo_b}"
+        );
     }
     // By hand: bin 0 is [2.25, 2.5575) ms and holds all four values.
     assert_eq!(bins[0]["count"], "40");
@@ -231,14 +276,26 @@ fn tables_and_figures_carry_the_runs_numbers() {
     for (k, p) in p0.iter().enumerate() {
         let want = (0.01 * (k as f64 * 0.3).sin()).to_degrees();
         // The CSV has 7 significant digits.
-        assert!((p - want).abs() <= want.abs() * 1e-6 + 1e-12, "period {k}: {p} vs {want}");
+        assert!(
+            (p - want).abs() <= want.abs() * 1e-6 + 1e-12,
+            "period {k}: {p} vs {want}"
+        );
     }
 
     // Survival along the sweep: the fractions and intervals of ncs-challenge.json.
     let s = csv(&dir, "ncs-survival");
     assert_eq!(s.len(), 2);
-    assert_eq!((s[0]["dut.link.delay_us"].as_str(), s[0]["fraction"].as_str()), ("2000", "1"));
-    assert_eq!((s[1]["stayed_up"].as_str(), s[1]["runs"].as_str()), ("1", "2"));
+    assert_eq!(
+        (
+            s[0]["dut.link.delay_us"].as_str(),
+            s[0]["fraction"].as_str()
+        ),
+        ("2000", "1")
+    );
+    assert_eq!(
+        (s[1]["stayed_up"].as_str(), s[1]["runs"].as_str()),
+        ("1", "2")
+    );
     let lo: f64 = s[1]["ci95_lo"].parse().unwrap();
     assert!((lo - 0.012_579).abs() < 1e-5, "{lo}");
 }
@@ -283,7 +340,16 @@ fn an_experiment_without_ncsbench_has_no_ncs_section_and_old_csvs_are_named() {
     )
     .unwrap();
     assert!(w.figures.iter().any(|f| f == "ncs-plant"));
-    assert!(!w.figures.iter().any(|f| f == "ncs-delays" || f == "ncs-survival"));
-    assert!(w.problems.iter().any(|p| p.contains("run 001: ncs-periods.csv has no delay columns")));
-    assert!(w.problems.iter().any(|p| p.contains("no ncs-challenge.json")));
+    assert!(!w
+        .figures
+        .iter()
+        .any(|f| f == "ncs-delays" || f == "ncs-survival"));
+    assert!(w
+        .problems
+        .iter()
+        .any(|p| p.contains("run 001: ncs-periods.csv has no delay columns")));
+    assert!(w
+        .problems
+        .iter()
+        .any(|p| p.contains("no ncs-challenge.json")));
 }

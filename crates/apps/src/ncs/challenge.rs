@@ -229,7 +229,13 @@ mod tests {
         let mut runs = Vec::new();
         for (c, f) in falls.iter().enumerate() {
             for (rep, &fell) in f.iter().enumerate() {
-                runs.push(run(runs.len(), c, 12_000 + 1000 * c as u64, fell, 10 * c as u64 + rep as u64));
+                runs.push(run(
+                    runs.len(),
+                    c,
+                    12_000 + 1000 * c as u64,
+                    fell,
+                    10 * c as u64 + rep as u64,
+                ));
             }
         }
         let s = summarize(&runs);

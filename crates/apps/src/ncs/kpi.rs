@@ -284,7 +284,11 @@ mod tests {
         // Period 4 was lost: d_PS and period only.
         assert!(
             csv.lines().nth(5).unwrap().starts_with("4,")
-                && csv.lines().nth(5).unwrap().ends_with(",true,,1000000,,,35000000")
+                && csv
+                    .lines()
+                    .nth(5)
+                    .unwrap()
+                    .ends_with(",true,,1000000,,,35000000")
         );
         // Period 1: one-way 3 ms → d_PC 0.5, d_PS 1, d_N 3.25, d_PA 21.5 ms
         // (29 − 1 − 6 − 0.5), period 35 ms.
@@ -296,7 +300,15 @@ mod tests {
             "{}",
             csv.lines().nth(2).unwrap()
         );
-        assert!(csv.lines().nth(1).unwrap().ends_with(",false,500000,1000000,2250000,23500000,"));
-        assert!(csv.lines().next().unwrap().ends_with(",lost,d_PC_ns,d_PS_ns,d_N_ns,d_PA_ns,period_ns"));
+        assert!(csv
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(",false,500000,1000000,2250000,23500000,"));
+        assert!(csv
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(",lost,d_PC_ns,d_PS_ns,d_N_ns,d_PA_ns,period_ns"));
     }
 }

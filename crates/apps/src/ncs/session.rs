@@ -55,6 +55,11 @@ pub struct NcsConfig {
     /// [θ, ψ, θ̇, ψ̇, u_{k−1}] of [`super::control`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gain: Option<Vec<Vec<f64>>>,
+    /// Run the plant and controller threads under SCHED_FIFO (as a robot's
+    /// control loop owns its CPU), so a busy host delays the network path,
+    /// not the benchmark's own loops. Default true; ignored without the privilege.
+    #[serde(default = "default_realtime")]
+    pub realtime: bool,
 }
 
 fn default_period() -> f64 {
@@ -78,6 +83,9 @@ fn default_time_scale() -> f64 {
 fn default_seed() -> u64 {
     1
 }
+fn default_realtime() -> bool {
+    true
+}
 
 impl Default for NcsConfig {
     fn default() -> Self {
@@ -90,6 +98,7 @@ impl Default for NcsConfig {
             time_scale: default_time_scale(),
             seed: default_seed(),
             gain: None,
+            realtime: default_realtime(),
         }
     }
 }
@@ -150,7 +159,10 @@ impl NcsConfig {
                 ));
             }
             if g[0].iter().any(|k| !k.is_finite()) {
-                return bad(format!("app.gain = {:?} holds a value that is not a finite number", g[0]));
+                return bad(format!(
+                    "app.gain = {:?} holds a value that is not a finite number",
+                    g[0]
+                ));
             }
         }
         if !(self.time_scale.is_finite() && (1.0..=1000.0).contains(&self.time_scale)) {
@@ -213,6 +225,9 @@ pub struct PlantSide {
     pub records: Vec<PeriodRecord>,
     /// The pitch went beyond [`FALL_PITCH_RAD`].
     pub fell: bool,
+    /// How long the controller took to answer the first ping, ns (`None`:
+    /// it never did, or no handshake ran).
+    pub handshake_ns: Option<u64>,
 }
 
 impl PlantSide {
@@ -226,6 +241,7 @@ impl PlantSide {
             consecutive_losses: 0,
             records: Vec::new(),
             fell: false,
+            handshake_ns: None,
         }
     }
 
@@ -347,8 +363,9 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
     let deadline_ns = (cfg.deadline_ms * 1e6 / cfg.time_scale) as u64;
     sock.set_nonblocking(true)
         .map_err(|e| io("make its socket non-blocking", e))?;
-    let t0 = monotonic_ns() + 10_000_000;
     let mut buf = [0u8; 2048];
+    side.handshake_ns = handshake(sock, &mut buf, Duration::from_secs(5))?;
+    let t0 = monotonic_ns() + 10_000_000;
     for k in 0..cfg.periods {
         let start = t0 + k as u64 * period_ns;
         sleep_until(start);
@@ -422,6 +439,46 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
     Ok(side)
 }
 
+/// Ping the controller every 20 ms until it answers, at most `limit`: the
+/// time it took, or `None` when no answer came (the periods run anyway, and
+/// their losses show it).
+fn handshake(sock: &UdpSocket, buf: &mut [u8], limit: Duration) -> Result<Option<u64>, NcsError> {
+    let io = |what: &str, e: std::io::Error| NcsError(format!("the plant cannot {what}: {e}"));
+    let start = monotonic_ns();
+    let end = start + limit.as_nanos() as u64;
+    let mut attempt = 0u32;
+    while monotonic_ns() < end {
+        let _ = sock.send(&Message::Ping { seq: attempt }.encode());
+        let next = (monotonic_ns() + 20_000_000).min(end);
+        loop {
+            let now = monotonic_ns();
+            if now >= next {
+                break;
+            }
+            if !nflab_io::wait_readable(sock.as_fd(), Duration::from_nanos(next - now))
+                .map_err(|e| io("wait for the controller", e))?
+            {
+                continue;
+            }
+            match sock.recv(buf) {
+                Ok(n) => {
+                    if let Some(Message::Pong { .. }) = Message::decode(&buf[..n]) {
+                        return Ok(Some(monotonic_ns() - start));
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => return Err(io("receive", e)),
+            }
+        }
+        attempt += 1;
+    }
+    Ok(None)
+}
+
 /// The controller's loop: answer every sensor message on `sock` until a
 /// stop message, or `idle` without any message. Returns the sensor messages
 /// answered.
@@ -469,6 +526,9 @@ pub fn run_controller(
                 };
                 let _ = sock.send_to(&reply.encode(), from);
                 answered += 1;
+            }
+            Some(Message::Ping { seq }) => {
+                let _ = sock.send_to(&Message::Pong { seq }.encode(), from);
             }
             Some(Message::Stop { .. }) => return Ok(answered),
             _ => {}
@@ -602,7 +662,10 @@ mod tests {
         assert!(e.0.contains("app.backups = 500"), "{e}");
         for (gain, shape) in [
             (vec![vec![1.0; 4]], "app.gain has 1 row(s) of 4 value(s)"),
-            (vec![vec![1.0; 5]; 2], "app.gain has 2 row(s) of 5/5 value(s)"),
+            (
+                vec![vec![1.0; 5]; 2],
+                "app.gain has 2 row(s) of 5/5 value(s)",
+            ),
             (vec![], "app.gain has no rows"),
         ] {
             let e = NcsConfig {
@@ -611,7 +674,10 @@ mod tests {
             }
             .validate()
             .unwrap_err();
-            assert!(e.0.starts_with(shape) && e.0.contains("one row of 5"), "{e}");
+            assert!(
+                e.0.starts_with(shape) && e.0.contains("one row of 5"),
+                "{e}"
+            );
         }
         NcsConfig::default().validate().unwrap();
     }
