@@ -115,6 +115,14 @@ impl LinkDut {
     }
 }
 
+/// Start the link of a standalone config: both directions between its ports
+/// (returns once both workers have their sockets open).
+pub fn start_standalone(config: &StandaloneConfig) -> Result<LinkDut, LabError> {
+    let p = &config.ports;
+    start_in(p.netns.clone(), (&p.input, &p.output), &config.dut)
+        .map_err(|e| LabError::Other(e.to_string()))
+}
+
 /// `nflab dut CONFIG` with `[dut] kind = "link"`: the link between `[ports]
 /// input` (dut0's side: `[dut.link]` applies to frames received there) and
 /// `output` (`[dut.link.reverse]`), until `stop` is set or `duration` has
@@ -124,9 +132,7 @@ pub fn run_standalone(
     duration: Option<Duration>,
     stop: &AtomicBool,
 ) -> Result<LinkStats, LabError> {
-    let p = &config.ports;
-    let link = start_in(p.netns.clone(), (&p.input, &p.output), &config.dut)
-        .map_err(|e| LabError::Other(e.to_string()))?;
+    let link = start_standalone(config)?;
     let t0 = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed)
         && !link.has_stopped()

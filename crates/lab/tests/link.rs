@@ -50,32 +50,9 @@ fn probe(dut: &DutSection, n: usize, gap_ns: u64, len: usize, reverse: bool) -> 
     probe_with(dut, n, gap_ns, len, reverse, None)
 }
 
-/// A link as `nflab run` starts it, or as `nflab dut CONFIG` does (a thread
-/// running `run_standalone` with the config file's text, until stopped).
-enum Running {
-    Lab(dut_link::LinkDut),
-    Standalone(
-        Arc<AtomicBool>,
-        std::thread::JoinHandle<Result<LinkStats, nflab_lab::LabError>>,
-    ),
-}
-
-impl Running {
-    fn stop(self) -> LinkStats {
-        match self {
-            Running::Lab(l) => l.stop(),
-            Running::Standalone(stop, h) => {
-                stop.store(true, Ordering::Relaxed);
-                h.join()
-                    .expect("standalone thread")
-                    .expect("standalone link")
-            }
-        }
-    }
-}
-
 /// [`probe`]; with `standalone` = the text of an `nflab dut` config file
-/// (without `[ports]`, which is added for the topology), through that path.
+/// (without `[ports]`, which is added for the topology), started as `nflab
+/// dut` starts it.
 fn probe_with(
     dut: &DutSection,
     n: usize,
@@ -86,7 +63,7 @@ fn probe_with(
 ) -> Probe {
     let topo = Topology::create(DutKind::Link).expect("topology");
     let link = match standalone {
-        None => Running::Lab(dut_link::start(&topo, dut).expect("link DuT")),
+        None => dut_link::start(&topo, dut).expect("link DuT"),
         Some(text) => {
             let file =
                 std::env::temp_dir().join(format!("nflab-link-dut-{}.toml", std::process::id()));
@@ -98,13 +75,8 @@ fn probe_with(
             .unwrap();
             let config = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file);
             let _ = std::fs::remove_file(&file);
-            let config = config.expect("the standalone config");
-            let stop = Arc::new(AtomicBool::new(false));
-            let stop2 = Arc::clone(&stop);
-            let h = std::thread::spawn(move || dut_link::run_standalone(&config, None, &stop2));
-            // Both directions' sockets open before the first frame.
-            std::thread::sleep(Duration::from_millis(300));
-            Running::Standalone(stop, h)
+            dut_link::start_standalone(&config.expect("the standalone config"))
+                .expect("standalone link")
         }
     };
     let (tx_if, rx_if, dst) = if reverse {
