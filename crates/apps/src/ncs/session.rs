@@ -633,6 +633,7 @@ mod tests {
         };
         let p = Params::default();
         let lqr = Design::new(&p, 0.035, 0.029, &Weights::default()).k;
+        println!("the LQR gain for T = 35 ms, D = 29 ms: {lqr:?}");
         let same = run(Some(vec![lqr.to_vec()]));
         let designed = run(None);
         assert!(!designed.fell && !same.fell);
