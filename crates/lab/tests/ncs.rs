@@ -198,3 +198,48 @@ fn a_link_slower_than_the_deadline_loses_every_actuation_and_the_plant_falls() {
         "no actuation came in time"
     );
 }
+
+#[test]
+fn bad_input_is_one_sentence_naming_the_key_or_file() {
+    // No root needed: only the spec is read.
+    let dir = std::env::temp_dir().join(format!("nflab-ncs-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = |body: &str| {
+        format!("[experiment]\nname = \"x\"\ninclude = [\"profile.toml\"]\n[app]\nkind = \"ncsbench\"\n{body}\n")
+    };
+    let check = |profile: &str, body: &str| -> String {
+        std::fs::write(dir.join("profile.toml"), profile).unwrap();
+        std::fs::write(dir.join("spec.toml"), spec(body)).unwrap();
+        nflab_lab::Spec::from_file(&dir.join("spec.toml"))
+            .and_then(|(s, _)| s.check_supported().map(|()| s))
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    };
+    let good_profile = "[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 1000\n";
+    assert_eq!(check(good_profile, "periods = 10"), "", "a valid spec");
+    for (profile, body, want) in [
+        // A profile that does not parse names its file.
+        ("[dut.link\ndelay_us = 1000\n", "", "profile.toml"),
+        (
+            good_profile,
+            "gain = [[1, 2, 3, 4]]",
+            "app.gain = [[1,2,3,4]] has 1 row(s) of 4 value(s)",
+        ),
+        (
+            good_profile,
+            "gain = [1, 2, 3, 4, 5]",
+            "app.gain = [1,2,3,4,5] is not a matrix of numbers",
+        ),
+        (
+            good_profile,
+            "period_ms = 20",
+            "app.period_ms = 20 is shorter than app.deadline_ms = 29",
+        ),
+    ] {
+        let e = check(profile, body);
+        println!("{body:?}: {e}");
+        assert!(e.contains(want), "{body:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

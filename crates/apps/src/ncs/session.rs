@@ -53,8 +53,10 @@ pub struct NcsConfig {
     /// The controller's gain K (u = −K·z) instead of the LQR design: a 1×5
     /// matrix, `[[k_θ, k_ψ, k_θ̇, k_ψ̇, k_u]]` over the design state
     /// [θ, ψ, θ̇, ψ̇, u_{k−1}] of [`super::control`].
+    /// Read as any value, so a wrong shape is reported by [`Self::validate`]
+    /// with the key instead of a type error without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gain: Option<Vec<Vec<f64>>>,
+    pub gain: Option<serde_json::Value>,
     /// Run the plant and controller threads under SCHED_FIFO (as a robot's
     /// control loop owns its CPU), so a busy host delays the network path,
     /// not the benchmark's own loops. Default true; ignored without the privilege.
@@ -141,27 +143,37 @@ impl NcsConfig {
         }
         if let Some(g) = &self.gain {
             let n = super::control::N;
-            let shape = match g.as_slice() {
-                [row] if row.len() == n => None,
-                [] => Some("no rows".to_string()),
-                rows => Some(format!(
-                    "{} row(s) of {} value(s)",
-                    rows.len(),
-                    rows.iter()
-                        .map(|r| r.len().to_string())
-                        .collect::<Vec<_>>()
-                        .join("/")
-                )),
+            let rows: Vec<Vec<Option<f64>>> = match g.as_array() {
+                Some(rows) => rows
+                    .iter()
+                    .map(|r| match r.as_array() {
+                        Some(r) => r
+                            .iter()
+                            .map(|v| v.as_f64().filter(|x| x.is_finite()))
+                            .collect(),
+                        None => vec![None],
+                    })
+                    .collect(),
+                None => Vec::new(),
             };
-            if let Some(shape) = shape {
+            let ok = matches!(rows.as_slice(), [row] if row.len() == n && row.iter().all(Option::is_some));
+            if !ok {
+                let shape = if !g.is_array() || rows.iter().flatten().any(Option::is_none) {
+                    "is not a matrix of numbers".to_string()
+                } else if rows.is_empty() {
+                    "has no rows".to_string()
+                } else {
+                    format!(
+                        "has {} row(s) of {} value(s)",
+                        rows.len(),
+                        rows.iter()
+                            .map(|r| r.len().to_string())
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    )
+                };
                 return bad(format!(
-                    "app.gain has {shape}: it must be one row of {n} numbers, [[k_theta, k_psi, k_theta_rate, k_psi_rate, k_u_prev]] (u = -K z over [wheel angle, pitch, their rates, last voltage])"
-                ));
-            }
-            if g[0].iter().any(|k| !k.is_finite()) {
-                return bad(format!(
-                    "app.gain = {:?} holds a value that is not a finite number",
-                    g[0]
+                    "app.gain = {g} {shape}: it must be one row of {n} numbers, [[k_theta, k_psi, k_theta_rate, k_psi_rate, k_u_prev]] (u = -K z over [wheel angle, pitch, their rates, last voltage])"
                 ));
             }
         }
@@ -338,9 +350,13 @@ pub fn setup(cfg: &NcsConfig) -> (PlantSide, Controller) {
     );
     let mut design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
     // A given gain replaces the LQR's; the model and predictions stay.
-    if let Some(row) = cfg.gain.as_ref().and_then(|g| g.first()) {
-        for (k, v) in design.k.iter_mut().zip(row) {
-            *k = *v;
+    let row = cfg
+        .gain
+        .as_ref()
+        .and_then(|g| g.get(0)?.as_array().cloned());
+    for (k, v) in design.k.iter_mut().zip(row.iter().flatten()) {
+        if let Some(v) = v.as_f64() {
+            *k = v;
         }
     }
     (PlantSide::new(plant, cfg.clone()), Controller::new(design))
@@ -610,7 +626,7 @@ mod tests {
     #[test]
     fn a_given_gain_replaces_the_designed_one() {
         // The plant as `setup` builds it, closed over the controller it returns.
-        let run = |gain: Option<Vec<Vec<f64>>>| {
+        let run = |gain: Option<serde_json::Value>| {
             let cfg = NcsConfig {
                 periods: 300,
                 gain,
@@ -634,12 +650,12 @@ mod tests {
         let p = Params::default();
         let lqr = Design::new(&p, 0.035, 0.029, &Weights::default()).k;
         println!("the LQR gain for T = 35 ms, D = 29 ms: {lqr:?}");
-        let same = run(Some(vec![lqr.to_vec()]));
+        let same = run(Some(serde_json::json!([lqr.to_vec()])));
         let designed = run(None);
         assert!(!designed.fell && !same.fell);
         assert_eq!(same.records, designed.records);
         // No feedback at all: the pendulum falls.
-        assert!(run(Some(vec![vec![0.0; 5]])).fell);
+        assert!(run(Some(serde_json::json!([vec![0.0; 5]]))).fell);
     }
 
     #[test]
@@ -662,12 +678,23 @@ mod tests {
         .unwrap_err();
         assert!(e.0.contains("app.backups = 500"), "{e}");
         for (gain, shape) in [
-            (vec![vec![1.0; 4]], "app.gain has 1 row(s) of 4 value(s)"),
             (
-                vec![vec![1.0; 5]; 2],
-                "app.gain has 2 row(s) of 5/5 value(s)",
+                serde_json::json!([vec![1.0; 4]]),
+                "app.gain = [[1.0,1.0,1.0,1.0]] has 1 row(s) of 4 value(s)",
             ),
-            (vec![], "app.gain has no rows"),
+            (
+                serde_json::json!([vec![1.0; 5], vec![1.0; 5]]),
+                "has 2 row(s) of 5/5 value(s)",
+            ),
+            (serde_json::json!([]), "app.gain = [] has no rows"),
+            (
+                serde_json::json!([1, 2, 3, 4, 5]),
+                "app.gain = [1,2,3,4,5] is not a matrix of numbers",
+            ),
+            (
+                serde_json::json!([[1, 2, "x", 4, 5]]),
+                "is not a matrix of numbers",
+            ),
         ] {
             let e = NcsConfig {
                 gain: Some(gain),
@@ -675,10 +702,7 @@ mod tests {
             }
             .validate()
             .unwrap_err();
-            assert!(
-                e.0.starts_with(shape) && e.0.contains("one row of 5"),
-                "{e}"
-            );
+            assert!(e.0.contains(shape) && e.0.contains("one row of 5"), "{e}");
         }
         NcsConfig::default().validate().unwrap();
     }
