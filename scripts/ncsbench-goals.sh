@@ -5,8 +5,9 @@
 #              profile; the goal is "30 of 30 stay up, no losses" (~28 min)
 #   challenge  examples/ncsbench-challenge.toml: the delay sweep, 7 delays ×
 #              3 repetitions (~20 min)
+#   challenge-short  examples/ncsbench-challenge-short.toml: 12–15 ms × 2 (~8 min)
 #   wlan       examples/ncsbench-wlan.toml: one run over the 802.11g profile
-# Usage: sudo bash scripts/ncsbench-goals.sh [wired30|challenge|wlan|all]... [-- RUN-ARGS]
+# Usage: sudo bash scripts/ncsbench-goals.sh [wired30|challenge|challenge-short|wlan|all]... [-- RUN-ARGS]
 # Each experiment's tree goes under results/ (or --out after --); the script
 # prints the machine's load before and after, how many runs stayed up, and
 # the tree's ncs-challenge.json (fraction up per configuration with its 95 %
@@ -20,10 +21,10 @@ become_root "$0" "$@"
 which=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
-    wired30 | challenge | wlan) which+=("$1") ;;
+    wired30 | challenge | challenge-short | wlan) which+=("$1") ;;
     all) which+=(wired30 challenge wlan) ;;
     *)
-      echo "error: unknown part '$1': use wired30, challenge, wlan or all" >&2
+      echo "error: unknown part '$1': use wired30, challenge, challenge-short, wlan or all" >&2
       exit 2
       ;;
   esac
@@ -44,6 +45,7 @@ for part in "${which[@]}"; do
   case "$part" in
     wired30) spec=examples/ncsbench-wired-30.toml ;;
     challenge) spec=examples/ncsbench-challenge.toml ;;
+    challenge-short) spec=examples/ncsbench-challenge-short.toml ;;
     wlan) spec=examples/ncsbench-wlan.toml ;;
   esac
   echo "== $part: $spec, $(date -u +%FT%TZ)"

@@ -271,7 +271,7 @@ fn delays_over_time(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
             Fmt::Secs,
             true,
         );
-        let y = Axis::lin_nice(&format!("{head} (ms)"), lo, hi, Fmt::Ns, false);
+        let y = Axis::lin_nice(head, lo, hi, Fmt::Ns, false);
         let mut pl = Plot::new(W, PANEL_H, x, y);
         pl.title(&format!("{head} ({key})"));
         pl.zoomable();
@@ -349,7 +349,7 @@ fn delay_histograms(e: &Experiment, drawn: &[&NcsRun], note: Option<String>) -> 
             lines.push((run_label(r), pts));
         }
         let x = Axis::new(
-            &format!("{head} (ms)"),
+            head,
             crate::svg::Scale::Lin,
             edges[0],
             *edges.last().unwrap_or(&edges[0]),
