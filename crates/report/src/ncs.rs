@@ -500,7 +500,8 @@ fn survival(e: &Experiment) -> Option<Figure> {
     let (xlo, xhi) = pts
         .iter()
         .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
-    let pad = ((xhi - xlo) * 0.05).max(1.0);
+    // Room right of the last value for the bracket lines' labels.
+    let pad = ((xhi - xlo) * 0.12).max(1.0);
     let x = Axis::new(&key, crate::svg::Scale::Lin, xlo - pad, xhi + pad, Fmt::Num);
     let y = Axis::new(
         "runs up for all periods",
@@ -517,16 +518,16 @@ fn survival(e: &Experiment) -> Option<Figure> {
         Style::solid(0),
     );
     if let Some(v) = f(&ch, "/bracket/largest_all_up") {
-        pl.vline_at(v, "largest with every run up", "#1b7f3b", 0);
+        pl.vline_at(v, "all up", "#1b7f3b", 0);
     }
     if let Some(v) = f(&ch, "/bracket/smallest_any_down") {
-        pl.vline_at(v, "smallest with a run down", "#a8321e", 1);
+        pl.vline_at(v, "one down", "#a8321e", 1);
     }
     Some(Figure {
         id: "ncs-survival".into(),
         title: format!("NCSbench: runs that stayed up against {key}"),
         caption: format!(
-            "The challenge search: per value of {key}, the fraction of its runs whose plant stayed up for all periods (no fall), with the exact 95 % Clopper–Pearson interval of that fraction (nflab-analyze, from ncs-challenge.json). The dashed lines bracket the failure point: the largest value below the first failure at which every run stayed up, and the smallest at which one did not. The runs went {}.",
+            "The challenge search: per value of {key}, the fraction of its runs whose plant stayed up for all periods (no fall), with the exact 95 % Clopper–Pearson interval of that fraction (nflab-analyze, from ncs-challenge.json). The dotted lines bracket the failure point: "all up" at the largest value below the first failure at which every run stayed up, "one down" at the smallest at which one did not. The runs went {}.",
             time_scale_note(e)
         ),
         svg: pl.finish(),
