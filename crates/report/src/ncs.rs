@@ -527,7 +527,7 @@ fn survival(e: &Experiment) -> Option<Figure> {
         id: "ncs-survival".into(),
         title: format!("NCSbench: runs that stayed up against {key}"),
         caption: format!(
-            "The challenge search: per value of {key}, the fraction of its runs whose plant stayed up for all periods (no fall), with the exact 95 % Clopper–Pearson interval of that fraction (nflab-analyze, from ncs-challenge.json). The dotted lines bracket the failure point: "all up" at the largest value below the first failure at which every run stayed up, "one down" at the smallest at which one did not. The runs went {}.",
+            "The challenge search: per value of {key}, the fraction of its runs whose plant stayed up for all periods (no fall), with the exact 95 % Clopper–Pearson interval of that fraction (nflab-analyze, from ncs-challenge.json). The dotted lines bracket the failure point: “all up” at the largest value below the first failure at which every run stayed up, “one down” at the smallest at which one did not. The runs went {}.",
             time_scale_note(e)
         ),
         svg: pl.finish(),
