@@ -22,7 +22,7 @@ pub struct Interval {
 
 /// Regularized incomplete beta I_x(a, b) (continued fraction, Numerical
 /// Recipes §6.4).
-fn betai(a: f64, b: f64, x: f64) -> f64 {
+pub(crate) fn betai(a: f64, b: f64, x: f64) -> f64 {
     if x <= 0.0 {
         return 0.0;
     }

@@ -81,6 +81,21 @@ pub fn log_edges(lo: f64, hi: f64, per_decade: usize) -> Vec<f64> {
     e
 }
 
+/// `bins` equal bins covering `[lo, hi]`: `bins + 1` edges from `lo` to
+/// `hi` (one bin of width 1 around `lo` when the range is empty).
+pub fn linear_edges(lo: f64, hi: f64, bins: usize) -> Vec<f64> {
+    let bins = bins.max(1);
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 0.5, lo + 0.5)
+    };
+    let w = (hi - lo) / bins as f64;
+    (0..=bins)
+        .map(|i| if i == bins { hi } else { lo + w * i as f64 })
+        .collect()
+}
+
 /// Values per bin `[edges[i], edges[i+1])`; values below the first edge
 /// count in the first bin and values beyond the last in the last.
 pub fn bin_counts(d: &mut Distribution, edges: &[f64]) -> Vec<u64> {
@@ -130,6 +145,17 @@ mod tests {
         let mut d = Distribution::new(exact_limit, 3);
         vals.into_iter().for_each(|v| d.record(v));
         d
+    }
+
+    #[test]
+    fn linear_edges_cover_the_range_and_bin_counts_put_the_max_in_the_last_bin() {
+        let e = linear_edges(0.0, 10.0, 5);
+        assert_eq!(e, vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        // 0..=10: bins [0,2) [2,4) [4,6) [6,8) [8,10] hold 2, 2, 2, 2, 3.
+        let mut d = dist(0..=10, u64::MAX);
+        assert_eq!(bin_counts(&mut d, &e), vec![2, 2, 2, 2, 3]);
+        assert_eq!(linear_edges(3.0, 3.0, 4).first(), Some(&2.5));
+        assert_eq!(linear_edges(3.0, 3.0, 4).last(), Some(&3.5));
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub mod linfit;
 mod metrics;
 pub mod order_ci;
 pub mod prrt;
+pub mod proportion;
 mod spec;
 mod trex;
 

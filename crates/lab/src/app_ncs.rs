@@ -43,6 +43,15 @@ pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
     }
 }
 
+/// `app.realtime`: this thread under SCHED_FIFO (above the link's workers).
+fn go_realtime(on: bool, who: &str) {
+    if on {
+        if let Err(e) = nflab_io::clock::set_realtime(60) {
+            eprintln!("warning: app.realtime: the NCSbench {who} cannot run under SCHED_FIFO: {e}");
+        }
+    }
+}
+
 /// The plant's namespace, deleted on drop.
 struct PlantNs(String);
 
@@ -73,6 +82,34 @@ fn ip(args: &[&str]) -> Result<(), LabError> {
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )))
+    }
+}
+
+/// Wait until `dev` in `ns` transmits: a device just set up keeps the
+/// `noop` qdisc, which drops every frame, until the kernel's link watch
+/// activates it (up to a second later) — the first periods' sensor
+/// messages were lost that way.
+fn wait_until_up(ns: &str, dev: &str) -> Result<(), LabError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", ns, "link", "show", dev])
+            .output()
+            .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if out.status.success()
+            && !text.contains("qdisc noop")
+            && (text.contains("state UP") || text.contains("state UNKNOWN"))
+        {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(LabError::Topology(format!(
+                "{dev} in {ns} is not up 3 s after 'ip link set up': {}",
+                text.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -111,6 +148,7 @@ pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     for dev in ["lo", "ncs0"] {
         ip(&["-n", &ns.0, "link", "set", dev, "up"])?;
     }
+    wait_until_up(&ns.0, "ncs0")?;
     // Static neighbours: no ARP crosses the DuT.
     ip(&[
         "-n",
@@ -153,17 +191,23 @@ pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     .map_err(io)?;
     let (side, controller) = setup(cfg);
     let backups = cfg.backups as usize;
+    let realtime = cfg.realtime;
     let controller = std::thread::Builder::new()
         .name("ncs-controller".into())
         .spawn(move || {
-            run_controller(&ctrl_sock, controller, backups, Duration::from_secs(5))
+            go_realtime(realtime, "controller");
+            run_controller(&ctrl_sock, controller, backups, Duration::from_secs(10))
                 .map_err(|e| LabError::Other(e.0))
         })
         .map_err(|e| LabError::Host(format!("cannot start the controller thread: {e}")))?;
     let plant = std::thread::Builder::new()
         .name("ncs-plant".into())
         .spawn(move || {
+            go_realtime(realtime, "plant");
             let side = run_plant(&plant_sock, side).map_err(|e| LabError::Other(e.0))?;
+            if side.handshake_ns.is_none() {
+                eprintln!("warning: the NCSbench controller did not answer the plant's pings for 5 s: the periods ran anyway");
+            }
             Ok((side.records, side.fell))
         })
         .map_err(|e| LabError::Host(format!("cannot start the plant thread: {e}")))?;
@@ -240,4 +284,56 @@ impl NcsRun {
         write("ncs-periods.csv", &periods_csv(&records))?;
         Ok(r)
     }
+}
+
+/// Summarize the NCSbench runs of the artifact tree `dir` (each
+/// `runs/NNN/ncs.json` with its `params.json`) into `dir/ncs-challenge.json`
+/// ([`nflab_apps::ncs::challenge`]): fraction of runs up per configuration
+/// with its interval, and the failure bracket of a one-parameter sweep.
+/// `None` (and nothing written) when no run has an `ncs.json`.
+pub fn write_challenge(
+    dir: &std::path::Path,
+) -> Result<Option<nflab_apps::ncs::challenge::Challenge>, LabError> {
+    use nflab_apps::ncs::challenge::{summarize, RunOutcome};
+    let read = |p: &std::path::Path| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    };
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let mut runs = Vec::new();
+    for name in names {
+        let rd = dir.join("runs").join(&name);
+        let (Some(ncs), Some(params)) = (read(&rd.join("ncs.json")), read(&rd.join("params.json")))
+        else {
+            continue;
+        };
+        let u = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+        runs.push(RunOutcome {
+            run: name,
+            combination: u(&params, "combination").unwrap_or(0) as usize,
+            sweep: params
+                .get("sweep")
+                .and_then(serde_json::Value::as_object)
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+            fell: ncs.get("fell").and_then(serde_json::Value::as_bool) == Some(true),
+            losses: u(&ncs, "losses").unwrap_or(0),
+            periods_completed: u(&ncs, "periods_completed").unwrap_or(0),
+            periods: u(&ncs, "periods").unwrap_or(u64::MAX),
+            d_n_median_ms: ncs
+                .pointer("/delays_ms/d_N/median")
+                .and_then(serde_json::Value::as_f64),
+        });
+    }
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    let summary = summarize(&runs);
+    crate::results::write_json(&dir.join("ncs-challenge.json"), &summary)?;
+    Ok(Some(summary))
 }

@@ -12,9 +12,12 @@
 //! workers run on the DuT's CPU and, unless `dut.rx_mode` says otherwise,
 //! in `adaptive` mode, so an idle direction sleeps.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use nflab_dataplane::WorkerStats;
 
-use crate::dut_nflab::{lab_context, spawn, NflabDut, INPUT_IFACE, OUTPUT_IFACE};
+use crate::dut_nflab::{lab_context, spawn, NflabDut, StandaloneConfig, INPUT_IFACE, OUTPUT_IFACE};
 use crate::error::LabError;
 use crate::spec::{DutKind, DutSection};
 use crate::topology::Topology;
@@ -63,6 +66,7 @@ pub fn direction(dut: &DutSection, reverse: bool) -> DutSection {
         drain_us: dut.drain_us,
         link_capacity: dut.link_capacity,
         cpu: dut.cpu,
+        realtime: dut.realtime,
         io: Some("af_packet".into()),
         link: Some(link),
         ..DutSection::default()
@@ -149,4 +153,32 @@ impl DutSection {
             .map_err(|e| LabError::Unsupported(e.0))?;
         Ok(())
     }
+}
+
+/// Start the link of a standalone config: both directions between its ports
+/// (returns once both workers have their sockets open).
+pub fn start_standalone(config: &StandaloneConfig) -> Result<LinkDut, LabError> {
+    let p = &config.ports;
+    start_in(p.netns.clone(), (&p.input, &p.output), &config.dut)
+        .map_err(|e| LabError::Other(e.to_string()))
+}
+
+/// `nflab dut CONFIG` with `[dut] kind = "link"`: the link between `[ports]
+/// input` (dut0's side: `[dut.link]` applies to frames received there) and
+/// `output` (`[dut.link.reverse]`), until `stop` is set or `duration` has
+/// passed.
+pub fn run_standalone(
+    config: &StandaloneConfig,
+    duration: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<LinkStats, LabError> {
+    let link = start_standalone(config)?;
+    let t0 = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed)
+        && !link.has_stopped()
+        && duration.is_none_or(|d| t0.elapsed() < d)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(link.stop())
 }

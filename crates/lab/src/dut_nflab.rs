@@ -18,7 +18,7 @@ use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
 
 use crate::error::LabError;
 use crate::netns::NetnsGuard;
-use crate::spec::DutSection;
+use crate::spec::{DutKind, DutSection};
 use crate::topology::{Topology, DUT0_IP, DUT0_MAC, DUT1_MAC, LG0_MAC, LG1_MAC};
 
 /// Interface the data plane receives on.
@@ -175,6 +175,7 @@ pub fn spawn(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = dut.dut_cpu()?;
     let workers = dut.workers.unwrap_or(1).max(1);
+    let realtime = dut.realtime == Some(true);
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LabError>>();
     let mut handles = Vec::new();
@@ -225,6 +226,11 @@ pub fn spawn(
                 };
                 if let Err(e) = nflab_dataplane::engine::pin_current_thread(cpu) {
                     eprintln!("warning: {e}");
+                }
+                if realtime {
+                    if let Err(e) = nflab_io::clock::set_realtime(50) {
+                        eprintln!("warning: dut.realtime: cannot run the data plane under SCHED_FIFO: {e}");
+                    }
                 }
                 let mut worker = match setup() {
                     Ok(w) => {
@@ -311,7 +317,16 @@ impl StandaloneConfig {
                 .collect::<Vec<_>>()
                 .join(" "),
         })?;
-        c.dut.check_nflab().map_err(|e| LabError::Spec {
+        // `kind = "link"` runs through crate::dut_link::run_standalone.
+        let checked = match c.dut.kind {
+            DutKind::Link => c.dut.check_link(),
+            DutKind::Nflab => c.dut.check_nflab(),
+            other => Err(LabError::Unsupported(format!(
+                "dut.kind = \"{}\": nflab dut runs kind \"nflab\" or \"link\"",
+                other.as_str()
+            ))),
+        };
+        checked.map_err(|e| LabError::Spec {
             file,
             message: e.to_string(),
         })?;

@@ -279,6 +279,10 @@ fn run_experiment_in(
         }
     }
     results::write_parquet(&dir.join("results.parquet"), &rows)?;
+    // NCSbench: the runs' survival across repetitions and the failure bracket.
+    if matches!(spec.app, Some(crate::spec::AppSection::Ncsbench(_))) {
+        crate::app_ncs::write_challenge(&dir)?;
+    }
     Ok(ExperimentResult {
         dir,
         runs: rows,

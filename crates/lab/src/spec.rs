@@ -168,6 +168,10 @@ pub struct DutSection {
     /// several runs on `cpu + i` (modulo the CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// nflab data plane and link: run the workers under SCHED_FIFO, so a busy
+    /// host does not hold frames up (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<bool>,
     /// nflab data plane: number of workers (default 1). Worker *i* owns queue *i* of
     /// both ports (an AF_XDP socket each) and is instance *i* of `extern-dispatch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,6 +225,7 @@ impl Default for DutSection {
             command: None,
             link_capacity: None,
             cpu: None,
+            realtime: None,
             workers: None,
             io: None,
             forward_mode: None,

@@ -47,8 +47,38 @@ fn link(toml_text: &str) -> DutSection {
 /// Send `n` frames of `len` bytes every `gap_ns` across the link (`reverse`:
 /// lg1 → lg0) and collect them on the other side.
 fn probe(dut: &DutSection, n: usize, gap_ns: u64, len: usize, reverse: bool) -> Probe {
+    probe_with(dut, n, gap_ns, len, reverse, None)
+}
+
+/// [`probe`]; with `standalone` = the text of an `nflab dut` config file
+/// (without `[ports]`, which is added for the topology), started as `nflab
+/// dut` starts it.
+fn probe_with(
+    dut: &DutSection,
+    n: usize,
+    gap_ns: u64,
+    len: usize,
+    reverse: bool,
+    standalone: Option<&str>,
+) -> Probe {
     let topo = Topology::create(DutKind::Link).expect("topology");
-    let link = dut_link::start(&topo, dut).expect("link DuT");
+    let link = match standalone {
+        None => dut_link::start(&topo, dut).expect("link DuT"),
+        Some(text) => {
+            let file =
+                std::env::temp_dir().join(format!("nflab-link-dut-{}.toml", std::process::id()));
+            let ns = topo.dut_ns.clone().expect("a DuT namespace");
+            std::fs::write(
+                &file,
+                format!("{text}\n[ports]\ninput = \"dut0\"\noutput = \"dut1\"\nnetns = \"{ns}\"\n"),
+            )
+            .unwrap();
+            let config = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file);
+            let _ = std::fs::remove_file(&file);
+            dut_link::start_standalone(&config.expect("the standalone config"))
+                .expect("standalone link")
+        }
+    };
     let (tx_if, rx_if, dst) = if reverse {
         ("lg1", "lg0", LG0_MAC)
     } else {
@@ -307,4 +337,50 @@ fn rate_limit_holds_and_the_queue_drops_what_exceeds_it() {
     // Half the offered frames go (queue of 20 aside).
     assert!((drops as f64 - 2_500.0).abs() < 60.0, "{drops}");
     assert_eq!(counter(&over.stats.forward, "max_queue"), 20);
+}
+
+#[test]
+fn nflab_dut_runs_a_link_alone_from_a_config_file() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let text = "[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 3000\n[dut.link.reverse]\ndelay_us = 1000\n";
+    let (n, gap) = (500, 1_000_000);
+    for (reverse, want_us) in [(false, 3000.0), (true, 1000.0)] {
+        let p = probe_with(&link(""), n, gap, 64, reverse, Some(text));
+        let ([_, median, _], _) = quartiles_us(&p);
+        println!(
+            "standalone, reverse {reverse}: median {median:.1} µs for {want_us} µs configured"
+        );
+        assert!(lost(&p).iter().all(|&l| !l), "frames lost");
+        // The configured delay plus the host's floor (a few µs to a few
+        // hundred on a loaded host): never less, and not a millisecond more.
+        assert!(
+            median >= want_us && median < want_us + 1000.0,
+            "median {median} µs"
+        );
+        let (used, idle) = if reverse {
+            (&p.stats.reverse, &p.stats.forward)
+        } else {
+            (&p.stats.forward, &p.stats.reverse)
+        };
+        assert_eq!(counter(used, "packets_in"), n as u64);
+        assert_eq!(counter(idle, "packets_in"), 0);
+    }
+    // Kinds it does not run are one sentence naming the key.
+    let file = std::env::temp_dir().join(format!("nflab-link-bad-{}.toml", std::process::id()));
+    std::fs::write(
+        &file,
+        "[dut]\nkind = \"linux-router\"\n[ports]\ninput = \"a\"\noutput = \"b\"\n",
+    )
+    .unwrap();
+    let e = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file)
+        .unwrap_err()
+        .to_string();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        e.contains("dut.kind = \"linux-router\"") && e.contains("\"link\""),
+        "{e}"
+    );
 }

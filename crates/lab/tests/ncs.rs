@@ -87,9 +87,13 @@ fn bench(tag: &str, link_toml: &str, cfg: &NcsConfig) -> NcsReport {
         "nud",
         "permanent",
     ]);
+    // Link workers, plant and controller under SCHED_FIFO, as `nflab run`
+    // runs them with dut.realtime and app.realtime: on a loaded host the
+    // benchmark then measures the link, not the other tenants.
     let dut = DutSection {
         kind: DutKind::Link,
         link: Some(toml::from_str::<LinkConfig>(link_toml).expect("link")),
+        realtime: Some(true),
         ..DutSection::default()
     };
     let link = dut_link::start(&topo, &dut).expect("link DuT");
@@ -106,9 +110,14 @@ fn bench(tag: &str, link_toml: &str, cfg: &NcsConfig) -> NcsReport {
     let (side, controller) = setup(cfg);
     let backups = cfg.backups as usize;
     let ctrl = std::thread::spawn(move || {
+        nflab_io::clock::set_realtime(60).expect("SCHED_FIFO");
         run_controller(&ctrl_sock, controller, backups, Duration::from_secs(3))
     });
-    let side = run_plant(&plant_sock, side).expect("plant");
+    let plant = std::thread::spawn(move || {
+        nflab_io::clock::set_realtime(60).expect("SCHED_FIFO");
+        run_plant(&plant_sock, side)
+    });
+    let side = plant.join().expect("plant thread").expect("plant");
     ctrl.join().expect("controller thread").expect("controller");
     let stats = link.stop();
     assert_eq!(stats.error(), None);
@@ -188,4 +197,49 @@ fn a_link_slower_than_the_deadline_loses_every_actuation_and_the_plant_falls() {
         !r.delays_ms.contains_key("d_N"),
         "no actuation came in time"
     );
+}
+
+#[test]
+fn bad_input_is_one_sentence_naming_the_key_or_file() {
+    // No root needed: only the spec is read.
+    let dir = std::env::temp_dir().join(format!("nflab-ncs-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = |body: &str| {
+        format!("[experiment]\nname = \"x\"\ninclude = [\"profile.toml\"]\n[app]\nkind = \"ncsbench\"\n{body}\n")
+    };
+    let check = |profile: &str, body: &str| -> String {
+        std::fs::write(dir.join("profile.toml"), profile).unwrap();
+        std::fs::write(dir.join("spec.toml"), spec(body)).unwrap();
+        nflab_lab::Spec::from_file(&dir.join("spec.toml"))
+            .and_then(|(s, _)| s.check_supported().map(|()| s))
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    };
+    let good_profile = "[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 1000\n";
+    assert_eq!(check(good_profile, "periods = 10"), "", "a valid spec");
+    for (profile, body, want) in [
+        // A profile that does not parse names its file.
+        ("[dut.link\ndelay_us = 1000\n", "", "profile.toml"),
+        (
+            good_profile,
+            "gain = [[1, 2, 3, 4]]",
+            "app.gain = [[1,2,3,4]] has 1 row(s) of 4 value(s)",
+        ),
+        (
+            good_profile,
+            "gain = [1, 2, 3, 4, 5]",
+            "app.gain = [1,2,3,4,5] is not a matrix of numbers",
+        ),
+        (
+            good_profile,
+            "period_ms = 20",
+            "app.period_ms = 20 is shorter than app.deadline_ms = 29",
+        ),
+    ] {
+        let e = check(profile, body);
+        println!("{body:?}: {e}");
+        assert!(e.contains(want), "{body:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

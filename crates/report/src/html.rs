@@ -80,6 +80,9 @@ pub fn page(e: &Experiment, figs: &[Figure], skipped: &Skipped, notes: &[String]
     );
     // Table of contents.
     h.push_str("<nav><b>Contents</b> · <a href=\"#noise\">noise floor</a> · <a href=\"#results\">results</a>");
+    if crate::ncs::applies(e) {
+        h.push_str(" · <a href=\"#ncs\">NCSbench</a>");
+    }
     for f in figs {
         let _ = write!(
             h,
@@ -110,6 +113,7 @@ pub fn page(e: &Experiment, figs: &[Figure], skipped: &Skipped, notes: &[String]
 
     noise_floor(&mut h, e);
     results(&mut h, e);
+    crate::ncs::section(&mut h, e);
 
     let _ = write!(h, "<h2 id=\"figures\">Figures</h2><p class=\"hint\">Hover a line for its values, click a legend entry to hide or show a series, drag across a time axis to zoom (double-click resets). Each figure is also in <code>figures/</code> as SVG{}, with the CSV of exactly what it draws and the command that redraws it.</p>", if cfg!(feature = "png") { " and PNG" } else { "" });
     for f in figs {

@@ -54,6 +54,7 @@ pub mod figures;
 mod html;
 pub mod load;
 pub mod mvno;
+mod ncs;
 #[cfg(feature = "png")]
 mod png;
 pub mod prrt;
@@ -129,8 +130,10 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
     if !dir.is_dir() || !load::is_experiment(dir) {
         return Err(ReportError::NotAnExperiment(dir.display().to_string()));
     }
-    let e = load::load_with(dir, opts.exact_packets.unwrap_or(load::EXACT_PACKETS));
-    let figs = figures::all(&e);
+    let mut e = load::load_with(dir, opts.exact_packets.unwrap_or(load::EXACT_PACKETS));
+    e.problems.extend(ncs::problems(&e));
+    let mut figs = figures::all(&e);
+    figs.extend(ncs::figures(&e));
     let mut problems = e.problems.clone();
     for r in &e.runs {
         problems.extend(r.problems.iter().map(|p| format!("run {}: {p}", r.name)));

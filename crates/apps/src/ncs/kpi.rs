@@ -89,46 +89,42 @@ pub fn delay_stats(values_ns: &[i64]) -> Option<DelayStats> {
     })
 }
 
+/// The delays of Table 6.3, in its column order, as they appear in
+/// `ncs.json` and as columns `<key>_ns` of `ncs-periods.csv`.
+pub const DELAY_KEYS: [&str; 5] = ["d_PC", "d_PS", "d_N", "d_PA", "period"];
+
+/// Each delay of each period, ns, in [`DELAY_KEYS`] order (the formulas of
+/// the module's table): `None` where a period has no value (no actuation in
+/// time, or the first period's `period`).
+pub fn period_delays(records: &[PeriodRecord]) -> Vec<[Option<i64>; 5]> {
+    let diff = |a: u64, b: u64| a as i64 - b as i64;
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let answered = match (r.t_ctrl_recv_ns, r.t_ctrl_send_ns, r.t_act_recv_ns) {
+                (Some(rx), Some(tx), Some(arx)) => Some((rx, tx, arx)),
+                _ => None,
+            };
+            [
+                answered.map(|(rx, tx, _)| diff(tx, rx)),
+                Some(diff(r.t_sensor_send_ns, r.t_read_ns)),
+                answered.map(|(_, _, arx)| diff(arx, r.t_sensor_send_ns) / 2),
+                answered.map(|(_, _, arx)| diff(r.t_write_ns, arx)),
+                i.checked_sub(1)
+                    .map(|p| diff(r.t_read_ns, records[p].t_read_ns)),
+            ]
+        })
+        .collect()
+}
+
 /// The report of a run's records.
 pub fn report(records: &[PeriodRecord], fell: bool, cfg: &NcsConfig) -> NcsReport {
-    let diff = |a: u64, b: u64| a as i64 - b as i64;
-    let answered = || {
-        records
-            .iter()
-            .filter_map(|r| Some((r, r.t_ctrl_recv_ns?, r.t_ctrl_send_ns?, r.t_act_recv_ns?)))
-    };
-    let mut series: Vec<(&str, Vec<i64>)> = vec![
-        (
-            "d_PS",
-            records
-                .iter()
-                .map(|r| diff(r.t_sensor_send_ns, r.t_read_ns))
-                .collect(),
-        ),
-        (
-            "d_PC",
-            answered().map(|(_, rx, tx, _)| diff(tx, rx)).collect(),
-        ),
-        (
-            "d_N",
-            answered()
-                .map(|(r, _, _, arx)| diff(arx, r.t_sensor_send_ns) / 2)
-                .collect(),
-        ),
-        (
-            "d_PA",
-            answered()
-                .map(|(r, _, _, arx)| diff(r.t_write_ns, arx))
-                .collect(),
-        ),
-    ];
-    series.push((
-        "period",
-        records
-            .windows(2)
-            .map(|w| diff(w[1].t_read_ns, w[0].t_read_ns))
-            .collect(),
-    ));
+    let per_period = period_delays(records);
+    let series = DELAY_KEYS.iter().enumerate().map(|(j, k)| {
+        let v: Vec<i64> = per_period.iter().filter_map(|d| d[j]).collect();
+        (*k, v)
+    });
     let delays_ms = series
         .into_iter()
         .filter_map(|(k, v)| Some((k.to_string(), delay_stats(&v)?)))
@@ -156,7 +152,7 @@ impl NcsReport {
             "| Scenario | d_P,C | d_P,S | d_N | d_P,A | Δ̂_T |\n|---|---|---|---|---|---|\n",
         );
         out.push_str(&format!("| {scenario} |"));
-        for k in ["d_PC", "d_PS", "d_N", "d_PA", "period"] {
+        for k in DELAY_KEYS {
             match self.delays_ms.get(k) {
                 Some(d) => out.push_str(&format!(
                     " {:.2}±{:.3}; {:.2}; {:.2}; {:.2} |",
@@ -181,16 +177,21 @@ impl NcsReport {
 }
 
 /// The per-period records as CSV (one row per period; times in ns, angles
-/// in rad, voltages in V; empty cells for an actuation that did not come), for
-/// time series and histograms.
+/// in rad, voltages in V; empty cells for an actuation that did not come),
+/// then each period's delays of [`period_delays`] as `d_PC_ns` … `period_ns`,
+/// for time series and histograms.
 pub fn periods_csv(records: &[PeriodRecord]) -> String {
     let mut out = String::from(
-        "seq,t_read_ns,t_sensor_send_ns,t_ctrl_recv_ns,t_ctrl_send_ns,t_act_recv_ns,t_write_ns,pitch_rad,wheel_rad,voltage_at_sample_v,voltage_v,lost\n",
+        "seq,t_read_ns,t_sensor_send_ns,t_ctrl_recv_ns,t_ctrl_send_ns,t_act_recv_ns,t_write_ns,pitch_rad,wheel_rad,voltage_at_sample_v,voltage_v,lost",
     );
+    for k in DELAY_KEYS {
+        out.push_str(&format!(",{k}_ns"));
+    }
+    out.push('\n');
     let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
-    for r in records {
+    for (r, d) in records.iter().zip(period_delays(records)) {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             r.seq,
             r.t_read_ns,
             r.t_sensor_send_ns,
@@ -204,6 +205,13 @@ pub fn periods_csv(records: &[PeriodRecord]) -> String {
             r.voltage_v,
             r.lost
         ));
+        for v in d {
+            out.push(',');
+            if let Some(v) = v {
+                out.push_str(&v.to_string());
+            }
+        }
+        out.push('\n');
     }
     out
 }
@@ -273,9 +281,34 @@ mod tests {
         assert!(md.contains("| 1 | false | 9 of 1400 |"), "{md}");
         let csv = periods_csv(&records);
         assert_eq!(csv.lines().count(), 10);
+        // Period 4 was lost: d_PS and period only.
         assert!(
             csv.lines().nth(5).unwrap().starts_with("4,")
-                && csv.lines().nth(5).unwrap().ends_with(",true")
+                && csv
+                    .lines()
+                    .nth(5)
+                    .unwrap()
+                    .ends_with(",true,,1000000,,,35000000")
         );
+        // Period 1: one-way 3 ms → d_PC 0.5, d_PS 1, d_N 3.25, d_PA 21.5 ms
+        // (29 − 1 − 6 − 0.5), period 35 ms.
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with(",false,500000,1000000,3250000,21500000,35000000"),
+            "{}",
+            csv.lines().nth(2).unwrap()
+        );
+        assert!(csv
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(",false,500000,1000000,2250000,23500000,"));
+        assert!(csv
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(",lost,d_PC_ns,d_PS_ns,d_N_ns,d_PA_ns,period_ns"));
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! [`plant`] is the robot, [`control`] the controller design, [`proto`] the
 //! UDP messages, [`session`] the two loops over sockets, [`kpi`] the figures
-//! of `ncs.json`.
+//! of `ncs.json`, [`challenge`] the summary across runs (`ncs-challenge.json`).
 
+pub mod challenge;
 pub mod control;
 pub mod kpi;
 pub mod plant;

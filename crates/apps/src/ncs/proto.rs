@@ -7,7 +7,12 @@
 //! sensor:    "NC" 1 | seq u32 | t_read_ns u64 | t_send_ns u64 | gyro_rate, gyro_angle, motor_angle, motor_speed f64
 //! actuation: "NC" 2 | seq u32 | t_sensor_send_ns u64 | t_recv_ns u64 | t_send_ns u64 | voltage f64 | n u8 | n × backup f64
 //! stop:      "NC" 3 | seq u32
+//! ping:      "NC" 4 | seq u32      (plant → controller, before the first period)
+//! pong:      "NC" 5 | seq u32      (the controller's answer)
 //! ```
+//!
+//! The plant pings until a pong comes back before it starts its periods, so
+//! the first periods do not measure a path that is still being set up.
 //!
 //! Timestamps are `CLOCK_MONOTONIC` ns: plant and controller share the
 //! host's clock, whatever namespaces they run in. The actuation echoes the
@@ -49,6 +54,16 @@ pub enum Message {
     /// The run is over.
     Stop {
         /// Periods run.
+        seq: u32,
+    },
+    /// Is the controller reachable? (before the first period)
+    Ping {
+        /// Attempt number.
+        seq: u32,
+    },
+    /// Yes: the answer to the ping of `seq`.
+    Pong {
+        /// The ping's attempt number.
         seq: u32,
     },
 }
@@ -105,6 +120,14 @@ impl Message {
                 b.push(3);
                 b.extend_from_slice(&seq.to_be_bytes());
             }
+            Message::Ping { seq } => {
+                b.push(4);
+                b.extend_from_slice(&seq.to_be_bytes());
+            }
+            Message::Pong { seq } => {
+                b.push(5);
+                b.extend_from_slice(&seq.to_be_bytes());
+            }
         }
         b
     }
@@ -144,6 +167,8 @@ impl Message {
                 }
             }
             3 => Message::Stop { seq },
+            4 => Message::Ping { seq },
+            5 => Message::Pong { seq },
             _ => return None,
         };
         (r.at == d.len()).then_some(m)
@@ -199,6 +224,8 @@ mod tests {
                 backups: vec![1.0; 10],
             },
             Message::Stop { seq: 1400 },
+            Message::Ping { seq: 3 },
+            Message::Pong { seq: 3 },
         ];
         for m in msgs {
             let d = m.encode();

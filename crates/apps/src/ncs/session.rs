@@ -50,6 +50,18 @@ pub struct NcsConfig {
     /// Seed of the sensor noise.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// The controller's gain K (u = −K·z) instead of the LQR design: a 1×5
+    /// matrix, `[[k_θ, k_ψ, k_θ̇, k_ψ̇, k_u]]` over the design state
+    /// [θ, ψ, θ̇, ψ̇, u_{k−1}] of [`super::control`].
+    /// Read as any value, so a wrong shape is reported by [`Self::validate`]
+    /// with the key instead of a type error without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<serde_json::Value>,
+    /// Run the plant and controller threads under SCHED_FIFO (as a robot's
+    /// control loop owns its CPU), so a busy host delays the network path,
+    /// not the benchmark's own loops. Default true; ignored without the privilege.
+    #[serde(default = "default_realtime")]
+    pub realtime: bool,
 }
 
 fn default_period() -> f64 {
@@ -73,6 +85,9 @@ fn default_time_scale() -> f64 {
 fn default_seed() -> u64 {
     1
 }
+fn default_realtime() -> bool {
+    true
+}
 
 impl Default for NcsConfig {
     fn default() -> Self {
@@ -84,6 +99,8 @@ impl Default for NcsConfig {
             max_consecutive_losses: default_max_losses(),
             time_scale: default_time_scale(),
             seed: default_seed(),
+            gain: None,
+            realtime: default_realtime(),
         }
     }
 }
@@ -123,6 +140,42 @@ impl NcsConfig {
                 "app.backups = {} is more than a message carries: use 0 to {MAX_BACKUPS}",
                 self.backups
             ));
+        }
+        if let Some(g) = &self.gain {
+            let n = super::control::N;
+            let rows: Vec<Vec<Option<f64>>> = match g.as_array() {
+                Some(rows) => rows
+                    .iter()
+                    .map(|r| match r.as_array() {
+                        Some(r) => r
+                            .iter()
+                            .map(|v| v.as_f64().filter(|x| x.is_finite()))
+                            .collect(),
+                        None => vec![None],
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let ok = matches!(rows.as_slice(), [row] if row.len() == n && row.iter().all(Option::is_some));
+            if !ok {
+                let shape = if !g.is_array() || rows.iter().flatten().any(Option::is_none) {
+                    "is not a matrix of numbers".to_string()
+                } else if rows.is_empty() {
+                    "has no rows".to_string()
+                } else {
+                    format!(
+                        "has {} row(s) of {} value(s)",
+                        rows.len(),
+                        rows.iter()
+                            .map(|r| r.len().to_string())
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    )
+                };
+                return bad(format!(
+                    "app.gain = {g} {shape}: it must be one row of {n} numbers, [[k_theta, k_psi, k_theta_rate, k_psi_rate, k_u_prev]] (u = -K z over [wheel angle, pitch, their rates, last voltage])"
+                ));
+            }
         }
         if !(self.time_scale.is_finite() && (1.0..=1000.0).contains(&self.time_scale)) {
             return bad(format!(
@@ -184,6 +237,9 @@ pub struct PlantSide {
     pub records: Vec<PeriodRecord>,
     /// The pitch went beyond [`FALL_PITCH_RAD`].
     pub fell: bool,
+    /// How long the controller took to answer the first ping, ns (`None`:
+    /// it never did, or no handshake ran).
+    pub handshake_ns: Option<u64>,
 }
 
 impl PlantSide {
@@ -197,6 +253,7 @@ impl PlantSide {
             consecutive_losses: 0,
             records: Vec::new(),
             fell: false,
+            handshake_ns: None,
         }
     }
 
@@ -291,7 +348,17 @@ pub fn setup(cfg: &NcsConfig) -> (PlantSide, Controller) {
         [0.0, 0.0, 0.0, INITIAL_PITCH_RATE],
         cfg.seed,
     );
-    let design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
+    let mut design = Design::new(&p, cfg.period_s(), cfg.deadline_s(), &Weights::default());
+    // A given gain replaces the LQR's; the model and predictions stay.
+    let row = cfg
+        .gain
+        .as_ref()
+        .and_then(|g| g.get(0)?.as_array().cloned());
+    for (k, v) in design.k.iter_mut().zip(row.iter().flatten()) {
+        if let Some(v) = v.as_f64() {
+            *k = v;
+        }
+    }
     (PlantSide::new(plant, cfg.clone()), Controller::new(design))
 }
 
@@ -312,8 +379,9 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
     let deadline_ns = (cfg.deadline_ms * 1e6 / cfg.time_scale) as u64;
     sock.set_nonblocking(true)
         .map_err(|e| io("make its socket non-blocking", e))?;
-    let t0 = monotonic_ns() + 10_000_000;
     let mut buf = [0u8; 2048];
+    side.handshake_ns = handshake(sock, &mut buf, Duration::from_secs(5))?;
+    let t0 = monotonic_ns() + 10_000_000;
     for k in 0..cfg.periods {
         let start = t0 + k as u64 * period_ns;
         sleep_until(start);
@@ -387,6 +455,46 @@ pub fn run_plant(sock: &UdpSocket, mut side: PlantSide) -> Result<PlantSide, Ncs
     Ok(side)
 }
 
+/// Ping the controller every 20 ms until it answers, at most `limit`: the
+/// time it took, or `None` when no answer came (the periods run anyway, and
+/// their losses show it).
+fn handshake(sock: &UdpSocket, buf: &mut [u8], limit: Duration) -> Result<Option<u64>, NcsError> {
+    let io = |what: &str, e: std::io::Error| NcsError(format!("the plant cannot {what}: {e}"));
+    let start = monotonic_ns();
+    let end = start + limit.as_nanos() as u64;
+    let mut attempt = 0u32;
+    while monotonic_ns() < end {
+        let _ = sock.send(&Message::Ping { seq: attempt }.encode());
+        let next = (monotonic_ns() + 20_000_000).min(end);
+        loop {
+            let now = monotonic_ns();
+            if now >= next {
+                break;
+            }
+            if !nflab_io::wait_readable(sock.as_fd(), Duration::from_nanos(next - now))
+                .map_err(|e| io("wait for the controller", e))?
+            {
+                continue;
+            }
+            match sock.recv(buf) {
+                Ok(n) => {
+                    if let Some(Message::Pong { .. }) = Message::decode(&buf[..n]) {
+                        return Ok(Some(monotonic_ns() - start));
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => return Err(io("receive", e)),
+            }
+        }
+        attempt += 1;
+    }
+    Ok(None)
+}
+
 /// The controller's loop: answer every sensor message on `sock` until a
 /// stop message, or `idle` without any message. Returns the sensor messages
 /// answered.
@@ -434,6 +542,9 @@ pub fn run_controller(
                 };
                 let _ = sock.send_to(&reply.encode(), from);
                 answered += 1;
+            }
+            Some(Message::Ping { seq }) => {
+                let _ = sock.send_to(&Message::Pong { seq }.encode(), from);
             }
             Some(Message::Stop { .. }) => return Ok(answered),
             _ => {}
@@ -513,6 +624,41 @@ mod tests {
     }
 
     #[test]
+    fn a_given_gain_replaces_the_designed_one() {
+        // The plant as `setup` builds it, closed over the controller it returns.
+        let run = |gain: Option<serde_json::Value>| {
+            let cfg = NcsConfig {
+                periods: 300,
+                gain,
+                ..NcsConfig::default()
+            };
+            let (mut side, mut ctrl) = setup(&cfg);
+            for k in 0..cfg.periods {
+                let Some(r) = side.begin(k, 0) else { break };
+                let (voltage, backups) = ctrl.actuate(&r, 10);
+                let act = Actuated {
+                    voltage,
+                    backups,
+                    t_ctrl_recv_ns: 0,
+                    t_ctrl_send_ns: 0,
+                    t_recv_ns: 0,
+                };
+                side.deadline(k, Some(act), 0);
+            }
+            side
+        };
+        let p = Params::default();
+        let lqr = Design::new(&p, 0.035, 0.029, &Weights::default()).k;
+        println!("the LQR gain for T = 35 ms, D = 29 ms: {lqr:?}");
+        let same = run(Some(serde_json::json!([lqr.to_vec()])));
+        let designed = run(None);
+        assert!(!designed.fell && !same.fell);
+        assert_eq!(same.records, designed.records);
+        // No feedback at all: the pendulum falls.
+        assert!(run(Some(serde_json::json!([vec![0.0; 5]]))).fell);
+    }
+
+    #[test]
     fn bad_configs_name_the_key() {
         let e = NcsConfig {
             period_ms: 20.0,
@@ -531,6 +677,33 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(e.0.contains("app.backups = 500"), "{e}");
+        for (gain, shape) in [
+            (
+                serde_json::json!([vec![1.0; 4]]),
+                "app.gain = [[1.0,1.0,1.0,1.0]] has 1 row(s) of 4 value(s)",
+            ),
+            (
+                serde_json::json!([vec![1.0; 5], vec![1.0; 5]]),
+                "has 2 row(s) of 5/5 value(s)",
+            ),
+            (serde_json::json!([]), "app.gain = [] has no rows"),
+            (
+                serde_json::json!([1, 2, 3, 4, 5]),
+                "app.gain = [1,2,3,4,5] is not a matrix of numbers",
+            ),
+            (
+                serde_json::json!([[1, 2, "x", 4, 5]]),
+                "is not a matrix of numbers",
+            ),
+        ] {
+            let e = NcsConfig {
+                gain: Some(gain),
+                ..NcsConfig::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert!(e.0.contains(shape) && e.0.contains("one row of 5"), "{e}");
+        }
         NcsConfig::default().validate().unwrap();
     }
 }

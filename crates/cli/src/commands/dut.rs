@@ -1,5 +1,6 @@
 //! `nflab dut CONFIG.toml [--stats] [--duration-s N]`: the nflab data plane
-//! alone, on the interfaces the config names.
+//! (or, with `kind = "link"`, the emulated link, both ways) alone, on the
+//! interfaces the config names.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,19 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let stop = super::stop_flag()?;
+    if config.dut.kind == nflab_lab::spec::DutKind::Link {
+        let stats = nflab_lab::dut_link::run_standalone(&config, duration, &stop)?;
+        if a.stats {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&stats).context("cannot print the counters")?
+            );
+        }
+        if let Some(e) = stats.error() {
+            anyhow::bail!("{e}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let stats = run_standalone(&config, duration, &stop)?;
     if a.stats {
         println!(

@@ -1,0 +1,284 @@
+//! The summary of an NCSbench experiment across its runs,
+//! `ncs-challenge.json`: per configuration (sweep point) how many runs kept
+//! the plant up for all periods, as a fraction with its 95 % Clopper–Pearson
+//! interval, the losses and d_N medians as means with Student-t intervals
+//! (all from `nflab-analyze`), and, when one numeric parameter is swept (the
+//! challenge search: `dut.link.delay_us`, a loss rate), the bracket of the
+//! failure point: the largest value under which every run stayed up and the
+//! smallest at which one fell.
+
+use std::collections::BTreeMap;
+
+use nflab_analyze::crossrun::mean_t_ci;
+use nflab_analyze::proportion::{clopper_pearson, Proportion};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Confidence level of every interval here.
+pub const LEVEL: f64 = 0.95;
+
+/// What the summary needs of one run (its `params.json` and `ncs.json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Run directory name, `NNN`.
+    pub run: String,
+    /// Index of its parameter combination.
+    pub combination: usize,
+    /// Its swept values, key as in `[sweep]`.
+    pub sweep: BTreeMap<String, Value>,
+    /// The plant fell.
+    pub fell: bool,
+    /// Actuations lost or late.
+    pub losses: u64,
+    /// Periods run.
+    pub periods_completed: u64,
+    /// Periods asked for.
+    pub periods: u64,
+    /// d_N's median, ms, when the run had one.
+    pub d_n_median_ms: Option<f64>,
+}
+
+impl RunOutcome {
+    /// Up for all its periods: no fall and every period run.
+    pub fn stayed_up(&self) -> bool {
+        !self.fell && self.periods_completed >= self.periods
+    }
+}
+
+/// A mean over runs with its Student-t interval (none for one run).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Mean {
+    /// Mean.
+    pub mean: f64,
+    /// Interval `[lo, hi]` at [`LEVEL`], for two runs or more.
+    pub ci95: Option<[f64; 2]>,
+}
+
+fn mean_of(values: &[f64]) -> Option<Mean> {
+    match values {
+        [] => None,
+        [v] => Some(Mean {
+            mean: *v,
+            ci95: None,
+        }),
+        _ => mean_t_ci(values, LEVEL).map(|i| Mean {
+            mean: i.mean,
+            ci95: Some([i.lo, i.hi]),
+        }),
+    }
+}
+
+/// One configuration's runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Configuration {
+    /// Its swept values.
+    pub sweep: BTreeMap<String, Value>,
+    /// Its runs, `NNN`.
+    pub runs: Vec<String>,
+    /// Runs that kept the plant up for all periods, of all runs, with the
+    /// Clopper–Pearson interval of the fraction.
+    pub stayed_up: Proportion,
+    /// Runs whose plant fell.
+    pub fell: u64,
+    /// Losses per run.
+    pub losses: Option<Mean>,
+    /// d_N median per run, ms.
+    pub d_n_median_ms: Option<Mean>,
+}
+
+/// Where the plant stops surviving along the one swept parameter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bracket {
+    /// The swept key.
+    pub key: String,
+    /// The largest value below the first failure at which every run stayed
+    /// up (`None`: it failed at the smallest value already).
+    pub largest_all_up: Option<f64>,
+    /// The smallest value at which a run did not stay up (`None`: every run
+    /// stayed up, the failure point lies beyond the sweep).
+    pub smallest_any_down: Option<f64>,
+    /// `smallest_any_down − largest_all_up`, when both exist.
+    pub width: Option<f64>,
+    /// Values above the first failure at which every run stayed up again
+    /// (a failure point that is not sharp, or too few repetitions).
+    pub up_again_above: Vec<f64>,
+}
+
+/// `ncs-challenge.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Challenge {
+    /// Confidence level of the intervals.
+    pub level: f64,
+    /// Runs summarized.
+    pub runs: u64,
+    /// Runs that stayed up.
+    pub stayed_up: u64,
+    /// Per configuration, in combination order.
+    pub configurations: Vec<Configuration>,
+    /// The failure point along the swept parameter, when exactly one
+    /// numeric parameter is swept.
+    pub bracket: Option<Bracket>,
+    /// Why there is no bracket, or other remarks.
+    pub notes: Vec<String>,
+}
+
+/// The summary of `runs`.
+pub fn summarize(runs: &[RunOutcome]) -> Challenge {
+    let mut by_combination: BTreeMap<usize, Vec<&RunOutcome>> = BTreeMap::new();
+    for r in runs {
+        by_combination.entry(r.combination).or_default().push(r);
+    }
+    let configurations: Vec<Configuration> = by_combination
+        .values()
+        .filter_map(|rs| {
+            let up = rs.iter().filter(|r| r.stayed_up()).count() as u64;
+            let losses: Vec<f64> = rs.iter().map(|r| r.losses as f64).collect();
+            let d_n: Vec<f64> = rs.iter().filter_map(|r| r.d_n_median_ms).collect();
+            Some(Configuration {
+                sweep: rs[0].sweep.clone(),
+                runs: rs.iter().map(|r| r.run.clone()).collect(),
+                stayed_up: clopper_pearson(up, rs.len() as u64, LEVEL)?,
+                fell: rs.iter().filter(|r| r.fell).count() as u64,
+                losses: mean_of(&losses),
+                d_n_median_ms: mean_of(&d_n),
+            })
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let bracket = bracket(&configurations, &mut notes);
+    Challenge {
+        level: LEVEL,
+        runs: runs.len() as u64,
+        stayed_up: runs.iter().filter(|r| r.stayed_up()).count() as u64,
+        configurations,
+        bracket,
+        notes,
+    }
+}
+
+fn bracket(configs: &[Configuration], notes: &mut Vec<String>) -> Option<Bracket> {
+    let keys: Vec<&String> = configs.first()?.sweep.keys().collect();
+    let [key] = keys.as_slice() else {
+        notes.push(format!(
+            "no failure bracket: it needs exactly one swept parameter, this experiment sweeps {}",
+            if keys.is_empty() {
+                "none".to_string()
+            } else {
+                keys.iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+        return None;
+    };
+    let mut points: Vec<(f64, bool)> = Vec::new();
+    for c in configs {
+        let Some(v) = c.sweep.get(*key).and_then(Value::as_f64) else {
+            notes.push(format!(
+                "no failure bracket: {key} is not swept over numbers"
+            ));
+            return None;
+        };
+        points.push((v, c.stayed_up.successes == c.stayed_up.n));
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first_down = points.iter().position(|p| !p.1);
+    let (largest_all_up, smallest_any_down, up_again_above) = match first_down {
+        None => (points.last().map(|p| p.0), None, Vec::new()),
+        Some(i) => (
+            i.checked_sub(1).map(|j| points[j].0),
+            Some(points[i].0),
+            points[i + 1..]
+                .iter()
+                .filter(|p| p.1)
+                .map(|p| p.0)
+                .collect(),
+        ),
+    };
+    Some(Bracket {
+        key: key.to_string(),
+        largest_all_up,
+        smallest_any_down,
+        width: largest_all_up.zip(smallest_any_down).map(|(a, b)| b - a),
+        up_again_above,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(i: usize, combination: usize, delay: u64, fell: bool, losses: u64) -> RunOutcome {
+        RunOutcome {
+            run: format!("{i:03}"),
+            combination,
+            sweep: [("dut.link.delay_us".to_string(), Value::from(delay))].into(),
+            fell,
+            losses,
+            periods_completed: if fell { 300 } else { 1400 },
+            periods: 1400,
+            d_n_median_ms: Some(delay as f64 / 1000.0 + 0.1),
+        }
+    }
+
+    #[test]
+    fn fractions_intervals_and_the_bracket_of_a_delay_sweep() {
+        // 3 repetitions at 12, 13, 14, 15 ms: all up, all up, 1 of 3 fell, all fell.
+        let falls = [[false; 3], [false; 3], [false, true, false], [true; 3]];
+        let mut runs = Vec::new();
+        for (c, f) in falls.iter().enumerate() {
+            for (rep, &fell) in f.iter().enumerate() {
+                runs.push(run(
+                    runs.len(),
+                    c,
+                    12_000 + 1000 * c as u64,
+                    fell,
+                    10 * c as u64 + rep as u64,
+                ));
+            }
+        }
+        let s = summarize(&runs);
+        assert_eq!((s.runs, s.stayed_up), (12, 8));
+        assert_eq!(s.configurations.len(), 4);
+        let c2 = &s.configurations[2];
+        assert_eq!((c2.stayed_up.successes, c2.stayed_up.n, c2.fell), (2, 3, 1));
+        assert_eq!(c2.stayed_up, clopper_pearson(2, 3, 0.95).unwrap());
+        // Losses 20, 21, 22: mean 21, t interval 21 ± 4.303·1/√3.
+        let l = c2.losses.unwrap();
+        assert_eq!(l.mean, 21.0);
+        let half = 4.302_652_7 / 3f64.sqrt();
+        assert!((l.ci95.unwrap()[1] - (21.0 + half)).abs() < 1e-5, "{l:?}");
+        let b = s.bracket.unwrap();
+        assert_eq!(b.key, "dut.link.delay_us");
+        assert_eq!(
+            (b.largest_all_up, b.smallest_any_down, b.width),
+            (Some(13_000.0), Some(14_000.0), Some(1000.0))
+        );
+        assert!(b.up_again_above.is_empty());
+        let json = serde_json::to_value(summarize(&runs)).unwrap();
+        assert_eq!(json["configurations"][2]["stayed_up"]["successes"], 2);
+        assert_eq!(json["bracket"]["smallest_any_down"], 14_000.0);
+    }
+
+    #[test]
+    fn no_sweep_one_configuration_and_a_note() {
+        let runs: Vec<RunOutcome> = (0..30)
+            .map(|i| RunOutcome {
+                sweep: BTreeMap::new(),
+                ..run(i, 0, 3910, false, 0)
+            })
+            .collect();
+        let s = summarize(&runs);
+        assert_eq!(s.configurations.len(), 1);
+        let p = s.configurations[0].stayed_up;
+        assert_eq!((p.successes, p.n, p.hi), (30, 30, 1.0));
+        assert!((p.lo - 0.025f64.powf(1.0 / 30.0)).abs() < 1e-12);
+        assert!(s.bracket.is_none());
+        assert!(s.notes[0].contains("sweeps none"), "{:?}", s.notes);
+        // A run that stopped early without falling is not "up for all periods".
+        let mut short = run(0, 0, 1, false, 0);
+        short.periods_completed = 10;
+        assert!(!short.stayed_up());
+    }
+}
