@@ -52,8 +52,8 @@ mod input;
 pub mod linfit;
 mod metrics;
 pub mod order_ci;
-pub mod prrt;
 pub mod proportion;
+pub mod prrt;
 mod spec;
 mod trex;
 
