@@ -34,6 +34,10 @@ pub struct RelayConfig {
     /// Relay as fast as possible: no artificial delay at all.
     #[serde(default)]
     pub flood: bool,
+    /// Spin on a non-blocking socket instead of sleeping in `recv`: no wake-up
+    /// latency in the monitored interval (it costs a core).
+    #[serde(default)]
+    pub busy_poll: bool,
 }
 
 fn default_distribution() -> String {
@@ -47,6 +51,7 @@ impl Default for RelayConfig {
             mean_us: 0.0,
             cv: None,
             flood: false,
+            busy_poll: false,
         }
     }
 }
@@ -149,7 +154,8 @@ pub struct RelayStats {
 }
 
 /// Relay every datagram arriving on `sock` to `to` until `stop` is set, and return the
-/// truth of each. `sock` needs a read timeout so that `stop` is seen.
+/// truth of each. `sock` needs a read timeout (or to be non-blocking, for busy
+/// polling) so that `stop` is seen.
 pub fn serve(
     sock: &UdpSocket,
     to: SocketAddr,
@@ -238,6 +244,7 @@ mod tests {
             mean_us: 10.0,
             cv,
             flood: false,
+            busy_poll: false,
         };
         assert!(c("gamma", None).delay().unwrap_err().contains("dut.relay.distribution"));
         assert!(c("normal", None).delay().unwrap_err().contains("dut.relay.cv"));

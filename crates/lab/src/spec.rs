@@ -53,6 +53,9 @@ pub struct Spec {
     /// A capture with time travel during each run (`runs/NNN/capture/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<crate::capture_run::CaptureSection>,
+    /// An eBPF monitor inside the DuT (`runs/NNN/monitor.parquet`, `stages.parquet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<crate::monitor_run::MonitorSection>,
 }
 
 /// `[app]`: an application over the topology, by `kind`.
@@ -192,6 +195,9 @@ pub struct DutSection {
     /// `[dut.link]`, with `[dut.link.reverse]` for the other direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<nflab_dataplane::config::LinkConfig>,
+    /// udp-relay: `[dut.relay]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<nflab_apps::relay::RelayConfig>,
 }
 
 impl Default for DutSection {
@@ -215,6 +221,7 @@ impl Default for DutSection {
             reorder: None,
             extern_dispatch: None,
             link: None,
+            relay: None,
         }
     }
 }
@@ -412,6 +419,8 @@ pub enum DutKind {
     Link,
     /// DPDK's dpdk-testpmd between two AF_XDP (or AF_PACKET) vdevs.
     Testpmd,
+    /// Seed 003's UDP relay VNF in the DuT namespace (`[dut.relay]`).
+    UdpRelay,
     /// A user command or a real device.
     External,
 }
@@ -426,6 +435,7 @@ impl DutKind {
             DutKind::Nflab => "nflab",
             DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
+            DutKind::UdpRelay => "udp-relay",
             DutKind::External => "external",
         }
     }
@@ -1196,6 +1206,7 @@ impl Spec {
             }
             DutKind::Nflab => self.dut.check_nflab()?,
             DutKind::Link => self.dut.check_link()?,
+            DutKind::UdpRelay => crate::dut_relay::check(&self.dut)?,
             DutKind::Testpmd => {
                 self.dut.check_testpmd()?;
                 // Before any namespace exists: one sentence naming the package.
@@ -1216,6 +1227,9 @@ impl Spec {
                     "the netns topology (topology.kind = \"netns\")",
                 );
             }
+        }
+        if let Some(m) = &self.monitor {
+            crate::monitor_run::check(m, self.dut.kind)?;
         }
         if self.traffic.backend == Backend::Udp {
             return unsupported(

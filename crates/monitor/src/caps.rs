@@ -33,8 +33,10 @@ fn load_one(tp_btf: bool) -> Result<(), String> {
     open.load().map(drop).map_err(|e| e.to_string())
 }
 
-/// Probe this host (root needed for the loads).
+/// Probe this host (root needed for the loads). libbpf's own messages about the
+/// refused load are silenced: the result says it in one line.
 pub fn probe() -> Caps {
+    libbpf_rs::set_print(None);
     let btf = if std::path::Path::new(VMLINUX_BTF).exists() {
         Ok(())
     } else {
