@@ -57,30 +57,53 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
     let cfg = dut.relay.clone().unwrap_or_default();
     let delay = cfg.delay().map_err(LabError::Unsupported)?;
     let port = crate::runner::PROBE_DST_PORT;
-    let sock = NetnsGuard::run(&ns, || -> std::io::Result<UdpSocket> {
-        let s = UdpSocket::bind(("0.0.0.0", port))?;
-        s.set_read_timeout(Some(Duration::from_millis(20)))?;
-        s.set_nonblocking(cfg.busy_poll)?;
-        Ok(s)
-    })?
-    .map_err(|e| LabError::Host(format!("the udp relay cannot bind port {port} in {ns}: {e}")))?;
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_t = Arc::clone(&stop);
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::channel::<Result<(), LabError>>();
     let cpu = dut.cpu;
+    // The thread lives in the DuT's namespace, as a VNF process there would (the
+    // stages monitor recognises the relay's recv by its task's namespace).
     let thread = std::thread::Builder::new()
         .name("nflab-relay".into())
         .spawn(move || {
             if let Some(c) = cpu {
                 crate::cpu::pin_thread(c);
             }
-            let _ = tx.send(());
-            relay::serve(&sock, to, delay, seed, &stop_t)
+            let open = || -> Result<(NetnsGuard, UdpSocket), LabError> {
+                let guard = NetnsGuard::enter(&ns)?;
+                let bind = || -> std::io::Result<UdpSocket> {
+                    let s = UdpSocket::bind(("0.0.0.0", port))?;
+                    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+                    s.set_nonblocking(cfg.busy_poll)?;
+                    Ok(s)
+                };
+                let s = bind().map_err(|e| {
+                    LabError::Host(format!("the udp relay cannot bind port {port} in {ns}: {e}"))
+                })?;
+                Ok((guard, s))
+            };
+            match open() {
+                Ok((_guard, sock)) => {
+                    let _ = tx.send(Ok(()));
+                    relay::serve(&sock, to, delay, seed, &stop_t)
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = tx.send(Err(e));
+                    Err(std::io::Error::other(msg))
+                }
+            }
         })
         .map_err(|e| LabError::Host(format!("cannot start the udp relay: {e}")))?;
-    let _ = rx.recv();
-    Ok(RelayDut { stop, thread })
+    match rx.recv() {
+        Ok(Ok(())) => Ok(RelayDut { stop, thread }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => Err(LabError::Other("the udp relay ended before it started".into())),
+    }
 }
 
 impl RelayDut {

@@ -186,6 +186,9 @@ pub struct MonitorReport {
     /// stages: stage names and counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stages: Option<StagesResult>,
+    /// stages: per-segment distributions joined with the records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<crate::stage_breakdown::Breakdown>,
     /// udp over a udp-relay: mean(monitor) − mean(relay truth), bootstrapped 95 % CI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<nflab_analyze::bootstrap::Difference>,
@@ -244,6 +247,7 @@ pub fn finish_stopped(
                 kind: "udp".into(),
                 udp: Some(r),
                 stages: None,
+                breakdown: None,
                 calibration,
             })
         }
@@ -266,9 +270,11 @@ pub fn finish_stopped(
                 },
                 &dir.join("stages.parquet"),
             )?;
+            let breakdown = crate::stage_breakdown::breakdown(&r, &dir.join("records.nfr"))?;
             Ok(MonitorReport {
                 kind: "stages".into(),
                 udp: None,
+                breakdown: Some(breakdown),
                 stages: Some(r),
                 calibration: None,
             })

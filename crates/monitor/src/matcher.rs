@@ -1,8 +1,10 @@
 //! Pairing the monitor's ingress and egress events (user space, as KOMon's
-//! comparison in the kernel module): FIFO compares an egress datagram with the
-//! oldest datagram in flight only (KOMon's rule, for FIFO VNFs); `any` takes the
-//! oldest in-flight datagram with the same key (for VNFs that reorder). What cannot
-//! be paired is counted, never guessed.
+//! comparison in the kernel module). FIFO is KOMon's rule for FIFO VNFs: an egress
+//! datagram pairs with the oldest datagram in flight; when it matches a younger one
+//! instead, the older ones were dropped by the VNF (a FIFO VNF cannot have sent them
+//! later) and are counted unmatched, so one loss does not block every later pair.
+//! `any` takes the oldest in-flight datagram with the same key and leaves the others
+//! waiting (VNFs that reorder). What cannot be paired is counted, never guessed.
 
 use std::collections::VecDeque;
 
@@ -77,11 +79,14 @@ pub fn pair(events: &[Event], mode: MatchMode) -> Matching {
             queue.push_back(*e);
             continue;
         }
-        let hit = match mode {
-            MatchMode::Fifo => queue.front().is_some_and(|f| f.hash == e.hash).then_some(0),
-            MatchMode::Any => queue.iter().position(|f| f.hash == e.hash),
-        };
-        match hit.and_then(|i| queue.remove(i)) {
+        let hit = queue.iter().position(|f| f.hash == e.hash);
+        if mode == MatchMode::Fifo {
+            if let Some(i) = hit {
+                m.unmatched_ingress += i as u64;
+                queue.drain(..i);
+            }
+        }
+        match hit.and_then(|i| queue.remove(if mode == MatchMode::Fifo { 0 } else { i })) {
             Some(i) => m.pairs.push(Matched {
                 seq: i.probe.map(|p| p.1),
                 flow: i.probe.map(|p| p.0),
@@ -92,7 +97,7 @@ pub fn pair(events: &[Event], mode: MatchMode) -> Matching {
             None => m.unmatched_egress += 1,
         }
     }
-    m.unmatched_ingress = queue.len() as u64;
+    m.unmatched_ingress += queue.len() as u64;
     m
 }
 
@@ -112,10 +117,12 @@ mod tests {
         assert_eq!((m.pairs[0].t_in_ns, m.pairs[0].t_out_ns), (1, 5));
         assert_eq!((m.pairs[1].t_in_ns, m.pairs[1].t_out_ns), (2, 7));
         assert_eq!(m.unmatched(), 0);
-        // The VNF swaps them: FIFO pairs neither egress with the oldest entry.
+        // The VNF swaps them: FIFO takes 10 for lost when 11 leaves, and has
+        // nothing left for 10.
         let swapped = [ev(1, 10, true), ev(2, 11, true), ev(5, 11, false), ev(7, 10, false)];
         let m = pair(&swapped, MatchMode::Fifo);
         assert_eq!(m.pairs.len(), 1, "{:?}", m.pairs);
+        assert_eq!((m.pairs[0].t_in_ns, m.pairs[0].t_out_ns), (2, 5));
         assert_eq!((m.unmatched_egress, m.unmatched_ingress), (1, 1));
         let m = pair(&swapped, MatchMode::Any);
         assert_eq!(m.pairs.len(), 2);
@@ -124,10 +131,13 @@ mod tests {
     }
 
     #[test]
-    fn a_dropped_datagram_is_unmatched_and_an_unknown_egress_too() {
-        let evs = [ev(1, 10, true), ev(2, 11, true), ev(5, 11, false), ev(6, 99, false)];
-        let m = pair(&evs, MatchMode::Any);
-        assert_eq!(m.pairs.len(), 1);
-        assert_eq!((m.unmatched_egress, m.unmatched_ingress), (1, 1));
+    fn a_dropped_datagram_is_unmatched_and_does_not_block_fifo() {
+        // 10 is dropped by the VNF; 11 and 12 still pair under FIFO.
+        let evs = [ev(1, 10, true), ev(2, 11, true), ev(3, 12, true), ev(5, 11, false), ev(6, 99, false), ev(8, 12, false)];
+        for mode in [MatchMode::Fifo, MatchMode::Any] {
+            let m = pair(&evs, mode);
+            assert_eq!(m.pairs.iter().map(|p| p.t_in_ns).collect::<Vec<_>>(), [2, 3]);
+            assert_eq!((m.unmatched_egress, m.unmatched_ingress), (1, 1), "{mode:?}");
+        }
     }
 }

@@ -211,7 +211,6 @@ fn run(
             .map_err(bpf_err("cannot configure the UDP monitor"))?;
         let a = bpf_err("cannot attach the UDP monitor");
         Ok(vec![
-            skel.progs.udp_key_at_rx.attach().map_err(&a)?,
             skel.progs.udp_ingress.attach().map_err(&a)?,
             skel.progs.udp_egress.attach().map_err(&a)?,
         ])

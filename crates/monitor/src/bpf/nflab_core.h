@@ -104,6 +104,14 @@ struct iov_iter {
 	size_t count;
 };
 
+struct nsproxy {
+	struct net *net_ns;
+};
+
+struct task_struct {
+	struct nsproxy *nsproxy;
+};
+
 struct msghdr {
 	struct iov_iter msg_iter;
 };

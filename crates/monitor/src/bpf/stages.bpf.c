@@ -158,16 +158,18 @@ int BPF_PROG(stage_enqueue, const struct sock *sk)
 	return 0;
 }
 
-/* The relay's recv copies the datagram out (the UDP header is pulled already). */
+/* The relay's recv copies the datagram out (the UDP header is pulled already).
+ * A queued UDP skb names neither socket nor device any more: the relay's thread
+ * lives in the DuT's namespace, so the calling task's namespace tells. */
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(stage_recv, const struct sk_buff *skb, int len)
 {
 	__u64 t = bpf_ktime_get_tai_ns();
 	struct config *c = cfg();
-	struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct pkt_key k;
 
-	if (!c || !sk || sock_netns(sk) != c->netns)
+	if (!c || BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) != c->netns)
 		return 0;
 	if (skb_payload_key(skb, 0, &k) || !k.has_seq)
 		return 0;

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* nflab's in-stack UDP monitor (seed 003's KOMon, on eBPF, tracepoints only).
  *
- * Ingress: tp_btf/netif_receive_skb reads the datagram's key (payload hash, nflab
- * probe) in the monitored namespace and parks it on this CPU; tp_btf/sk_data_ready
- * — the UDP receive path queueing the datagram on the VNF's socket, in the same
- * softirq pass — takes the timestamp and emits the ingress event. Egress:
+ * Ingress: tp_btf/netif_receive_skb in the monitored namespace reads the datagram's
+ * key (payload hash, nflab probe), stamps it and emits the ingress event — the
+ * start of the kernel's receive path for the datagram, before IP and UDP (KOMon's
+ * __udp4_lib_rcv needs fentry, which this project's reference host refuses; the
+ * difference is a constant part of the calibration offset). Egress:
  * tp_btf/net_dev_queue sees the VNF's datagram leave (the first hook after
  * udp_sendmsg that exists without fentry: see docs/monitor.md); a datagram whose
  * key is in flight emits the egress event. Matching (FIFO or any) is in user space.
@@ -71,13 +72,6 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct parked);
-} parked SEC(".maps");
-
 /* payload hash -> sampled datagrams with that hash that have not left yet. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -141,50 +135,28 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* The ingress event is emitted here, before the stack goes on to queue the
+ * datagram on the VNF's socket: the event and the in-flight entry exist before the
+ * VNF can read the datagram, so its egress always finds them. */
 SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(udp_key_at_rx, struct sk_buff *skb)
+int BPF_PROG(udp_ingress, struct sk_buff *skb)
 {
+	__u64 t = bpf_ktime_get_tai_ns();
 	struct config *c = cfg();
-	__u32 zero = 0;
-	struct parked *p;
+	struct pkt_key k;
 	__u16 dport = 0;
+	__u64 one = 1, *n;
 
 	if (!c || c->mode == MODE_OFF)
 		return 0;
 	if (dev_netns(BPF_CORE_READ(skb, dev)) != c->netns)
 		return 0;
-	p = bpf_map_lookup_elem(&parked, &zero);
-	if (!p)
-		return 0;
-	p->valid = 0;
-	if (skb_udp_key(skb, 0, &p->key, &dport) || dport != c->port)
+	if (skb_udp_key(skb, 0, &k, &dport) || dport != c->port)
 		return 0;
 	count(C_INGRESS);
 	if (!take(c->mode))
 		return 0;
 	count(C_SAMPLED);
-	p->valid = 1;
-	return 0;
-}
-
-SEC("tp_btf/sk_data_ready")
-int BPF_PROG(udp_ingress, const struct sock *sk)
-{
-	__u64 t = bpf_ktime_get_tai_ns();
-	struct config *c = cfg();
-	__u32 zero = 0;
-	struct parked *p;
-	struct pkt_key k;
-	__u64 one = 1, *n;
-
-	if (!c || sock_netns((struct sock *)sk) != c->netns ||
-	    BPF_CORE_READ(sk, __sk_common.skc_num) != c->port)
-		return 0;
-	p = bpf_map_lookup_elem(&parked, &zero);
-	if (!p || !p->valid)
-		return 0;
-	p->valid = 0;
-	k = p->key;
 	n = bpf_map_lookup_elem(&in_flight, &k.hash);
 	if (n)
 		__sync_fetch_and_add(n, 1);
