@@ -173,3 +173,57 @@ fn udp_monitor_minus_offset_matches_the_relays_own_times() {
     }
     assert!(failures.is_empty(), "outside the goal: {failures:#?}");
 }
+
+/// The stage breakdown of a linux-router: every received probe has every stage,
+/// in path order (tx ≤ ingress ≤ route ≤ queue ≤ egress ≤ rx, on one clock), and the
+/// segments' means add up to the end-to-end mean of summary.json (nflab-analyze
+/// over records.nfr, an independent pass).
+#[test]
+fn linux_router_stages_add_up_to_the_end_to_end_latency() {
+    nflab_testkit::require_root();
+    let scratch = Scratch::new("stages");
+    let spec = r#"
+[experiment]
+name = "monitor-stages"
+seed = 1
+[topology]
+kind = "netns"
+[dut]
+kind = "linux-router"
+[traffic]
+backend = "af_packet"
+pattern = "cbr"
+rate_pps = 2000
+frame_bytes = 128
+duration_s = 2
+warmup_s = 0.5
+[monitor]
+kind = "stages"
+"#;
+    let dir = run(spec, &scratch);
+    let run_dir = dir.join("runs/000");
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join(f)).expect(f)).expect("json")
+    };
+    let (monitor, summary) = (read("monitor.json"), read("summary.json"));
+    let b = &monitor["breakdown"];
+    let received = summary["packets"]["received"].as_u64().expect("received");
+    println!("{}", serde_json::to_string_pretty(b).expect("json"));
+    assert_eq!(monitor["stages"]["stages"], serde_json::json!(["ingress", "route", "queue", "egress"]));
+    assert_eq!(b["complete"].as_u64(), Some(received), "every received probe has all stages");
+    assert_eq!(b["out_of_order"].as_u64(), Some(0), "stage times follow the path");
+    let sum: f64 = b["segments"]
+        .as_array()
+        .expect("segments")
+        .iter()
+        .map(|s| s["mean_ns"].as_f64().expect("mean"))
+        .sum();
+    let e2e = summary["latency_ns"]["mean"].as_f64().expect("mean");
+    // The same packets, two computations: equal up to float rounding.
+    assert!((sum - e2e).abs() < 1e-6 * e2e, "segments {sum} ns vs end-to-end {e2e} ns");
+    // stages.parquet: one row per probe, columns in path order.
+    let cols = columns(&run_dir.join("stages.parquet"));
+    for c in ["seq", "t_ingress_ns", "t_route_ns", "t_queue_ns", "t_egress_ns"] {
+        assert_eq!(cols[c].len() as u64, received, "{c}");
+    }
+}
