@@ -40,7 +40,10 @@ pub fn mean_difference_ci(
     }
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut resample = |v: &[f64]| {
-        (0..v.len()).map(|_| v[rng.gen_range(0..v.len())]).sum::<f64>() / v.len() as f64
+        (0..v.len())
+            .map(|_| v[rng.gen_range(0..v.len())])
+            .sum::<f64>()
+            / v.len() as f64
     };
     let mut diffs: Vec<f64> = (0..resamples.max(1))
         .map(|_| resample(a) - resample(b))

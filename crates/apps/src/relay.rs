@@ -225,13 +225,19 @@ mod tests {
         let (m, cv) = moments(Delay::Constant(50_000.0), n);
         assert_eq!((m, cv), (50_000.0, 0.0));
         let (m, cv) = moments(Delay::Exponential(50_000.0), n);
-        assert!((m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 1.0).abs() < 0.01, "{m} {cv}");
+        assert!(
+            (m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 1.0).abs() < 0.01,
+            "{m} {cv}"
+        );
         // Uniform on [0, 2μ]: cv = 1/√3.
         let (m, cv) = moments(Delay::Uniform(50_000.0), n);
         assert!((m / 50_000.0 - 1.0).abs() < 0.01, "{m}");
         assert!((cv - 1.0 / 3f64.sqrt()).abs() < 0.01, "{cv}");
         let (m, cv) = moments(Delay::Normal(50_000.0, 10_000.0), n);
-        assert!((m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 0.2).abs() < 0.01, "{m} {cv}");
+        assert!(
+            (m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 0.2).abs() < 0.01,
+            "{m} {cv}"
+        );
         // cv = 1, truncated at 0: E[max(0, μ + μZ)] = μ(Φ(1) + φ(1)) = 1.0833 μ.
         let (m, _) = moments(Delay::Normal(50_000.0, 50_000.0), n);
         assert!((m / 50_000.0 - 1.0833).abs() < 0.01, "{m}");
@@ -246,19 +252,32 @@ mod tests {
             flood: false,
             busy_poll: false,
         };
-        assert!(c("gamma", None).delay().unwrap_err().contains("dut.relay.distribution"));
-        assert!(c("normal", None).delay().unwrap_err().contains("dut.relay.cv"));
-        assert!(c("uniform", Some(1.0)).delay().unwrap_err().contains("dut.relay.cv"));
+        assert!(c("gamma", None)
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.distribution"));
+        assert!(c("normal", None)
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.cv"));
+        assert!(c("uniform", Some(1.0))
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.cv"));
         let mut neg = c("constant", None);
         neg.mean_us = -1.0;
         assert!(neg.delay().unwrap_err().contains("dut.relay.mean_us"));
-        assert_eq!(c("normal", Some(0.2)).delay(), Ok(Delay::Normal(10_000.0, 2_000.0)));
+        assert_eq!(
+            c("normal", Some(0.2)).delay(),
+            Ok(Delay::Normal(10_000.0, 2_000.0))
+        );
     }
 
     #[test]
     fn relays_unchanged_and_measures_its_delay() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
         let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
         sink.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let to = sink.local_addr().unwrap();
@@ -269,7 +288,12 @@ mod tests {
             let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
             let mut probe = [0u8; 32];
             let mut p = nflab_wire::probe::Packet::new_unchecked(&mut probe[..]);
-            nflab_wire::probe::Repr { flow: 1, seq: 42, tx_ns: 7 }.emit(&mut p);
+            nflab_wire::probe::Repr {
+                flow: 1,
+                seq: 42,
+                tx_ns: 7,
+            }
+            .emit(&mut p);
             tx.send_to(&probe, relay_addr).unwrap();
             tx.send_to(b"not a probe", relay_addr).unwrap();
             let mut buf = [0u8; 64];
@@ -283,7 +307,10 @@ mod tests {
             assert_eq!(truth[0].seq, Some(42));
             assert_eq!(truth[1].seq, None);
             // At least the 200 µs it waited, and not a scheduler's worth more on average.
-            assert!(truth.iter().all(|t| t.processing_ns >= 200_000), "{truth:?}");
+            assert!(
+                truth.iter().all(|t| t.processing_ns >= 200_000),
+                "{truth:?}"
+            );
         });
     }
 }

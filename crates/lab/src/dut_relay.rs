@@ -37,9 +37,32 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
 }
 
 /// In namespace `ns`: deliver whatever arrives on dut0 to local sockets.
-pub fn deliver_locally(ns: &str, ip: &dyn Fn(&[&str]) -> Result<(), LabError>) -> Result<(), LabError> {
-    ip(&["-n", ns, "rule", "add", "iif", "dut0", "lookup", LOCAL_TABLE])?;
-    ip(&["-n", ns, "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", LOCAL_TABLE])
+pub fn deliver_locally(
+    ns: &str,
+    ip: &dyn Fn(&[&str]) -> Result<(), LabError>,
+) -> Result<(), LabError> {
+    ip(&[
+        "-n",
+        ns,
+        "rule",
+        "add",
+        "iif",
+        "dut0",
+        "lookup",
+        LOCAL_TABLE,
+    ])?;
+    ip(&[
+        "-n",
+        ns,
+        "route",
+        "add",
+        "local",
+        "0.0.0.0/0",
+        "dev",
+        "lo",
+        "table",
+        LOCAL_TABLE,
+    ])
 }
 
 /// A running relay.
@@ -79,7 +102,9 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
                     Ok(s)
                 };
                 let s = bind().map_err(|e| {
-                    LabError::Host(format!("the udp relay cannot bind port {port} in {ns}: {e}"))
+                    LabError::Host(format!(
+                        "the udp relay cannot bind port {port} in {ns}: {e}"
+                    ))
                 })?;
                 Ok((guard, s))
             };
@@ -102,7 +127,9 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             let _ = thread.join();
             Err(e)
         }
-        Err(_) => Err(LabError::Other("the udp relay ended before it started".into())),
+        Err(_) => Err(LabError::Other(
+            "the udp relay ended before it started".into(),
+        )),
     }
 }
 

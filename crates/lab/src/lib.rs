@@ -31,8 +31,8 @@ pub mod results;
 pub mod rfc2544;
 pub mod runner;
 pub mod snapshot;
-pub mod stage_breakdown;
 pub mod spec;
+pub mod stage_breakdown;
 pub mod topology;
 pub mod txstamps;
 

@@ -167,7 +167,10 @@ pub fn start(
 fn table(name: &str, columns: Vec<(&str, Column)>) -> Table {
     Table {
         name: name.into(),
-        columns: columns.into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
+        columns: columns
+            .into_iter()
+            .map(|(n, c)| (n.to_string(), c))
+            .collect(),
     }
 }
 
@@ -218,10 +221,22 @@ pub fn finish_stopped(
                 &table(
                     "monitor",
                     vec![
-                        ("seq", Column::I64(p.iter().map(|m| m.seq.map(|s| s as i64)).collect())),
-                        ("hash", Column::I64(p.iter().map(|m| Some(m.hash as i64)).collect())),
-                        ("t_in_ns", Column::I64(p.iter().map(|m| Some(m.t_in_ns as i64)).collect())),
-                        ("t_out_ns", Column::I64(p.iter().map(|m| Some(m.t_out_ns as i64)).collect())),
+                        (
+                            "seq",
+                            Column::I64(p.iter().map(|m| m.seq.map(|s| s as i64)).collect()),
+                        ),
+                        (
+                            "hash",
+                            Column::I64(p.iter().map(|m| Some(m.hash as i64)).collect()),
+                        ),
+                        (
+                            "t_in_ns",
+                            Column::I64(p.iter().map(|m| Some(m.t_in_ns as i64)).collect()),
+                        ),
+                        (
+                            "t_out_ns",
+                            Column::I64(p.iter().map(|m| Some(m.t_out_ns as i64)).collect()),
+                        ),
                     ],
                 ),
                 &dir.join("monitor.parquet"),
@@ -231,9 +246,18 @@ pub fn finish_stopped(
                 &table(
                     "monitor_buffer",
                     vec![
-                        ("t_ns", Column::I64(b.iter().map(|s| Some(s.t_ns as i64)).collect())),
-                        ("rx_queue_bytes", Column::I64(b.iter().map(|s| Some(s.rx_queue_bytes as i64)).collect())),
-                        ("drops", Column::I64(b.iter().map(|s| Some(s.drops as i64)).collect())),
+                        (
+                            "t_ns",
+                            Column::I64(b.iter().map(|s| Some(s.t_ns as i64)).collect()),
+                        ),
+                        (
+                            "rx_queue_bytes",
+                            Column::I64(b.iter().map(|s| Some(s.rx_queue_bytes as i64)).collect()),
+                        ),
+                        (
+                            "drops",
+                            Column::I64(b.iter().map(|s| Some(s.drops as i64)).collect()),
+                        ),
                     ],
                 ),
                 &dir.join("monitor_buffer.parquet"),

@@ -114,9 +114,7 @@ pub fn run_one_with(
     // udp-relay DuT and the eBPF monitor: from here until the recorder is done.
     let run_seed = spec.experiment.seed.wrapping_add(plan.index as u64);
     let relay_dut = match spec.dut.kind {
-        crate::spec::DutKind::UdpRelay => {
-            Some(crate::dut_relay::start(topo, &spec.dut, run_seed)?)
-        }
+        crate::spec::DutKind::UdpRelay => Some(crate::dut_relay::start(topo, &spec.dut, run_seed)?),
         _ => None,
     };
     let monitor = spec

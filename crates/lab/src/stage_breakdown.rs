@@ -36,7 +36,8 @@ pub struct Segment {
 pub struct Breakdown {
     /// Segments in path order.
     pub segments: Vec<Segment>,
-    /// Received probes with every stage time (the segments' population).
+    /// Received probes after the warm-up with every stage time (the segments'
+    /// population).
     pub complete: u64,
     /// Received probes the monitor missed at some stage.
     pub incomplete: u64,
@@ -54,17 +55,32 @@ pub fn breakdown(stages: &StagesResult, records: &Path) -> Result<Breakdown, Lab
         .iter()
         .map(|r| ((r.flow, r.seq), &r.t_ns))
         .collect();
-    let mut names = vec![format!("tx→{}", stages.stages.first().copied().unwrap_or("rx"))];
+    let mut names = vec![format!(
+        "tx→{}",
+        stages.stages.first().copied().unwrap_or("rx")
+    )];
     for w in stages.stages.windows(2) {
         names.push(format!("{}→{}", w[0], w[1]));
     }
     if let Some(last) = stages.stages.last() {
         names.push(format!("{last}→rx"));
     }
-    let mut dists: Vec<Distribution> = names.iter().map(|_| Distribution::new(10_000_000, 3)).collect();
+    let mut dists: Vec<Distribution> = names
+        .iter()
+        .map(|_| Distribution::new(10_000_000, 3))
+        .collect();
     let mut e2e = Distribution::new(0, 3);
     let (mut complete, mut incomplete, mut out_of_order) = (0, 0, 0);
+    // Warm-up packets are left out, as nflab-analyze leaves them out of summary.json.
+    let warmup: HashMap<u16, u64> = file
+        .trailer
+        .iter()
+        .flat_map(|t| t.sent.iter().map(|f| (f.flow, f.warmup)))
+        .collect();
     for r in &file.records {
+        if r.seq < warmup.get(&r.flow).copied().unwrap_or(0) {
+            continue;
+        }
         let Some(times) = by_key.get(&(r.flow, r.seq)) else {
             incomplete += 1;
             continue;
@@ -87,7 +103,10 @@ pub fn breakdown(stages: &StagesResult, records: &Path) -> Result<Breakdown, Lab
         }
         e2e.record(r.rx_ns as i64 - r.tx_ns as i64);
     }
-    let pcts = [Pct::parse("50").expect("p50"), Pct::parse("99").expect("p99")];
+    let pcts = [
+        Pct::parse("50").expect("p50"),
+        Pct::parse("99").expect("p99"),
+    ];
     let segments = names
         .into_iter()
         .zip(dists.iter_mut())

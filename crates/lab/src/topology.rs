@@ -325,7 +325,11 @@ impl Topology {
         if let Some(dut) = self.dut_ns.clone() {
             match self.dut {
                 DutKind::LinuxRouter | DutKind::UdpRelay => {
-                    let forward = if self.dut == DutKind::UdpRelay { "0" } else { "1" };
+                    let forward = if self.dut == DutKind::UdpRelay {
+                        "0"
+                    } else {
+                        "1"
+                    };
                     sysctl(&dut, &[&format!("net.ipv4.ip_forward={forward}")])?;
                     if self.dut == DutKind::UdpRelay {
                         crate::dut_relay::deliver_locally(&dut, &|a| ip(a))?;

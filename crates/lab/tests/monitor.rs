@@ -20,7 +20,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("nflab-monitor-test-{}-{name}", std::process::id()));
+        let p =
+            std::env::temp_dir().join(format!("nflab-monitor-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("scratch dir");
         Scratch(p)
@@ -88,10 +89,14 @@ fn monitor_and_truth(run: &Path) -> (Vec<f64>, Vec<f64>, u64) {
         .zip(&m["t_out_ns"])
         .map(|(a, b)| (b.expect("t_out") - a.expect("t_in")) as f64)
         .collect();
-    let truth: Vec<f64> = t["processing_ns"].iter().map(|x| x.expect("ns") as f64).collect();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("monitor.json")).expect("monitor.json"))
-            .expect("json");
+    let truth: Vec<f64> = t["processing_ns"]
+        .iter()
+        .map(|x| x.expect("ns") as f64)
+        .collect();
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("monitor.json")).expect("monitor.json"),
+    )
+    .expect("json");
     let unmatched = json["udp"]["unmatched"].as_u64().expect("unmatched");
     (mon, truth, unmatched)
 }
@@ -149,7 +154,10 @@ fn udp_monitor_minus_offset_matches_the_relays_own_times() {
         assert_eq!(unmatched, 0, "a FIFO relay leaves nothing unmatched");
         assert!(mon.len() >= 2900, "every probe is monitored: {}", mon.len());
         let offset = mean_cv(&mon).0 - mean_cv(&truth).0;
-        println!("mu = {mu} µs: offset from the constant run {:.2} µs", offset / 1e3);
+        println!(
+            "mu = {mu} µs: offset from the constant run {:.2} µs",
+            offset / 1e3
+        );
         for (i, (d, cv)) in dists.iter().enumerate().skip(1) {
             let (mon, truth, unmatched) = monitor_and_truth(&run_dir(i));
             assert_eq!(unmatched, 0);
@@ -167,7 +175,9 @@ fn udp_monitor_minus_offset_matches_the_relays_own_times() {
                 truth.len()
             );
             if (mm - tm).abs() > 1_000.0 || (mcv - tcv).abs() > 0.05 {
-                failures.push(format!("mu = {mu} {d} {cv:?}: mean {mm:.0} vs {tm:.0} ns, cv {mcv:.3} vs {tcv:.3}"));
+                failures.push(format!(
+                    "mu = {mu} {d} {cv:?}: mean {mm:.0} vs {tm:.0} ns, cv {mcv:.3} vs {tcv:.3}"
+                ));
             }
         }
     }
@@ -209,9 +219,20 @@ kind = "stages"
     let b = &monitor["breakdown"];
     let received = summary["packets"]["received"].as_u64().expect("received");
     println!("{}", serde_json::to_string_pretty(b).expect("json"));
-    assert_eq!(monitor["stages"]["stages"], serde_json::json!(["ingress", "route", "queue", "egress"]));
-    assert_eq!(b["complete"].as_u64(), Some(received), "every received probe has all stages");
-    assert_eq!(b["out_of_order"].as_u64(), Some(0), "stage times follow the path");
+    assert_eq!(
+        monitor["stages"]["stages"],
+        serde_json::json!(["ingress", "route", "queue", "egress"])
+    );
+    assert_eq!(
+        b["complete"].as_u64(),
+        Some(received),
+        "every received probe has all stages"
+    );
+    assert_eq!(
+        b["out_of_order"].as_u64(),
+        Some(0),
+        "stage times follow the path"
+    );
     let sum: f64 = b["segments"]
         .as_array()
         .expect("segments")
@@ -220,10 +241,19 @@ kind = "stages"
         .sum();
     let e2e = summary["latency_ns"]["mean"].as_f64().expect("mean");
     // The same packets, two computations: equal up to float rounding.
-    assert!((sum - e2e).abs() < 1e-6 * e2e, "segments {sum} ns vs end-to-end {e2e} ns");
+    assert!(
+        (sum - e2e).abs() < 1e-6 * e2e,
+        "segments {sum} ns vs end-to-end {e2e} ns"
+    );
     // stages.parquet: one row per probe, columns in path order.
     let cols = columns(&run_dir.join("stages.parquet"));
-    for c in ["seq", "t_ingress_ns", "t_route_ns", "t_queue_ns", "t_egress_ns"] {
+    for c in [
+        "seq",
+        "t_ingress_ns",
+        "t_route_ns",
+        "t_queue_ns",
+        "t_egress_ns",
+    ] {
         assert_eq!(cols[c].len() as u64, received, "{c}");
     }
 }

@@ -40,7 +40,9 @@ pub fn probe() -> Caps {
     let btf = if std::path::Path::new(VMLINUX_BTF).exists() {
         Ok(())
     } else {
-        Err(format!("{VMLINUX_BTF} is missing (a kernel built without CONFIG_DEBUG_INFO_BTF)"))
+        Err(format!(
+            "{VMLINUX_BTF} is missing (a kernel built without CONFIG_DEBUG_INFO_BTF)"
+        ))
     };
     let (tp_btf, fentry) = if btf.is_ok() {
         (load_one(true), load_one(false))
@@ -48,7 +50,11 @@ pub fn probe() -> Caps {
         let e = Err("needs kernel BTF".to_string());
         (e.clone(), e)
     };
-    Caps { btf, tp_btf, fentry }
+    Caps {
+        btf,
+        tp_btf,
+        fentry,
+    }
 }
 
 /// `Ok` when the monitors can run here, else one sentence saying what is missing.

@@ -106,12 +106,22 @@ mod tests {
     use super::*;
 
     fn ev(t: u64, hash: u64, ingress: bool) -> Event {
-        Event { t_ns: t, hash, probe: Some((0, hash)), ingress }
+        Event {
+            t_ns: t,
+            hash,
+            probe: Some((0, hash)),
+            ingress,
+        }
     }
 
     #[test]
     fn fifo_pairs_in_order_and_counts_a_reordered_pair_as_unmatched() {
-        let evs = [ev(1, 10, true), ev(2, 11, true), ev(5, 10, false), ev(7, 11, false)];
+        let evs = [
+            ev(1, 10, true),
+            ev(2, 11, true),
+            ev(5, 10, false),
+            ev(7, 11, false),
+        ];
         let m = pair(&evs, MatchMode::Fifo);
         assert_eq!(m.pairs.len(), 2);
         assert_eq!((m.pairs[0].t_in_ns, m.pairs[0].t_out_ns), (1, 5));
@@ -119,7 +129,12 @@ mod tests {
         assert_eq!(m.unmatched(), 0);
         // The VNF swaps them: FIFO takes 10 for lost when 11 leaves, and has
         // nothing left for 10.
-        let swapped = [ev(1, 10, true), ev(2, 11, true), ev(5, 11, false), ev(7, 10, false)];
+        let swapped = [
+            ev(1, 10, true),
+            ev(2, 11, true),
+            ev(5, 11, false),
+            ev(7, 10, false),
+        ];
         let m = pair(&swapped, MatchMode::Fifo);
         assert_eq!(m.pairs.len(), 1, "{:?}", m.pairs);
         assert_eq!((m.pairs[0].t_in_ns, m.pairs[0].t_out_ns), (2, 5));
@@ -133,11 +148,25 @@ mod tests {
     #[test]
     fn a_dropped_datagram_is_unmatched_and_does_not_block_fifo() {
         // 10 is dropped by the VNF; 11 and 12 still pair under FIFO.
-        let evs = [ev(1, 10, true), ev(2, 11, true), ev(3, 12, true), ev(5, 11, false), ev(6, 99, false), ev(8, 12, false)];
+        let evs = [
+            ev(1, 10, true),
+            ev(2, 11, true),
+            ev(3, 12, true),
+            ev(5, 11, false),
+            ev(6, 99, false),
+            ev(8, 12, false),
+        ];
         for mode in [MatchMode::Fifo, MatchMode::Any] {
             let m = pair(&evs, mode);
-            assert_eq!(m.pairs.iter().map(|p| p.t_in_ns).collect::<Vec<_>>(), [2, 3]);
-            assert_eq!((m.unmatched_egress, m.unmatched_ingress), (1, 1), "{mode:?}");
+            assert_eq!(
+                m.pairs.iter().map(|p| p.t_in_ns).collect::<Vec<_>>(),
+                [2, 3]
+            );
+            assert_eq!(
+                (m.unmatched_egress, m.unmatched_ingress),
+                (1, 1),
+                "{mode:?}"
+            );
         }
     }
 }

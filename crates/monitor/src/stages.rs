@@ -205,7 +205,9 @@ fn run(
         if d.len() >= 24 {
             let u64_at = |i: usize| u64::from_ne_bytes(d[i..i + 8].try_into().expect("8"));
             let flow = u16::from_ne_bytes([d[16], d[17]]);
-            events.borrow_mut().push((d[18], flow, u64_at(8), u64_at(0)));
+            events
+                .borrow_mut()
+                .push((d[18], flow, u64_at(8), u64_at(0)));
         }
         0
     })
@@ -228,7 +230,10 @@ fn run(
         .ringbuf_full
         .lookup(&zero, MapFlags::ANY)
         .map_err(bpf_err("cannot read the stages counters"))?
-        .and_then(|b| b.get(..8).map(|s| u64::from_ne_bytes(s.try_into().expect("8"))))
+        .and_then(|b| {
+            b.get(..8)
+                .map(|s| u64::from_ne_bytes(s.try_into().expect("8")))
+        })
         .unwrap_or(0);
     let mut result = assemble(&cfg.stages, &events.take(), offset_ns);
     result.ringbuf_full = full;
@@ -259,7 +264,10 @@ fn assemble(stages: &[Stage], events: &[(u8, u16, u64, u64)], offset_ns: i64) ->
         .collect();
     StagesResult {
         stages: stages.iter().map(Stage::name).collect(),
-        incomplete: rows.iter().filter(|r| r.t_ns.iter().any(Option::is_none)).count() as u64,
+        incomplete: rows
+            .iter()
+            .filter(|r| r.t_ns.iter().any(Option::is_none))
+            .count() as u64,
         rows,
         ringbuf_full: 0,
         duplicates,
@@ -273,7 +281,14 @@ mod tests {
     #[test]
     fn rows_follow_the_stage_order_and_keep_the_first_time() {
         let st = stages_of("linux-router").unwrap();
-        let ev = [(0, 1, 7, 100), (5, 1, 7, 130), (1, 1, 7, 110), (4, 1, 7, 120), (0, 1, 8, 200), (0, 1, 7, 999)];
+        let ev = [
+            (0, 1, 7, 100),
+            (5, 1, 7, 130),
+            (1, 1, 7, 110),
+            (4, 1, 7, 120),
+            (0, 1, 8, 200),
+            (0, 1, 7, 999),
+        ];
         let r = assemble(st, &ev, 0);
         assert_eq!(r.stages, ["ingress", "route", "queue", "egress"]);
         assert_eq!(r.rows[0].t_ns, [Some(100), Some(110), Some(120), Some(130)]);

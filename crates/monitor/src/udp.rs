@@ -293,7 +293,10 @@ fn run(
             .lookup(&(i as u32).to_ne_bytes(), MapFlags::ANY)
             .map_err(bpf_err("cannot read the UDP monitor's counters"))?;
         *slot = v
-            .and_then(|b| b.get(..8).map(|s| u64::from_ne_bytes(s.try_into().expect("8"))))
+            .and_then(|b| {
+                b.get(..8)
+                    .map(|s| u64::from_ne_bytes(s.try_into().expect("8")))
+            })
             .unwrap_or(0);
     }
     let events = events.take();
