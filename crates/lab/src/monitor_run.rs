@@ -340,3 +340,51 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), LabError> {
     std::fs::write(path, s + "\n")
         .map_err(|e| LabError::Other(format!("cannot write {}: {e}", path.display())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(text: &str) -> MonitorSection {
+        toml::from_str(text).expect("monitor section")
+    }
+
+    #[test]
+    fn bad_monitor_keys_are_one_sentence_naming_them() {
+        let e = |m: &str, dut| check(&section(m), dut).unwrap_err().to_string();
+        assert!(e("kind = \"kprobe\"", DutKind::UdpRelay)
+            .contains("monitor.kind = \"kprobe\" is unknown"));
+        assert!(
+            e("kind = \"udp\"", DutKind::LinuxRouter).contains("needs dut.kind = \"udp-relay\"")
+        );
+        assert!(e("kind = \"stages\"", DutKind::Nflab).contains("not \"nflab\""));
+        assert!(e("kind = \"udp\"\nsample = \"some\"", DutKind::UdpRelay)
+            .contains("monitor.sample = \"some\""));
+        assert!(e(
+            "kind = \"udp\"\nsample = { packets = 0, mean_interval_s = 0.2 }",
+            DutKind::UdpRelay
+        )
+        .contains("packets >= 1"));
+        assert!(e("kind = \"udp\"\nmatch = \"lifo\"", DutKind::UdpRelay).contains("monitor.match"));
+        assert!(
+            e("kind = \"stages\"\nsample = \"all\"", DutKind::LinuxRouter).contains("udp\" only")
+        );
+    }
+
+    #[test]
+    fn sample_defaults_to_the_seeds_windows() {
+        assert_eq!(
+            section("kind = \"udp\"").sample().unwrap(),
+            Sample::Windows {
+                packets: 10,
+                mean_interval_s: 0.2
+            }
+        );
+        assert_eq!(
+            section("kind = \"udp\"\nsample = \"all\"")
+                .sample()
+                .unwrap(),
+            Sample::All
+        );
+    }
+}
