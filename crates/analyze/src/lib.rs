@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
 pub mod bootstrap;
+pub mod correlation;
 pub mod crossrun;
 pub mod curves;
 pub mod dist;

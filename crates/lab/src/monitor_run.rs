@@ -192,9 +192,56 @@ pub struct MonitorReport {
     /// stages: per-segment distributions joined with the records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<crate::stage_breakdown::Breakdown>,
+    /// udp: the sojourn times (t_out − t_in) of the pairs and the buffer fill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sojourn: Option<Sojourn>,
     /// udp over a udp-relay: mean(monitor) − mean(relay truth), bootstrapped 95 % CI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<nflab_analyze::bootstrap::Difference>,
+}
+
+/// The UDP monitor's sojourn times next to the socket's buffer fill (seed 003's
+/// load experiment: the monitor's tail follows the fill).
+#[derive(Debug, Serialize)]
+pub struct Sojourn {
+    /// Pairs.
+    pub n: u64,
+    /// Mean sojourn, ns.
+    pub mean_ns: f64,
+    /// 95th percentile, ns.
+    pub p95_ns: i64,
+    /// Mean receive-queue fill over the run, bytes.
+    pub buffer_mean_bytes: f64,
+    /// Pearson's r between each pair's sojourn and the last buffer sample before
+    /// its ingress.
+    pub buffer_r: Option<f64>,
+}
+
+fn sojourn(r: &UdpMonitorResult) -> Sojourn {
+    let mut d = nflab_analyze::Distribution::new(10_000_000, 3);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for p in &r.matching.pairs {
+        let s = p.t_out_ns as i64 - p.t_in_ns as i64;
+        d.record(s);
+        let i = r.buffer.partition_point(|b| b.t_ns <= p.t_in_ns);
+        if i > 0 {
+            x.push(s as f64);
+            y.push(r.buffer[i - 1].rx_queue_bytes as f64);
+        }
+    }
+    let p95 = nflab_analyze::Pct::parse("95").expect("p95");
+    let fill: Vec<f64> = r.buffer.iter().map(|b| b.rx_queue_bytes as f64).collect();
+    Sojourn {
+        n: d.count(),
+        mean_ns: d.mean().unwrap_or(0.0),
+        p95_ns: d.quantiles(&[p95])[0].map_or(0, |q| q.value),
+        buffer_mean_bytes: if fill.is_empty() {
+            0.0
+        } else {
+            fill.iter().sum::<f64>() / fill.len() as f64
+        },
+        buffer_r: nflab_analyze::correlation::pearson(&x, &y),
+    }
 }
 
 /// A monitor's result right after it stopped.
@@ -267,11 +314,13 @@ pub fn finish_stopped(
                 let tr: Vec<f64> = t.iter().map(|r| r.processing_ns as f64).collect();
                 nflab_analyze::bootstrap::mean_difference_ci(&mon, &tr, 0.95, 1000, 1)
             });
+            let sojourn_of_r = sojourn(&r);
             Ok(MonitorReport {
                 kind: "udp".into(),
                 udp: Some(r),
                 stages: None,
                 breakdown: None,
+                sojourn: Some(sojourn_of_r),
                 calibration,
             })
         }
@@ -299,6 +348,7 @@ pub fn finish_stopped(
                 kind: "stages".into(),
                 udp: None,
                 breakdown: Some(breakdown),
+                sojourn: None,
                 stages: Some(r),
                 calibration: None,
             })
