@@ -110,6 +110,7 @@ pub struct UdpMonitorResult {
 
 /// A running monitor.
 pub struct UdpMonitor {
+    switch: mpsc::Sender<Sample>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Result<UdpMonitorResult, MonitorError>>,
 }
@@ -152,12 +153,17 @@ impl UdpMonitor {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let stop_t = Arc::clone(&stop);
+        let (switch, switch_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("nflab-monitor".into())
-            .spawn(move || run(cfg, &stop_t, ready_tx))
+            .spawn(move || run(cfg, &stop_t, ready_tx, switch_rx))
             .map_err(|e| MonitorError::Bpf(format!("cannot start the monitor thread: {e}")))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(UdpMonitor { stop, thread }),
+            Ok(Ok(())) => Ok(UdpMonitor {
+                switch,
+                stop,
+                thread,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -170,6 +176,12 @@ impl UdpMonitor {
         }
     }
 
+    /// Switch the sampling while running: the mode is rewritten in the `config`
+    /// map, the programs stay loaded and attached.
+    pub fn set_sample(&self, sample: Sample) {
+        let _ = self.switch.send(sample);
+    }
+
     /// Detach everything and return the results.
     pub fn stop(self) -> Result<UdpMonitorResult, MonitorError> {
         self.stop.store(true, Ordering::Relaxed);
@@ -180,9 +192,10 @@ impl UdpMonitor {
 }
 
 fn run(
-    cfg: UdpMonitorConfig,
+    mut cfg: UdpMonitorConfig,
     stop: &AtomicBool,
     ready: mpsc::Sender<Result<(), MonitorError>>,
+    switch: mpsc::Receiver<Sample>,
 ) -> Result<UdpMonitorResult, MonitorError> {
     let fail = |e: MonitorError| {
         let _ = ready.send(Err(MonitorError::Bpf(e.to_string())));
@@ -243,6 +256,15 @@ fn run(
     };
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
+        if let Some(sample) = switch.try_iter().last() {
+            cfg.sample = sample;
+            config[8..12].copy_from_slice(&sample.mode().to_ne_bytes());
+            skel.maps
+                .config
+                .update(&zero, &config, MapFlags::ANY)
+                .map_err(bpf_err("cannot switch the UDP monitor's sampling"))?;
+            next_sample = now;
+        }
         if let Sample::Windows {
             packets,
             mean_interval_s,
