@@ -81,9 +81,35 @@ fn mean_cv(v: &[f64]) -> (f64, f64) {
 }
 
 /// Monitor sojourn times and relay truth of one run, in ns, matched packets only.
+/// Checks on the way that, packet by packet (joined by seq), the monitor's interval
+/// contains the relay's own: t_out − t_in ≥ processing_ns. This holds on any host,
+/// loaded or not.
 fn monitor_and_truth(run: &Path) -> (Vec<f64>, Vec<f64>, u64) {
     let m = columns(&run.join("monitor.parquet"));
     let t = columns(&run.join("relay_truth.parquet"));
+    let truth_by_seq: HashMap<i64, i64> = t["seq"]
+        .iter()
+        .zip(&t["processing_ns"])
+        .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+        .collect();
+    let mut joined = 0;
+    for ((s, a), b) in m["seq"].iter().zip(&m["t_in_ns"]).zip(&m["t_out_ns"]) {
+        if let (Some(s), Some(a), Some(b)) = (s, a, b) {
+            if let Some(p) = truth_by_seq.get(s) {
+                joined += 1;
+                assert!(
+                    b - a >= *p,
+                    "seq {s}: monitor {} ns < relay's own {p} ns",
+                    b - a
+                );
+            }
+        }
+    }
+    assert!(
+        joined * 10 >= m["seq"].len() * 9,
+        "{joined} of {} pairs joined by seq",
+        m["seq"].len()
+    );
     let mon: Vec<f64> = m["t_in_ns"]
         .iter()
         .zip(&m["t_out_ns"])
