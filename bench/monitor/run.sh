@@ -14,8 +14,11 @@ T=${2:-1}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 bash "$ROOT/scripts/deps.sh" run
 export PATH="$HOME/.cargo/bin:$PATH"
-(cd "$ROOT" && cargo build --release --locked -p nflab -q)
-NFLAB="${NFLAB:-$ROOT/target/release/nflab}"
+# NFLAB=path/to/nflab uses that binary instead of building the release one.
+if [ -z "${NFLAB:-}" ]; then
+  (cd "$ROOT" && cargo build --release --locked -p nflab -q)
+  NFLAB="$ROOT/target/release/nflab"
+fi
 WORK=$(mktemp -d /tmp/nflab-bench-monitor-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
