@@ -314,7 +314,11 @@ pub fn finish_stopped(
                 let tr: Vec<f64> = t.iter().map(|r| r.processing_ns as f64).collect();
                 // 1000 resamples; 200 beyond 100 000 values, where a resample pass
                 // costs more than the run's own analysis.
-                let resamples = if mon.len() + tr.len() > 100_000 { 200 } else { 1000 };
+                let resamples = if mon.len() + tr.len() > 100_000 {
+                    200
+                } else {
+                    1000
+                };
                 nflab_analyze::bootstrap::mean_difference_ci(&mon, &tr, 0.95, resamples, 1)
             });
             let sojourn_of_r = sojourn(&r);

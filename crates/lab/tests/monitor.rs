@@ -87,10 +87,16 @@ fn mean_cv(v: &[f64]) -> (f64, f64) {
 fn monitor_and_truth(run: &Path) -> (Vec<f64>, Vec<f64>, u64) {
     let m = columns(&run.join("monitor.parquet"));
     let t = columns(&run.join("relay_truth.parquet"));
+    // The readiness probes (another flow) reuse small seqs: join unique seqs only.
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    for s in t["seq"].iter().chain(&m["seq"]).flatten() {
+        *seen.entry(*s).or_default() += 1;
+    }
     let truth_by_seq: HashMap<i64, i64> = t["seq"]
         .iter()
         .zip(&t["processing_ns"])
         .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+        .filter(|(s, _)| seen[s] == 2)
         .collect();
     let mut joined = 0;
     for ((s, a), b) in m["seq"].iter().zip(&m["t_in_ns"]).zip(&m["t_out_ns"]) {
