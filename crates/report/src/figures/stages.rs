@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::{Ctx, Figure, Table};
 
-const COLORS: [&str; 7] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+const COLORS: [&str; 10] = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac",
 ];
 
 /// `stages`: `None` unless some run has a stage breakdown.
@@ -48,8 +49,22 @@ pub fn stacked(ctx: &Ctx) -> Option<Figure> {
         .map(|(_, s)| s.iter().map(|x| x.1).sum::<f64>())
         .fold(0.0, f64::max)
         .max(1.0);
+    // One colour per segment name, in order of first appearance: DuT kinds have
+    // different stages, and a name keeps its colour across bars.
+    let mut names: Vec<&str> = Vec::new();
+    for (_, segs) in &bars {
+        for (n, _) in segs {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    let color = |n: &str| COLORS[names.iter().position(|x| *x == n).unwrap_or(0) % COLORS.len()];
     let (w, left, bar_h, gap) = (760.0, 230.0, 22.0, 34.0);
-    let h = 40.0 + bars.len() as f64 * gap + 30.0;
+    // Legend rows of at most four names.
+    let legend_rows = names.len().div_ceil(4);
+    let top = 14.0 + 16.0 * legend_rows as f64;
+    let h = top + bars.len() as f64 * gap + 30.0;
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -58,7 +73,7 @@ pub fn stacked(ctx: &Ctx) -> Option<Figure> {
     let mut data = Table::new(&["run", "segment", "mean_us"]);
     let scale = (w - left - 20.0) / max_total;
     for (row, (label, segs)) in bars.iter().enumerate() {
-        let y = 30.0 + row as f64 * gap;
+        let y = top + row as f64 * gap;
         let _ = write!(
             svg,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
@@ -67,12 +82,12 @@ pub fn stacked(ctx: &Ctx) -> Option<Figure> {
             label.replace('&', "&amp;").replace('<', "&lt;")
         );
         let mut x = left;
-        for (k, (name, mean)) in segs.iter().enumerate() {
+        for (name, mean) in segs {
             let bw = mean.max(0.0) * scale;
             let _ = write!(
                 svg,
                 "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{bw:.1}\" height=\"{bar_h}\" fill=\"{}\"><title>{name}: {:.2} µs</title></rect>",
-                COLORS[k % COLORS.len()],
+                color(name),
                 mean / 1e3
             );
             x += bw;
@@ -83,17 +98,17 @@ pub fn stacked(ctx: &Ctx) -> Option<Figure> {
             ]);
         }
     }
-    // Legend: the first bar's segment names.
-    let mut lx = left;
-    for (k, (name, _)) in bars[0].1.iter().enumerate() {
+    // Legend: every segment name.
+    for (i, name) in names.iter().enumerate() {
+        let (lx, ly) = (10.0 + 185.0 * (i % 4) as f64, 8.0 + 16.0 * (i / 4) as f64);
         let _ = write!(
             svg,
-            "<rect x=\"{lx}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"17\">{}</text>",
-            COLORS[k % COLORS.len()],
+            "<rect x=\"{lx}\" y=\"{ly}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            color(name),
             lx + 13.0,
+            ly + 9.0,
             name
         );
-        lx += 14.0 + 7.0 * name.chars().count() as f64 + 10.0;
     }
     let _ = write!(
         svg,
