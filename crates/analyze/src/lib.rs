@@ -40,6 +40,8 @@ use serde::{Deserialize, Serialize};
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
 pub mod across;
+pub mod bootstrap;
+pub mod correlation;
 pub mod crossrun;
 pub mod curves;
 mod diffs;

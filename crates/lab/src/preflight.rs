@@ -24,11 +24,12 @@ impl Spec {
                 return unsupported(
                     "dut.kind",
                     self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs",
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs, udp-relay",
                 )
             }
             DutKind::Nflab => self.dut.check_nflab()?,
             DutKind::Link => self.dut.check_link()?,
+            DutKind::UdpRelay => crate::dut_relay::check(&self.dut)?,
             DutKind::Testpmd => {
                 self.dut.check_testpmd()?;
                 // Before any namespace exists: one sentence naming the package.
@@ -60,6 +61,9 @@ impl Spec {
                     "the netns topology (topology.kind = \"netns\")",
                 );
             }
+        }
+        if let Some(m) = &self.monitor {
+            crate::monitor_run::check(m, self.dut.kind)?;
         }
         if self.traffic.backend == Backend::Udp {
             return unsupported(

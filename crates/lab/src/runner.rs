@@ -100,6 +100,17 @@ pub fn run_one_with(
         crate::spec::DutKind::Ovs => Some(crate::dut_ovs::start(topo, &spec.dut)?),
         _ => None,
     };
+    // udp-relay DuT and the eBPF monitor: from here until the recorder is done.
+    let run_seed = spec.experiment.seed.wrapping_add(plan.index as u64);
+    let relay_dut = match spec.dut.kind {
+        crate::spec::DutKind::UdpRelay => Some(crate::dut_relay::start(topo, &spec.dut, run_seed)?),
+        _ => None,
+    };
+    let monitor = spec
+        .monitor
+        .as_ref()
+        .map(|m| crate::monitor_run::start(m, topo, spec.dut.kind, run_seed))
+        .transpose()?;
 
     // NCSbench: plant and controller across the DuT while the probes run.
     let ncs = match &spec.app {
@@ -143,6 +154,7 @@ pub fn run_one_with(
         recorder: rec_report,
     } = traffic?;
     let capture = capture.transpose()?;
+    crate::monitor_run::stop_relay_and_monitor(relay_dut, monitor, dir)?;
     if let Some(d) = nflab_dut.map(crate::dut_nflab::NflabDut::stop) {
         write_json(&dir.join("dut.json"), &d)?;
         if let Some(e) = d.error {

@@ -53,6 +53,9 @@ pub struct Spec {
     /// A capture with time travel during each run (`runs/NNN/capture/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<crate::capture_section::CaptureSection>,
+    /// An eBPF monitor inside the DuT (`runs/NNN/monitor.parquet`, `stages.parquet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor: Option<crate::monitor_run::MonitorSection>,
 }
 
 /// `[app]`: an application over the topology, by `kind`.
@@ -212,6 +215,9 @@ pub struct DutSection {
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridges: Option<u32>,
+    /// udp-relay: `[dut.relay]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<nflab_apps::relay::RelayConfig>,
 }
 
 impl Default for DutSection {
@@ -238,6 +244,7 @@ impl Default for DutSection {
             link: None,
             hops: None,
             bridges: None,
+            relay: None,
         }
     }
 }
@@ -340,6 +347,8 @@ pub enum DutKind {
     Testpmd,
     /// Open vSwitch (userspace datapath) cabling dut0 and dut1 (`dut_ovs`).
     Ovs,
+    /// Seed 003's UDP relay VNF in the DuT namespace (`[dut.relay]`).
+    UdpRelay,
     /// A user command or a real device.
     External,
 }
@@ -355,6 +364,7 @@ impl DutKind {
             DutKind::Link => "link",
             DutKind::Testpmd => "testpmd",
             DutKind::Ovs => "ovs",
+            DutKind::UdpRelay => "udp-relay",
             DutKind::External => "external",
         }
     }

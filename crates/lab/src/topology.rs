@@ -103,6 +103,7 @@ impl Topology {
             | DutKind::LinuxBridge
             | DutKind::Nflab
             | DutKind::Link
+            | DutKind::UdpRelay
             | DutKind::Testpmd
             | DutKind::Ovs => Some(format!("{NS_PREFIX}{id}-dut")),
             other => {
@@ -194,7 +195,7 @@ impl Topology {
         }
         match self.dut {
             // The nflab data plane rewrites the destination to lg1's MAC.
-            DutKind::LinuxRouter | DutKind::Nflab => DUT0_MAC,
+            DutKind::LinuxRouter | DutKind::Nflab | DutKind::UdpRelay => DUT0_MAC,
             _ => LG1_MAC,
         }
     }
@@ -309,8 +310,19 @@ impl Topology {
         }
         if let Some(dut) = self.dut_ns.clone() {
             match self.dut {
-                DutKind::LinuxRouter => {
-                    sysctl(&dut, &["net.ipv4.ip_forward=1"])?;
+                DutKind::LinuxRouter | DutKind::UdpRelay => {
+                    let forward = if self.dut == DutKind::UdpRelay {
+                        "0"
+                    } else {
+                        "1"
+                    };
+                    sysctl(&dut, &[&format!("net.ipv4.ip_forward={forward}")])?;
+                    if self.dut == DutKind::UdpRelay {
+                        crate::dut_relay::deliver_locally(&dut, &|a| ip(a))?;
+                        // The relay's datagrams must reach the recorder with their
+                        // UDP checksum filled in, not left to veth "hardware".
+                        checksums_in_software(&dut, "dut1")?;
+                    }
                     ip(&[
                         "-n",
                         &dut,

@@ -85,6 +85,29 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .map(|_| "AF_XDP sockets open".into())
             .map_err(|e| e.to_string()),
     ));
+    // The eBPF monitors ([monitor], docs/monitor.md) need BTF and tp_btf; fentry is
+    // reported for information only (the monitors do not use it).
+    let caps = nflab_monitor::caps::probe();
+    checks.push(check(
+        "btf",
+        caps.btf
+            .map(|_| format!("kernel BTF at {}", nflab_monitor::caps::VMLINUX_BTF)),
+    ));
+    checks.push(check(
+        "tp_btf",
+        caps.tp_btf
+            .map(|_| "BTF tracepoint (tp_btf) programs load: [monitor] works".into()),
+    ));
+    checks.push(Check {
+        name: "fentry",
+        ok: true,
+        detail: match caps.fentry {
+            Ok(()) => "fentry programs load".into(),
+            Err(e) => {
+                format!("fentry programs are refused ({e}); the monitors use tracepoints only")
+            }
+        },
+    });
     let rt_res = nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME);
     let rt_gran = nflab_io::clock::observed_granularity_ns(libc::CLOCK_REALTIME);
     checks.push(Check {

@@ -18,6 +18,7 @@ pub(crate) mod anomaly;
 mod gen;
 mod latency;
 mod model;
+mod stages;
 mod sweep;
 mod timeseries;
 
@@ -252,6 +253,7 @@ pub fn all(e: &Experiment) -> Vec<Figure> {
     out.extend(model::overlay(&ctx));
     out.extend(gen::selfcheck(&ctx));
     out.extend(crate::prrt::figures(e));
+    out.extend(stages::stacked(&ctx));
     out
 }
 

@@ -1,0 +1,316 @@
+//! The UDP relay VNF of seed 003 (KOMon's validation function): it receives a UDP
+//! datagram, holds it for an artificial processing time drawn from a distribution,
+//! sends it on unchanged, and measures its own processing time per packet — the
+//! ground truth the in-stack monitor is checked against.
+//!
+//! The processing time is measured from the moment `recv` returned to the moment
+//! just before `send` is called (CLOCK_MONOTONIC); the delay is a busy wait, so a
+//! 2 µs delay is 2 µs and not a scheduler tick.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// Names of the delay distributions, as written in the spec.
+pub const DISTRIBUTIONS: [&str; 4] = ["constant", "exponential", "uniform", "normal"];
+
+/// `[dut.relay]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    /// constant | exponential | uniform | normal.
+    #[serde(default = "default_distribution")]
+    pub distribution: String,
+    /// Mean artificial processing time in µs.
+    #[serde(default)]
+    pub mean_us: f64,
+    /// Coefficient of variation of `normal` (its standard deviation / mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+    /// Relay as fast as possible: no artificial delay at all.
+    #[serde(default)]
+    pub flood: bool,
+    /// Spin on a non-blocking socket instead of sleeping in `recv`: no wake-up
+    /// latency in the monitored interval (it costs a core).
+    #[serde(default)]
+    pub busy_poll: bool,
+}
+
+fn default_distribution() -> String {
+    "constant".into()
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            distribution: default_distribution(),
+            mean_us: 0.0,
+            cv: None,
+            flood: false,
+            busy_poll: false,
+        }
+    }
+}
+
+/// A delay distribution, parsed and checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Delay {
+    /// No delay (flood mode).
+    None,
+    /// Always the mean.
+    Constant(f64),
+    /// Negative-exponential with this mean.
+    Exponential(f64),
+    /// Uniform on [0, 2·mean].
+    Uniform(f64),
+    /// Normal (mean, standard deviation), left-truncated: negative draws are 0.
+    Normal(f64, f64),
+}
+
+impl RelayConfig {
+    /// The distribution in ns, or one sentence naming the bad key.
+    pub fn delay(&self) -> Result<Delay, String> {
+        if !(self.mean_us.is_finite() && self.mean_us >= 0.0 && self.mean_us <= 1e6) {
+            return Err(format!(
+                "dut.relay.mean_us = {} is out of range: use 0 to 1000000 (µs)",
+                self.mean_us
+            ));
+        }
+        if self.cv.is_some() && self.distribution != "normal" {
+            return Err(format!(
+                "dut.relay.cv applies to distribution = \"normal\" only, not \"{}\"",
+                self.distribution
+            ));
+        }
+        if self.flood {
+            return Ok(Delay::None);
+        }
+        let mean_ns = self.mean_us * 1e3;
+        match self.distribution.as_str() {
+            "constant" => Ok(Delay::Constant(mean_ns)),
+            "exponential" => Ok(Delay::Exponential(mean_ns)),
+            "uniform" => Ok(Delay::Uniform(mean_ns)),
+            "normal" => {
+                let cv = self.cv.ok_or_else(|| {
+                    "dut.relay.distribution = \"normal\" needs dut.relay.cv (seed 003: 1 or 0.2)"
+                        .to_string()
+                })?;
+                if !(cv.is_finite() && cv >= 0.0) {
+                    return Err(format!("dut.relay.cv = {cv} must be a number >= 0"));
+                }
+                Ok(Delay::Normal(mean_ns, cv * mean_ns))
+            }
+            other => Err(format!(
+                "dut.relay.distribution = \"{other}\" is unknown: use one of {}",
+                DISTRIBUTIONS.join(", ")
+            )),
+        }
+    }
+}
+
+impl Delay {
+    /// One draw in ns.
+    pub fn draw(&self, rng: &mut impl Rng) -> u64 {
+        let ns = match *self {
+            Delay::None => 0.0,
+            Delay::Constant(m) => m,
+            // 1 - U is in (0, 1]: ln never sees 0.
+            Delay::Exponential(m) => -m * (1.0 - rng.gen::<f64>()).ln(),
+            Delay::Uniform(m) => rng.gen::<f64>() * 2.0 * m,
+            Delay::Normal(m, sd) => {
+                // Box–Muller; the negative mass goes to 0 (seed 003's π0 truncation).
+                let (u1, u2) = (1.0 - rng.gen::<f64>(), rng.gen::<f64>());
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                (m + sd * z).max(0.0)
+            }
+        };
+        ns.round() as u64
+    }
+}
+
+/// One relayed packet: its probe sequence number (when it carries an nflab probe) and
+/// the relay's own processing time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TruthRow {
+    /// Probe sequence number, `None` for a datagram that is not a probe.
+    pub seq: Option<u64>,
+    /// recv returned → send called, in ns.
+    pub processing_ns: u64,
+}
+
+/// What the relay did, for `dut.json`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RelayStats {
+    /// Datagrams received.
+    pub received: u64,
+    /// Datagrams sent on.
+    pub sent: u64,
+    /// Sends that failed (the datagram is lost).
+    pub send_errors: u64,
+}
+
+/// Relay every datagram arriving on `sock` to `to` until `stop` is set, and return the
+/// truth of each. `sock` needs a read timeout (or to be non-blocking, for busy
+/// polling) so that `stop` is seen.
+pub fn serve(
+    sock: &UdpSocket,
+    to: SocketAddr,
+    delay: Delay,
+    seed: u64,
+    stop: &AtomicBool,
+) -> std::io::Result<(Vec<TruthRow>, RelayStats)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut buf = vec![0u8; 65_536];
+    let mut truth = Vec::new();
+    let mut stats = RelayStats::default();
+    while !stop.load(Ordering::Relaxed) {
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            // An ICMP error from an earlier send (IP_RECVERR is off, but be safe).
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        };
+        let received = Instant::now();
+        stats.received += 1;
+        let due = received + Duration::from_nanos(delay.draw(&mut rng));
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        let seq = probe_seq(&buf[..n]);
+        let processing_ns = received.elapsed().as_nanos() as u64;
+        match sock.send_to(&buf[..n], to) {
+            Ok(_) => stats.sent += 1,
+            Err(_) => stats.send_errors += 1,
+        }
+        truth.push(TruthRow { seq, processing_ns });
+    }
+    Ok((truth, stats))
+}
+
+/// The sequence number of an nflab probe at the start of a UDP payload.
+pub fn probe_seq(payload: &[u8]) -> Option<u64> {
+    let p = nflab_wire::probe::Packet::new_checked(payload).ok()?;
+    nflab_wire::probe::Repr::parse(&p).ok().map(|r| r.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moments(d: Delay, n: usize) -> (f64, f64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let v: Vec<f64> = (0..n).map(|_| d.draw(&mut rng) as f64).collect();
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (mean, var.sqrt() / mean)
+    }
+
+    #[test]
+    fn draws_have_the_distributions_mean_and_cv() {
+        let n = 200_000;
+        let (m, cv) = moments(Delay::Constant(50_000.0), n);
+        assert_eq!((m, cv), (50_000.0, 0.0));
+        let (m, cv) = moments(Delay::Exponential(50_000.0), n);
+        assert!(
+            (m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 1.0).abs() < 0.01,
+            "{m} {cv}"
+        );
+        // Uniform on [0, 2μ]: cv = 1/√3.
+        let (m, cv) = moments(Delay::Uniform(50_000.0), n);
+        assert!((m / 50_000.0 - 1.0).abs() < 0.01, "{m}");
+        assert!((cv - 1.0 / 3f64.sqrt()).abs() < 0.01, "{cv}");
+        let (m, cv) = moments(Delay::Normal(50_000.0, 10_000.0), n);
+        assert!(
+            (m / 50_000.0 - 1.0).abs() < 0.01 && (cv - 0.2).abs() < 0.01,
+            "{m} {cv}"
+        );
+        // cv = 1, truncated at 0: E[max(0, μ + μZ)] = μ(Φ(1) + φ(1)) = 1.0833 μ.
+        let (m, _) = moments(Delay::Normal(50_000.0, 50_000.0), n);
+        assert!((m / 50_000.0 - 1.0833).abs() < 0.01, "{m}");
+    }
+
+    #[test]
+    fn bad_keys_are_one_sentence_naming_them() {
+        let c = |d: &str, cv: Option<f64>| RelayConfig {
+            distribution: d.into(),
+            mean_us: 10.0,
+            cv,
+            flood: false,
+            busy_poll: false,
+        };
+        assert!(c("gamma", None)
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.distribution"));
+        assert!(c("normal", None)
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.cv"));
+        assert!(c("uniform", Some(1.0))
+            .delay()
+            .unwrap_err()
+            .contains("dut.relay.cv"));
+        let mut neg = c("constant", None);
+        neg.mean_us = -1.0;
+        assert!(neg.delay().unwrap_err().contains("dut.relay.mean_us"));
+        assert_eq!(
+            c("normal", Some(0.2)).delay(),
+            Ok(Delay::Normal(10_000.0, 2_000.0))
+        );
+    }
+
+    #[test]
+    fn relays_unchanged_and_measures_its_delay() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sink.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = sink.local_addr().unwrap();
+        let relay_addr = rx.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| serve(&rx, to, Delay::Constant(200_000.0), 1, &stop));
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut probe = [0u8; 32];
+            let mut p = nflab_wire::probe::Packet::new_unchecked(&mut probe[..]);
+            nflab_wire::probe::Repr {
+                flow: 1,
+                seq: 42,
+                tx_ns: 7,
+            }
+            .emit(&mut p);
+            tx.send_to(&probe, relay_addr).unwrap();
+            tx.send_to(b"not a probe", relay_addr).unwrap();
+            let mut buf = [0u8; 64];
+            let n = sink.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &probe);
+            let n = sink.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"not a probe");
+            stop.store(true, Ordering::Relaxed);
+            let (truth, stats) = h.join().unwrap().unwrap();
+            assert_eq!((stats.received, stats.sent), (2, 2));
+            assert_eq!(truth[0].seq, Some(42));
+            assert_eq!(truth[1].seq, None);
+            // At least the 200 µs it waited, and not a scheduler's worth more on average.
+            assert!(
+                truth.iter().all(|t| t.processing_ns >= 200_000),
+                "{truth:?}"
+            );
+        });
+    }
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* nflab's in-stack UDP monitor (seed 003's KOMon, on eBPF, tracepoints only).
+ *
+ * Ingress: tp_btf/netif_receive_skb in the monitored namespace reads the datagram's
+ * key (payload hash, nflab probe), stamps it and emits the ingress event — the
+ * start of the kernel's receive path for the datagram, before IP and UDP (KOMon's
+ * __udp4_lib_rcv needs fentry, which this project's reference host refuses; the
+ * difference is a constant part of the calibration offset). Egress:
+ * tp_btf/net_dev_queue sees the VNF's datagram leave (the first hook after
+ * udp_sendmsg that exists without fentry: see docs/monitor.md); a datagram whose
+ * key is in flight emits the egress event. Matching (FIFO or any) is in user space.
+ *
+ * Sampling: `budget` holds the packets left in the current sample; user space
+ * refills it at exponentially distributed instants (mode 1), or every packet is
+ * taken (mode 2), or none (mode 0) — all through maps, without reloading. */
+#include "nflab_core.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "packet.h"
+
+#define MODE_OFF 0
+#define MODE_SAMPLE 1
+#define MODE_ALL 2
+
+#define EV_IN 0
+#define EV_OUT 1
+
+enum counter {
+	C_RINGBUF_FULL = 0,
+	C_INGRESS = 1,
+	C_SAMPLED = 2,
+	C_EGRESS_NOT_IN_FLIGHT = 3,
+	C_MAX = 4,
+};
+
+struct config {
+	__u32 netns;
+	__u32 port;
+	__u32 mode;
+	__u32 egress_ifindex;
+};
+
+struct event {
+	__u64 t_ns;
+	__u64 hash;
+	__u64 seq;
+	__u16 flow;
+	__u8 kind;
+	__u8 has_seq;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* payload hash -> sampled datagrams with that hash that have not left yet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} in_flight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+static __always_inline void count(__u32 c)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &c);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline struct config *cfg(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
+/* Take one packet of the current sample, if any is left. */
+static __always_inline bool take(__u32 mode)
+{
+	__u32 zero = 0;
+	__s64 *b;
+
+	if (mode == MODE_ALL)
+		return true;
+	if (mode != MODE_SAMPLE)
+		return false;
+	b = bpf_map_lookup_elem(&budget, &zero);
+	if (!b || *b <= 0)
+		return false;
+	if (__sync_fetch_and_add(b, -1) <= 0) {
+		__sync_fetch_and_add(b, 1);
+		return false;
+	}
+	return true;
+}
+
+static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(C_RINGBUF_FULL);
+		return;
+	}
+	e->t_ns = t;
+	e->hash = k->hash;
+	e->seq = k->seq;
+	e->flow = k->flow;
+	e->kind = kind;
+	e->has_seq = k->has_seq;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The ingress event is emitted here, before the stack goes on to queue the
+ * datagram on the VNF's socket: the event and the in-flight entry exist before the
+ * VNF can read the datagram, so its egress always finds them. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(udp_ingress, struct sk_buff *skb)
+{
+	__u64 t = bpf_ktime_get_tai_ns();
+	struct config *c = cfg();
+	struct pkt_key k;
+	__u16 dport = 0;
+	__u64 one = 1, *n;
+
+	if (!c || c->mode == MODE_OFF)
+		return 0;
+	if (dev_netns(BPF_CORE_READ(skb, dev)) != c->netns)
+		return 0;
+	if (skb_udp_key(skb, 0, &k, &dport) || dport != c->port)
+		return 0;
+	count(C_INGRESS);
+	if (!take(c->mode))
+		return 0;
+	count(C_SAMPLED);
+	n = bpf_map_lookup_elem(&in_flight, &k.hash);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&in_flight, &k.hash, &one, BPF_ANY);
+	emit(t, &k, EV_IN);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(udp_egress, struct sk_buff *skb)
+{
+	__u64 t = bpf_ktime_get_tai_ns();
+	struct config *c = cfg();
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct pkt_key k;
+	__u16 dport;
+	__u64 *n;
+
+	if (!c || BPF_CORE_READ(dev, ifindex) != c->egress_ifindex || dev_netns(dev) != c->netns)
+		return 0;
+	if (skb_udp_key(skb, ETH_HLEN, &k, &dport))
+		return 0;
+	n = bpf_map_lookup_elem(&in_flight, &k.hash);
+	if (!n) {
+		count(C_EGRESS_NOT_IN_FLIGHT);
+		return 0;
+	}
+	if (__sync_fetch_and_add(n, -1) <= 1)
+		bpf_map_delete_elem(&in_flight, &k.hash);
+	emit(t, &k, EV_OUT);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,49 @@
+//! nflab's eBPF monitors, built from C source by this crate's build script
+//! (libbpf-cargo skeletons, loaded with libbpf-rs):
+//!
+//! | monitor | what | module |
+//! |---|---|---|
+//! | `udp` | seed 003's KOMon: per-datagram sojourn time of a UDP VNF, from the kernel's UDP receive path to the VNF's send | [`udp`] |
+//! | `stages` | per-packet timestamps at the stages of a kernel DuT (ingress, route, socket, egress) | [`stages`] |
+//!
+//! Every program is attached through a link owned by the monitor's thread; nothing
+//! is pinned, so programs and maps go when the process goes (`kill -9` included).
+//! Timestamps are `bpf_ktime_get_tai_ns`, converted to CLOCK_REALTIME (the
+//! recorder's clock) with the kernel's whole-second TAI offset ([`clock`]).
+#![deny(missing_docs)]
+
+pub mod caps;
+pub mod clock;
+pub mod matcher;
+mod netns;
+pub mod stages;
+pub mod udp;
+
+/// The generated skeletons.
+mod skel {
+    #![allow(clippy::all, missing_docs, unused, unsafe_code)]
+    pub mod udp {
+        include!(concat!(env!("OUT_DIR"), "/udp.skel.rs"));
+    }
+    pub mod stages {
+        include!(concat!(env!("OUT_DIR"), "/stages.skel.rs"));
+    }
+    pub mod caps {
+        include!(concat!(env!("OUT_DIR"), "/caps.skel.rs"));
+    }
+}
+
+/// A monitor error: one sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    /// This host cannot run the monitor (no BTF, tracepoints refused, ...).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Loading or attaching failed, or the monitor's thread failed.
+    #[error("{0}")]
+    Bpf(String),
+}
+
+pub(crate) fn bpf_err(what: &str) -> impl Fn(libbpf_rs::Error) -> MonitorError + '_ {
+    move |e| MonitorError::Bpf(format!("{what}: {e}"))
+}

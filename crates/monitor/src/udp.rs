@@ -1,0 +1,346 @@
+//! The in-stack UDP monitor (`[monitor] kind = "udp"`): see `src/bpf/udp.bpf.c`
+//! for the hooks and docs/monitor.md for what the interval includes.
+//!
+//! One thread owns everything: it enters the DuT's namespace, loads and attaches
+//! the programs, refills the sample budget at exponentially distributed instants,
+//! drains the ring buffer, samples the VNF socket's receive-queue fill from
+//! `/proc/thread-self/net/udp`, and on stop detaches (dropping the links) and
+//! returns what it saw.
+
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::matcher::{pair, Event, MatchMode, Matching};
+use crate::skel::udp::UdpSkelBuilder;
+use crate::{bpf_err, clock, netns, MonitorError};
+
+/// What to sample: every datagram, or `packets` consecutive ones at exponentially
+/// distributed intervals with mean `mean_interval_s` (seed 003: 10 and 0.2 s).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Sample {
+    /// Every datagram.
+    All,
+    /// N consecutive datagrams per sampling instant.
+    Windows {
+        /// Datagrams per sample.
+        packets: u32,
+        /// Mean time between samples.
+        mean_interval_s: f64,
+    },
+    /// Attached but taking nothing (the overhead of the hooks alone).
+    Off,
+}
+
+impl Sample {
+    fn mode(&self) -> u32 {
+        match self {
+            Sample::Off => 0,
+            Sample::Windows { .. } => 1,
+            Sample::All => 2,
+        }
+    }
+}
+
+/// Where and how to monitor.
+#[derive(Debug, Clone)]
+pub struct UdpMonitorConfig {
+    /// The DuT's namespace (`/run/netns/NAME`).
+    pub netns: String,
+    /// The VNF's UDP port.
+    pub port: u16,
+    /// The interface the VNF sends on.
+    pub egress_dev: String,
+    /// Sampling.
+    pub sample: Sample,
+    /// Matching rule.
+    pub matching: MatchMode,
+    /// Seed of the sampling instants.
+    pub seed: u64,
+}
+
+/// One sample of the VNF socket's receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BufferSample {
+    /// When (CLOCK_REALTIME).
+    pub t_ns: u64,
+    /// Bytes queued (`rx_queue` of /proc/net/udp).
+    pub rx_queue_bytes: u64,
+    /// The socket's drop counter.
+    pub drops: u64,
+}
+
+/// Kernel-side counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counters {
+    /// Datagrams to the port seen at ingress.
+    pub ingress: u64,
+    /// Of those, taken by the sampler.
+    pub sampled: u64,
+    /// Events lost to a full ring buffer.
+    pub ringbuf_full: u64,
+    /// Datagrams sent by the VNF whose key was not in flight (not sampled, or
+    /// changed by the VNF).
+    pub egress_not_in_flight: u64,
+}
+
+/// What a monitor run produced.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UdpMonitorResult {
+    /// Pairs and unmatched counts.
+    pub matching: Matching,
+    /// All unmatched datagrams (`matching`'s two counts summed).
+    pub unmatched: u64,
+    /// Kernel counters.
+    pub counters: Counters,
+    /// Sampling instants that opened a sample.
+    pub samples_opened: u64,
+    /// Receive-queue fill over time.
+    #[serde(skip)]
+    pub buffer: Vec<BufferSample>,
+}
+
+/// A running monitor.
+pub struct UdpMonitor {
+    switch: mpsc::Sender<Sample>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<UdpMonitorResult, MonitorError>>,
+}
+
+const EVENT_LEN: usize = 32;
+const BUFFER_PERIOD: Duration = Duration::from_millis(10);
+
+fn parse_event(d: &[u8], offset_ns: i64) -> Option<Event> {
+    if d.len() < EVENT_LEN {
+        return None;
+    }
+    let u64_at = |i: usize| u64::from_ne_bytes(d[i..i + 8].try_into().expect("8 bytes"));
+    let flow = u16::from_ne_bytes([d[24], d[25]]);
+    Some(Event {
+        t_ns: clock::to_realtime(u64_at(0), offset_ns),
+        hash: u64_at(8),
+        probe: (d[27] != 0).then_some((flow, u64_at(16))),
+        ingress: d[26] == 0,
+    })
+}
+
+/// `rx_queue` and `drops` of the socket bound to `port` in this thread's namespace.
+pub fn udp_socket_fill(table: &str, port: u16) -> Option<(u64, u64)> {
+    let want = format!("{port:04X}");
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = f.get(1)?.split(':').nth(1)?;
+        if local_port != want {
+            return None;
+        }
+        let rx = u64::from_str_radix(f.get(4)?.split(':').nth(1)?, 16).ok()?;
+        let drops = f.last()?.parse().ok()?;
+        Some((rx, drops))
+    })
+}
+
+impl UdpMonitor {
+    /// Start monitoring; returns once the programs are attached.
+    pub fn start(cfg: UdpMonitorConfig) -> Result<UdpMonitor, MonitorError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let stop_t = Arc::clone(&stop);
+        let (switch, switch_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("nflab-monitor".into())
+            .spawn(move || run(cfg, &stop_t, ready_tx, switch_rx))
+            .map_err(|e| MonitorError::Bpf(format!("cannot start the monitor thread: {e}")))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(UdpMonitor {
+                switch,
+                stop,
+                thread,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(thread
+                .join()
+                .map_err(|_| MonitorError::Bpf("the monitor thread panicked".into()))?
+                .err()
+                .unwrap_or_else(|| MonitorError::Bpf("the monitor thread ended early".into()))),
+        }
+    }
+
+    /// Switch the sampling while running: the mode is rewritten in the `config`
+    /// map, the programs stay loaded and attached.
+    pub fn set_sample(&self, sample: Sample) {
+        let _ = self.switch.send(sample);
+    }
+
+    /// Detach everything and return the results.
+    pub fn stop(self) -> Result<UdpMonitorResult, MonitorError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| MonitorError::Bpf("the monitor thread panicked".into()))?
+    }
+}
+
+fn run(
+    mut cfg: UdpMonitorConfig,
+    stop: &AtomicBool,
+    ready: mpsc::Sender<Result<(), MonitorError>>,
+    switch: mpsc::Receiver<Sample>,
+) -> Result<UdpMonitorResult, MonitorError> {
+    let fail = |e: MonitorError| {
+        let _ = ready.send(Err(MonitorError::Bpf(e.to_string())));
+        e
+    };
+    let ns_ino = netns::enter(&cfg.netns).map_err(fail)?;
+    let egress = netns::ifindex(&cfg.egress_dev).map_err(fail)?;
+    let mut obj = MaybeUninit::uninit();
+    let open = UdpSkelBuilder::default()
+        .open(&mut obj)
+        .map_err(bpf_err("cannot open the UDP monitor's BPF object"))
+        .map_err(fail)?;
+    let skel = open
+        .load()
+        .map_err(bpf_err("the kernel refused the UDP monitor's programs"))
+        .map_err(fail)?;
+    let mut config = Vec::with_capacity(16);
+    for v in [ns_ino, u32::from(cfg.port), cfg.sample.mode(), egress] {
+        config.extend_from_slice(&v.to_ne_bytes());
+    }
+    let zero = 0u32.to_ne_bytes();
+    let attach = || -> Result<Vec<libbpf_rs::Link>, MonitorError> {
+        skel.maps
+            .config
+            .update(&zero, &config, MapFlags::ANY)
+            .map_err(bpf_err("cannot configure the UDP monitor"))?;
+        let a = bpf_err("cannot attach the UDP monitor");
+        Ok(vec![
+            skel.progs.udp_ingress.attach().map_err(&a)?,
+            skel.progs.udp_egress.attach().map_err(&a)?,
+        ])
+    };
+    let links = attach().map_err(fail)?;
+    let offset_ns = clock::tai_minus_realtime_ns();
+    let events: RefCell<Vec<Event>> = RefCell::new(Vec::new());
+    let mut rb = RingBufferBuilder::new();
+    rb.add(&skel.maps.events, |d: &[u8]| {
+        if let Some(e) = parse_event(d, offset_ns) {
+            events.borrow_mut().push(e);
+        }
+        0
+    })
+    .map_err(bpf_err("cannot open the UDP monitor's ring buffer"))?;
+    let rb = rb
+        .build()
+        .map_err(bpf_err("cannot open the UDP monitor's ring buffer"))?;
+    let _ = ready.send(Ok(()));
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut next_sample = Instant::now();
+    let mut next_buffer = Instant::now();
+    let mut samples_opened = 0u64;
+    let mut buffer = Vec::new();
+    let real_now = || {
+        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
+            .expect("CLOCK_REALTIME exists");
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if let Some(sample) = switch.try_iter().last() {
+            cfg.sample = sample;
+            config[8..12].copy_from_slice(&sample.mode().to_ne_bytes());
+            skel.maps
+                .config
+                .update(&zero, &config, MapFlags::ANY)
+                .map_err(bpf_err("cannot switch the UDP monitor's sampling"))?;
+            next_sample = now;
+        }
+        if let Sample::Windows {
+            packets,
+            mean_interval_s,
+        } = cfg.sample
+        {
+            if now >= next_sample {
+                skel.maps
+                    .budget
+                    .update(&zero, &i64::from(packets).to_ne_bytes(), MapFlags::ANY)
+                    .map_err(bpf_err("cannot open a sample"))?;
+                samples_opened += 1;
+                let gap_s = -mean_interval_s * (1.0 - rng.gen::<f64>()).ln();
+                next_sample = now + Duration::from_secs_f64(gap_s);
+            }
+        }
+        if now >= next_buffer {
+            if let Ok(table) = std::fs::read_to_string("/proc/thread-self/net/udp") {
+                if let Some((rx, drops)) = udp_socket_fill(&table, cfg.port) {
+                    buffer.push(BufferSample {
+                        t_ns: real_now(),
+                        rx_queue_bytes: rx,
+                        drops,
+                    });
+                }
+            }
+            next_buffer = now + BUFFER_PERIOD;
+        }
+        rb.poll(Duration::from_millis(2))
+            .map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?;
+    }
+    // Detach first, then drain what is left.
+    drop(links);
+    rb.consume()
+        .map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?;
+    let mut counters = Counters::default();
+    for (i, slot) in [
+        &mut counters.ringbuf_full,
+        &mut counters.ingress,
+        &mut counters.sampled,
+        &mut counters.egress_not_in_flight,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = skel
+            .maps
+            .counters
+            .lookup(&(i as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(bpf_err("cannot read the UDP monitor's counters"))?;
+        *slot = v
+            .and_then(|b| {
+                b.get(..8)
+                    .map(|s| u64::from_ne_bytes(s.try_into().expect("8")))
+            })
+            .unwrap_or(0);
+    }
+    let events = events.take();
+    let matching = pair(&events, cfg.matching);
+    Ok(UdpMonitorResult {
+        unmatched: matching.unmatched(),
+        matching,
+        counters,
+        samples_opened,
+        buffer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_ports_queue_in_proc_net_udp() {
+        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  1: 00000000:0009 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123 2 0000000000000000 17\n";
+        assert_eq!(udp_socket_fill(table, 9), Some((0xA00, 17)));
+        assert_eq!(udp_socket_fill(table, 10), None);
+    }
+}
