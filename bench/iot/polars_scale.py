@@ -25,14 +25,16 @@ import sys
 import time
 from pathlib import Path
 
-PY = Path(__file__).resolve().parents[2] / "python"
+# The children import the installed package (scripts/setup.sh installs it); not from
+# python/, whose source tree lacks the compiled engine module.
+WORKDIR = Path("/tmp")
 MESSAGES_PER_DEVICE = 1505  # 14 days, default mix (python -m nflab.iot generate)
 
 
 def child(argv):
     """Runs argv; returns (wall s, its stdout)."""
     t = time.monotonic()
-    p = subprocess.run(argv, cwd=PY, capture_output=True, text=True)
+    p = subprocess.run(argv, cwd=WORKDIR, capture_output=True, text=True)
     wall = time.monotonic() - t
     if p.returncode:
         sys.exit(f"{' '.join(argv)} failed:\n{p.stderr}")
@@ -68,7 +70,7 @@ def main():
     rows = []
     for n in a.scales:
         devices = max(10, round(n / MESSAGES_PER_DEVICE))
-        d = Path(a.dir) / f"n{int(n)}"
+        d = Path(a.dir).resolve() / f"n{int(n)}"
         shutil.rmtree(d, ignore_errors=True)
         print(f"load: {os.getloadavg()}")
         g = measured([sys.executable, "-m", "nflab.iot", "generate", str(d), "--devices", str(devices)])

@@ -153,7 +153,7 @@ def test_polars_result_does_not_depend_on_the_chunk_size(population, polars_resu
 
 
 def test_cli_generate_and_bad_input(tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "-m", "nflab.iot", *a], cwd=PY, capture_output=True, text=True)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "nflab.iot", *a], cwd=tmp_path, capture_output=True, text=True)
     p = run("generate", str(tmp_path / "p"), "--devices", "20", "--days", "1")
     assert p.returncode == 0, p.stderr
     assert pl.read_parquet(tmp_path / "p" / "devices.parquet").height == 20
