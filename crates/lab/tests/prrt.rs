@@ -47,6 +47,13 @@ fn our_namespaces() -> Vec<String> {
         .collect()
 }
 
+/// One test at a time: each checks that no namespace of this process is left after its
+/// run, which a test running beside it would break.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run(dir: &Path, spec: &str) -> nflab_lab::ExperimentResult {
     let path = dir.join("spec.toml");
     std::fs::write(&path, spec).expect("spec");
@@ -74,6 +81,7 @@ fn loss_goal_over_the_emulated_link_and_clock_consistent_layers() {
     if !nflab_testkit::require_root() || !nflab_testkit::require_tool("ethtool", "ethtool") {
         return;
     }
+    let _one_at_a_time = serial();
     let dir = tmp("goal");
     let spec = format!(
         "[experiment]\nname = \"prrt-goal\"\n[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 2000\nloss = {{ model = \"bernoulli\", p = 0.05 }}\nseed = 7\n\
@@ -156,6 +164,7 @@ fn target_below_the_link_delay_discards_everything_and_a_sweep_resumes() {
     if !nflab_testkit::require_root() || !nflab_testkit::require_tool("ethtool", "ethtool") {
         return;
     }
+    let _one_at_a_time = serial();
     let dir = tmp("late");
     let spec = format!(
         "[experiment]\nname = \"prrt-late\"\nskip_refused = true\n[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 6000\n\
