@@ -44,6 +44,14 @@ pub trait App {
         0
     }
 
+    /// Free packet buffers the app wants in its worker's pool before the
+    /// first packet (a delay buffer's typical occupancy). The worker fills
+    /// the pool on its own thread; constructing an app allocates none, so
+    /// building one to check a config costs nothing that outlives it.
+    fn pool_reserve(&self) -> usize {
+        0
+    }
+
     /// The earliest time at which this app has work even without new input
     /// (a delayed packet falls due, a reorder timer expires).
     fn next_deadline_ns(&self) -> Option<u64> {
@@ -156,6 +164,11 @@ impl Chain {
     pub fn in_flight(&self) -> usize {
         self.links.iter().map(Link::nreadable).sum::<usize>()
             + self.apps.iter().map(|a| a.held()).sum::<usize>()
+    }
+
+    /// Free packet buffers the apps want in the pool ([`App::pool_reserve`]).
+    pub fn pool_reserve(&self) -> usize {
+        self.apps.iter().map(|a| a.pool_reserve()).sum()
     }
 
     /// The earliest deadline of any app.

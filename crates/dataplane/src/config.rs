@@ -750,6 +750,52 @@ mod tests {
         FunctionConfigs::default()
     }
 
+    /// `nflab run` checks a link DuT's config on its main thread three times
+    /// per run; each check built a delay line that filled that thread's packet
+    /// pool by 16,384 buffers (32 MiB) which nothing ever freed, so a sweep
+    /// grew by about 100 MB a run. Checking and building must leave this
+    /// thread's pool as it was.
+    #[test]
+    fn checking_and_building_a_delay_function_leaves_no_buffers_behind() {
+        let mut c = f();
+        c.link = Some(LinkConfig {
+            delay_us: Some(7610.0),
+            jitter_us: Some(1050.0),
+            distribution: Some("normal".into()),
+            rate_mbps: Some(53.3),
+            queue_packets: Some(100),
+            ..Default::default()
+        });
+        c.delayer = Some(DelayerConfig {
+            delay_us: 100.0,
+            ..Default::default()
+        });
+        let ctx = BuildContext {
+            in_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            out_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            next_hop_mac: MacAddr([2, 0, 0, 0, 0, 3]),
+            icmp_source: Ipv4Addr::new(198, 18, 0, 2),
+            default_routes: vec![],
+            base_dir: ".".into(),
+            instance: 0,
+        };
+        let pipeline: Vec<String> = vec!["link".into(), "delayer".into()];
+        let (free0, fresh0) = (
+            crate::packet::pool_free(),
+            crate::packet::pool_allocations(),
+        );
+        for run in 0..12 {
+            validate(&pipeline, &c, Path::new("."), &[]).unwrap();
+            let apps = build_chain(&pipeline, &c, &ctx).unwrap();
+            // The apps still ask for their buffers, from the worker that runs them.
+            let reserve: usize = apps.iter().map(|a| a.pool_reserve()).sum();
+            assert_eq!(reserve, LINK_DEFAULT_CAPACITY + (1 << 16), "run {run}");
+            drop(apps);
+            assert_eq!(crate::packet::pool_free(), free0, "run {run}");
+            assert_eq!(crate::packet::pool_allocations(), fresh0, "run {run}");
+        }
+    }
+
     #[test]
     fn unknown_function_names_it_and_lists_the_valid_ones() {
         let e = validate(&["l2fwd".into(), "nat".into()], &f(), Path::new("."), &[]).unwrap_err();

@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::app::{App, Output};
 use crate::link::Link;
-use crate::packet::{self, Packet};
+use crate::packet::Packet;
 
 /// Default buffer capacity (seed 004: 262,144 packets).
 pub const DEFAULT_CAPACITY: usize = 1 << 18;
@@ -216,9 +216,6 @@ impl Delayer {
     /// A delayer holding at most `capacity` packets.
     pub fn new(sampler: DelaySampler, capacity: usize, time_drop: bool) -> Delayer {
         let capacity = capacity.max(1);
-        // The buffer's packets come from the pool: fill it for a typical
-        // occupancy now rather than on the packet path.
-        packet::preallocate(packet::pool_free() + capacity.min(1 << 16));
         Delayer {
             sampler,
             heap: BinaryHeap::with_capacity(capacity),
@@ -232,6 +229,12 @@ impl Delayer {
     /// The counters.
     pub fn counters(&self) -> DelayerCounters {
         self.counters
+    }
+
+    /// Free buffers the worker's pool should hold for this buffer: its
+    /// capacity, up to a typical occupancy of 2¹⁶ packets.
+    pub fn pool_reserve(&self) -> usize {
+        self.capacity.min(1 << 16)
     }
 
     /// Keep `packet` until `due_ns`; a full buffer drops it and counts it
@@ -298,6 +301,10 @@ impl App for Delayer {
 
     fn held(&self) -> usize {
         self.heap.len()
+    }
+
+    fn pool_reserve(&self) -> usize {
+        self.pool_reserve()
     }
 
     fn needs_clock(&self) -> bool {

@@ -341,6 +341,10 @@ impl App for LinkEmulator {
         self.delay_line.held()
     }
 
+    fn pool_reserve(&self) -> usize {
+        self.delay_line.pool_reserve()
+    }
+
     fn needs_clock(&self) -> bool {
         true
     }

@@ -437,8 +437,9 @@ impl Worker {
             link_capacity: cfg.link_capacity.max(cfg.batch),
             ..cfg
         };
-        // Every link full plus a batch in flight, and some for the apps' buffers.
-        packet::preallocate((cfg.link_capacity * 4).max(4096));
+        // Every link full plus a batch in flight, some slack, and what the
+        // apps' buffers want (a delay line's typical occupancy).
+        packet::preallocate((cfg.link_capacity * 4).max(4096) + chain.pool_reserve());
         let stats = LoopStats {
             batch: cfg.batch,
             rx_mode: cfg.rx_mode.as_str().into(),
@@ -766,6 +767,56 @@ mod tests {
             let json = serde_json::to_value(&s).unwrap();
             assert_eq!(json["links"][1]["tx_packets"], 1000);
         }
+    }
+
+    /// The pool a worker fills on its own thread covers the links and what
+    /// its apps ask for (a delay line), so a delayed burst needs no fresh
+    /// buffers; the pool goes with the thread.
+    #[test]
+    fn a_worker_fills_its_pool_for_the_links_and_the_apps_buffers() {
+        let h = std::thread::spawn(|| {
+            let s = crate::delayer::DelaySampler::new(
+                crate::delayer::Distribution::Uniform,
+                1e6,
+                0.0,
+                1,
+            )
+            .unwrap();
+            let delayer = crate::delayer::Delayer::new(s, 20_000, false);
+            assert_eq!(
+                packet::pool_free(),
+                0,
+                "building the app allocates no buffers"
+            );
+            let cfg = WorkerConfig::default();
+            let chain = Chain::new(vec![Box::new(delayer)], cfg.link_capacity);
+            let (a, _) = MemIo::pair(16);
+            let (b, _) = MemIo::pair(16);
+            let port = |n: &str, io: MemIo| Port {
+                ifname: n.into(),
+                io: Box::new(io),
+            };
+            let mut w = Worker::new(cfg, chain, port("a", a), port("b", b));
+            let free = packet::pool_free();
+            assert!(
+                free >= (cfg.link_capacity * 4).max(4096) + 20_000,
+                "pool {free}"
+            );
+            // 20,000 packets held by the delay line take no fresh buffer.
+            let fresh0 = packet::pool_allocations();
+            for i in 0..20_000u32 {
+                let mut p = Packet::from_slice(&frame(i));
+                p.rx_ns = 1;
+                w.chain().input().transmit(p);
+                if w.chain().input().is_full() {
+                    w.chain().breathe(1);
+                }
+            }
+            w.chain().breathe(1);
+            assert_eq!(w.chain().in_flight(), 20_000);
+            assert_eq!(packet::pool_allocations(), fresh0);
+        });
+        h.join().unwrap();
     }
 
     /// Passes packets on and keeps each one's receive stamp.
