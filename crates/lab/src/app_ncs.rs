@@ -10,7 +10,6 @@
 //! `runs/NNN/ncs.json` holds the figures ([`nflab_apps::ncs::kpi`]).
 
 use std::net::UdpSocket;
-use std::process::Command;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -20,8 +19,9 @@ use nflab_wire::MacAddr;
 
 use crate::error::LabError;
 use crate::netns::NetnsGuard;
+use crate::plant_ns::PlantNs;
 use crate::spec::DutKind;
-use crate::topology::{Topology, LG0_MAC};
+use crate::topology::Topology;
 
 /// Controller address (lg0's).
 pub const CONTROLLER_IP: &str = "198.18.0.1";
@@ -52,15 +52,6 @@ fn go_realtime(on: bool, who: &str) {
     }
 }
 
-/// The plant's namespace, deleted on drop.
-struct PlantNs(String);
-
-impl Drop for PlantNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 /// A benchmark under way.
 pub struct NcsRun {
     plant: JoinHandle<Result<(Vec<nflab_apps::ncs::session::PeriodRecord>, bool), LabError>>,
@@ -69,117 +60,22 @@ pub struct NcsRun {
     _ns: PlantNs,
 }
 
-fn ip(args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(LabError::Topology(format!(
-            "'ip {}' failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
-/// Wait until `dev` in `ns` transmits: a device just set up keeps the
-/// `noop` qdisc, which drops every frame, until the kernel's link watch
-/// activates it (up to a second later) — the first periods' sensor
-/// messages were lost that way.
-fn wait_until_up(ns: &str, dev: &str) -> Result<(), LabError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    loop {
-        let out = Command::new("ip")
-            .args(["-n", ns, "link", "show", dev])
-            .output()
-            .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success()
-            && !text.contains("qdisc noop")
-            && (text.contains("state UP") || text.contains("state UNKNOWN"))
-        {
-            return Ok(());
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(LabError::Topology(format!(
-                "{dev} in {ns} is not up 3 s after 'ip link set up': {}",
-                text.trim()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Set up the plant's namespace and start both sides.
 pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     cfg.validate().map_err(|e| LabError::Unsupported(e.0))?;
     check_dut(topo.dut)?;
-    let ns = PlantNs(format!("{}{}-plant", crate::topology::NS_PREFIX, topo.id));
+    let ns = PlantNs::create(
+        topo,
+        "plant",
+        "ncs0",
+        PLANT_IP.parse().expect("a literal address"),
+        PLANT_MAC,
+    )?;
     let lg = topo.lg_ns.as_str();
-    ip(&["netns", "add", &ns.0])?;
-    ip(&[
-        "-n",
-        lg,
-        "link",
-        "add",
-        "ncs0",
-        "link",
-        "lg1",
-        "address",
-        &PLANT_MAC.to_string(),
-        "type",
-        "macvlan",
-        "mode",
-        "bridge",
-    ])?;
-    ip(&["-n", lg, "link", "set", "ncs0", "netns", &ns.0])?;
-    ip(&[
-        "-n",
-        &ns.0,
-        "addr",
-        "add",
-        &format!("{PLANT_IP}/24"),
-        "dev",
-        "ncs0",
-    ])?;
-    for dev in ["lo", "ncs0"] {
-        ip(&["-n", &ns.0, "link", "set", dev, "up"])?;
-    }
-    wait_until_up(&ns.0, "ncs0")?;
-    // Static neighbours: no ARP crosses the DuT.
-    ip(&[
-        "-n",
-        &ns.0,
-        "neigh",
-        "replace",
-        CONTROLLER_IP,
-        "lladdr",
-        &LG0_MAC.to_string(),
-        "dev",
-        "ncs0",
-        "nud",
-        "permanent",
-    ])?;
-    ip(&[
-        "-n",
-        lg,
-        "neigh",
-        "replace",
-        PLANT_IP,
-        "lladdr",
-        &PLANT_MAC.to_string(),
-        "dev",
-        "lg0",
-        "nud",
-        "permanent",
-    ])?;
     let io = |e: std::io::Error| LabError::Host(format!("the NCSbench socket: {e}"));
     let ctrl_sock =
         NetnsGuard::run(lg, || UdpSocket::bind((CONTROLLER_IP, CONTROLLER_PORT)))?.map_err(io)?;
-    let plant_sock = NetnsGuard::run(&ns.0, || {
+    let plant_sock = NetnsGuard::run(&ns.name, || {
         let s = UdpSocket::bind((PLANT_IP, PLANT_PORT))?;
         s.connect((CONTROLLER_IP, CONTROLLER_PORT))?;
         // ncs0 is a macvlan, whose checksum offload stays on; a link DuT re-sends

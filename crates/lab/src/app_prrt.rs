@@ -12,7 +12,6 @@
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,8 +23,9 @@ use nflab_wire::MacAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
+use crate::plant_ns::PlantNs;
 use crate::spec::DutKind;
-use crate::topology::{Topology, LG0_IP, LG0_MAC};
+use crate::topology::{Topology, LG0_IP};
 
 /// The plant's address (on prrt0, in its own namespace).
 pub const PLANT_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 0, 4);
@@ -121,31 +121,6 @@ pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
     }
 }
 
-/// The plant's namespace, deleted on drop.
-struct PlantNs(String);
-
-impl Drop for PlantNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn ip(args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(LabError::Topology(format!(
-            "'ip {}' failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
 /// A study run under way.
 pub struct PrrtRun {
     thread: JoinHandle<Result<SessionOutcome, SessionError>>,
@@ -167,66 +142,10 @@ pub fn start(
 ) -> Result<PrrtRun, LabError> {
     let spec = section.app_spec().map_err(LabError::Unsupported)?;
     check_dut(topo.dut)?;
-    let ns = PlantNs(format!("{}{}-prrt", crate::topology::NS_PREFIX, topo.id));
+    let ns = PlantNs::create(topo, "prrt", PLANT_IFACE, PLANT_IP, PLANT_MAC)?;
     let lg = topo.lg_ns.as_str();
-    ip(&["netns", "add", &ns.0])?;
-    ip(&[
-        "-n",
-        lg,
-        "link",
-        "add",
-        PLANT_IFACE,
-        "link",
-        "lg1",
-        "address",
-        &PLANT_MAC.to_string(),
-        "type",
-        "macvlan",
-        "mode",
-        "bridge",
-    ])?;
-    ip(&["-n", lg, "link", "set", PLANT_IFACE, "netns", &ns.0])?;
-    ip(&[
-        "-n",
-        &ns.0,
-        "addr",
-        "add",
-        &format!("{PLANT_IP}/24"),
-        "dev",
-        PLANT_IFACE,
-    ])?;
-    for dev in ["lo", PLANT_IFACE] {
-        ip(&["-n", &ns.0, "link", "set", dev, "up"])?;
-    }
-    // Static neighbours: no ARP crosses the DuT.
-    ip(&[
-        "-n",
-        &ns.0,
-        "neigh",
-        "replace",
-        &LG0_IP.to_string(),
-        "lladdr",
-        &LG0_MAC.to_string(),
-        "dev",
-        PLANT_IFACE,
-        "nud",
-        "permanent",
-    ])?;
-    ip(&[
-        "-n",
-        lg,
-        "neigh",
-        "replace",
-        &PLANT_IP.to_string(),
-        "lladdr",
-        &PLANT_MAC.to_string(),
-        "dev",
-        "lg0",
-        "nud",
-        "permanent",
-    ])?;
     let plant = EndPoint {
-        netns: ns.0.clone(),
+        netns: ns.name.clone(),
         addr: SocketAddrV4::new(PLANT_IP, PORT),
         tap_iface: Some(PLANT_IFACE.into()),
     };

@@ -44,6 +44,7 @@ pub mod knobs;
 pub mod model;
 pub mod monitor_run;
 pub mod netns;
+mod plant_ns;
 pub mod preflight;
 pub mod recorder;
 pub mod results;

@@ -557,7 +557,8 @@ pub fn gc() -> Result<Vec<String>, LabError> {
     Ok(removed)
 }
 
-fn ip(args: &[&str]) -> Result<(), LabError> {
+/// Run `ip ARGS`; a failure is one sentence with the command and its stderr.
+pub(crate) fn ip(args: &[&str]) -> Result<(), LabError> {
     run("ip", args)
 }
 

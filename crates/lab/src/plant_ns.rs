@@ -1,0 +1,119 @@
+//! The namespace of an application's far end (NCSbench's plant, PRRT's
+//! plant): a macvlan on lg1, so its traffic crosses the DuT to reach the
+//! LoadGen namespace on lg0, with static neighbours on both sides (no ARP
+//! crosses the DuT). Deleted on drop.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::Duration;
+
+use nflab_wire::MacAddr;
+
+use crate::error::LabError;
+use crate::topology::{ip, Topology, LG0_IP, LG0_MAC, NS_PREFIX};
+
+/// A plant namespace, deleted on drop.
+pub struct PlantNs {
+    /// The namespace's name (`nflab-<id>-<suffix>`).
+    pub name: String,
+}
+
+impl Drop for PlantNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+impl PlantNs {
+    /// Create `nflab-<id>-<suffix>` with `iface` (a macvlan on the LoadGen's lg1,
+    /// `mac`, `addr`/24), up and transmitting, and the neighbours to and from lg0.
+    pub fn create(
+        topo: &Topology,
+        suffix: &str,
+        iface: &str,
+        addr: Ipv4Addr,
+        mac: MacAddr,
+    ) -> Result<PlantNs, LabError> {
+        let ns = PlantNs {
+            name: format!("{NS_PREFIX}{}-{suffix}", topo.id),
+        };
+        let (lg, name, mac) = (topo.lg_ns.as_str(), ns.name.as_str(), mac.to_string());
+        ip(&["netns", "add", name])?;
+        ip(&[
+            "-n", lg, "link", "add", iface, "link", "lg1", "address", &mac, "type", "macvlan",
+            "mode", "bridge",
+        ])?;
+        ip(&["-n", lg, "link", "set", iface, "netns", name])?;
+        ip(&[
+            "-n",
+            name,
+            "addr",
+            "add",
+            &format!("{addr}/24"),
+            "dev",
+            iface,
+        ])?;
+        for dev in ["lo", iface] {
+            ip(&["-n", name, "link", "set", dev, "up"])?;
+        }
+        wait_until_up(name, iface)?;
+        let (lg0_ip, lg0_mac, addr) = (LG0_IP.to_string(), LG0_MAC.to_string(), addr.to_string());
+        ip(&[
+            "-n",
+            name,
+            "neigh",
+            "replace",
+            &lg0_ip,
+            "lladdr",
+            &lg0_mac,
+            "dev",
+            iface,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            lg,
+            "neigh",
+            "replace",
+            &addr,
+            "lladdr",
+            &mac,
+            "dev",
+            "lg0",
+            "nud",
+            "permanent",
+        ])?;
+        Ok(ns)
+    }
+}
+
+/// Wait until `dev` in `ns` transmits: a device just set up keeps the
+/// `noop` qdisc, which drops every frame, until the kernel's link watch
+/// activates it (up to a second later) — the first periods' sensor
+/// messages were lost that way.
+fn wait_until_up(ns: &str, dev: &str) -> Result<(), LabError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", ns, "link", "show", dev])
+            .output()
+            .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if out.status.success()
+            && !text.contains("qdisc noop")
+            && (text.contains("state UP") || text.contains("state UNKNOWN"))
+        {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(LabError::Topology(format!(
+                "{dev} in {ns} is not up 3 s after 'ip link set up': {}",
+                text.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
