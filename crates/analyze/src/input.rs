@@ -626,6 +626,40 @@ pub fn analyze_file(
     Ok((fa.analysis.summary, fa.tail))
 }
 
+/// The record files behind `nflab analyze`'s inputs: an experiment directory
+/// stands for its runs' `runs/*/records.nfr` (sorted), anything else for itself.
+/// The CLI and the Python API both expand their inputs here.
+pub fn expand_inputs(files: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut out = Vec::new();
+    for f in files {
+        if !f.is_dir() {
+            out.push(f.clone());
+            continue;
+        }
+        let runs = f.join("runs");
+        let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(&runs)
+            .map_err(|e| {
+                format!(
+                    "{} is a directory without runs/: give record files or an experiment directory ({e})",
+                    f.display()
+                )
+            })?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("records.nfr"))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        if found.is_empty() {
+            return Err(format!(
+                "{} has no runs/*/records.nfr to re-analyse",
+                runs.display()
+            ));
+        }
+        out.extend(found);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

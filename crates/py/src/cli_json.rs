@@ -21,35 +21,8 @@ pub struct Analysed {
 
 /// Experiment directories become their runs' `records.nfr` files, as in the CLI.
 pub fn expand(files: &[String]) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
-    for f in files {
-        let p = Path::new(f);
-        if p.is_dir() {
-            let runs = p.join("runs");
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&runs)
-                .map_err(|_| {
-                    format!(
-                        "{} is a directory without runs/: give record files or an experiment directory",
-                        p.display()
-                    )
-                })?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path().join("records.nfr"))
-                .filter(|p| p.is_file())
-                .collect();
-            found.sort();
-            if found.is_empty() {
-                return Err(format!(
-                    "{} has no runs/*/records.nfr to re-analyse",
-                    runs.display()
-                ));
-            }
-            out.extend(found);
-        } else {
-            out.push(p.to_path_buf());
-        }
-    }
-    Ok(out)
+    let paths: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
+    nflab_analyze::expand_inputs(&paths)
 }
 
 /// Analyse every input of `files` with `req`, in order.

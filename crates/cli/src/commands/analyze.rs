@@ -144,32 +144,6 @@ fn parse_bins(s: &str) -> anyhow::Result<Bins> {
     }
 }
 
-/// Expand experiment directories into their runs' record files.
-fn expand(files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for f in files {
-        if f.is_dir() {
-            let runs = f.join("runs");
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&runs)
-                .with_context(|| {
-                    format!("{} is a directory without runs/: give record files or an experiment directory", f.display())
-                })?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path().join("records.nfr"))
-                .filter(|p| p.is_file())
-                .collect();
-            found.sort();
-            if found.is_empty() {
-                bail!("{} has no runs/*/records.nfr to re-analyse", runs.display());
-            }
-            out.extend(found);
-        } else {
-            out.push(f.clone());
-        }
-    }
-    Ok(out)
-}
-
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let anomalies = if args.anomalies.is_empty() {
         vec!["2:250us".parse()?, "2:750us".parse()?]
@@ -269,7 +243,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .map(|(a, b)| PathBuf::from(format!("{} -> {}", a.display(), b.display())))
             .collect()
     } else {
-        expand(&args.files)?
+        nflab_analyze::expand_inputs(&args.files).map_err(anyhow::Error::msg)?
     };
     let mut out: Vec<(PathBuf, Summary)> = Vec::new();
     let mut sla_failed = false;
