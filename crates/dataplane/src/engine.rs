@@ -37,6 +37,10 @@ use crate::tsc;
 /// Longest a blocking receive sleeps before it looks at the stop flag again.
 const MAX_BLOCK: Duration = Duration::from_millis(10);
 
+/// Default of [`WorkerConfig::wake_early_ns`]: above the timer wake-up
+/// lateness measured on the 2-vCPU VM this was built on (docs/dataplane.md).
+pub const DEFAULT_WAKE_EARLY_NS: u64 = 100_000;
+
 /// How the worker waits for frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -86,6 +90,12 @@ pub struct WorkerConfig {
     pub link_capacity: usize,
     /// Adaptive mode: idle time before blocking.
     pub adaptive_spin_ns: u64,
+    /// Blocking and adaptive modes: how long before a timed app's deadline
+    /// (a delay line's next release) a sleeping worker wakes, to poll until
+    /// the deadline is due. A thread woken by a timer on a VM runs tens of
+    /// µs late, and by how much varies; spinning the last stretch turns that
+    /// lateness into a little CPU. 0 sleeps right up to the deadline.
+    pub wake_early_ns: u64,
 }
 
 impl Default for WorkerConfig {
@@ -96,6 +106,7 @@ impl Default for WorkerConfig {
             drain_ns: 0,
             link_capacity: 1024,
             adaptive_spin_ns: 50_000,
+            wake_early_ns: DEFAULT_WAKE_EARLY_NS,
         }
     }
 }
@@ -512,7 +523,7 @@ impl Worker {
             deadline = deadline.min(last_drain + self.cfg.drain_ns);
         }
         if let Some(d) = self.chain.next_deadline_ns() {
-            deadline = deadline.min(d);
+            deadline = deadline.min(d.saturating_sub(self.cfg.wake_early_ns));
         }
         Duration::from_nanos(deadline.saturating_sub(now))
     }
@@ -734,6 +745,52 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let stats = h.join().unwrap();
         (out, stats)
+    }
+
+    /// An app that is always due at one fixed time.
+    struct DueAt(u64);
+
+    impl crate::app::App for DueAt {
+        fn name(&self) -> &'static str {
+            "due-at"
+        }
+        fn push(&mut self, _: &mut Link, _: &mut crate::app::Output<'_>, _: u64) {}
+        fn next_deadline_ns(&self) -> Option<u64> {
+            Some(self.0)
+        }
+    }
+
+    fn sleep_before(wake_early_ns: u64, due: u64, now: u64) -> Duration {
+        let cfg = WorkerConfig {
+            rx_mode: RxMode::Blocking,
+            wake_early_ns,
+            ..WorkerConfig::default()
+        };
+        let (a, b) = (MemIo::pair(8).1, MemIo::pair(8).1);
+        let port = |io: MemIo| Port {
+            ifname: "m".into(),
+            io: Box::new(io),
+        };
+        let chain = Chain::new(vec![Box::new(DueAt(due))], 8);
+        Worker::new(cfg, chain, port(a), port(b)).block_timeout(now, now)
+    }
+
+    /// A sleeping worker wakes `wake_early_ns` before a timed app is due
+    /// (and then polls), never sleeps past it, and still caps its sleep.
+    #[test]
+    fn a_blocking_worker_wakes_early_for_a_deadline_and_then_polls() {
+        let now = 1_000_000_000;
+        let due = now + 3_000_000;
+        assert_eq!(sleep_before(0, due, now), Duration::from_nanos(3_000_000));
+        assert_eq!(
+            sleep_before(100_000, due, now),
+            Duration::from_nanos(2_900_000)
+        );
+        // Inside the early stretch: poll without sleeping until due.
+        assert_eq!(sleep_before(100_000, due, due - 50_000), Duration::ZERO);
+        assert_eq!(sleep_before(100_000, due, due + 1), Duration::ZERO);
+        // A deadline far away: the stop flag is still looked at every MAX_BLOCK.
+        assert_eq!(sleep_before(100_000, now + 60_000_000_000, now), MAX_BLOCK);
     }
 
     #[test]

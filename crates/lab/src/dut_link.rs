@@ -64,6 +64,7 @@ pub fn direction(dut: &DutSection, reverse: bool) -> DutSection {
         batch: dut.batch,
         rx_mode: Some(dut.rx_mode.clone().unwrap_or_else(|| "adaptive".into())),
         drain_us: dut.drain_us,
+        wake_early_us: dut.wake_early_us,
         link_capacity: dut.link_capacity,
         cpu: dut.cpu,
         realtime: dut.realtime,
@@ -134,7 +135,7 @@ impl DutSection {
         ] {
             if set {
                 return bad(format!(
-                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
+                    "dut.{key} does not apply to dut.kind = \"link\": it takes [dut.link] and cpu, io, batch, rx_mode, drain_us, wake_early_us, link_capacity (for functions around a link, use dut.kind = \"nflab\" with \"link\" in the pipeline)"
                 ));
             }
         }

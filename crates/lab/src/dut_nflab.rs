@@ -42,6 +42,7 @@ pub fn worker_config(dut: &DutSection) -> Result<WorkerConfig, LabError> {
             None => d.rx_mode,
         },
         drain_ns: dut.drain_us.unwrap_or(0) * 1_000,
+        wake_early_ns: dut.wake_early_us.map_or(d.wake_early_ns, |us| us * 1_000),
         link_capacity: dut.link_capacity.unwrap_or(d.link_capacity),
         ..d
     })
@@ -433,6 +434,13 @@ impl DutSection {
         if let Some(d) = self.drain_us {
             if d > 1_000_000 {
                 return bad(format!("dut.drain_us = {d} is above 1 s: use 0 to 1000000"));
+            }
+        }
+        if let Some(w) = self.wake_early_us {
+            if w > 10_000 {
+                return bad(format!(
+                    "dut.wake_early_us = {w} is above 10 ms: use 0 to 10000"
+                ));
             }
         }
         if let Some(c) = self.link_capacity {

@@ -74,6 +74,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
         ("batch", dut.batch.is_some()),
         ("rx_mode", dut.rx_mode.is_some()),
         ("drain_us", dut.drain_us.is_some()),
+        ("wake_early_us", dut.wake_early_us.is_some()),
         ("command", dut.command.is_some()),
         ("link_capacity", dut.link_capacity.is_some()),
         ("cpu", dut.cpu.is_some()),

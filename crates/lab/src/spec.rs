@@ -164,6 +164,10 @@ pub struct DutSection {
     /// nflab data plane: drain timer in µs.
     #[serde(default)]
     pub drain_us: Option<u64>,
+    /// nflab data plane: how long before a delay line's release a sleeping
+    /// worker wakes to poll, in µs (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_early_us: Option<u64>,
     /// external: command that sets the DuT up.
     #[serde(default)]
     pub command: Option<String>,
@@ -231,6 +235,7 @@ impl Default for DutSection {
             batch: None,
             rx_mode: None,
             drain_us: None,
+            wake_early_us: None,
             command: None,
             link_capacity: None,
             cpu: None,
@@ -299,6 +304,7 @@ impl DutSection {
             ("pipeline", self.pipeline.is_some()),
             ("rx_mode", self.rx_mode.is_some()),
             ("drain_us", self.drain_us.is_some()),
+            ("wake_early_us", self.wake_early_us.is_some()),
             ("link_capacity", self.link_capacity.is_some()),
             ("workers", self.workers.is_some()),
             ("command", self.command.is_some()),
