@@ -560,10 +560,12 @@ impl Worker {
             };
             let room = self.chain.input().room().min(batch);
             let (stats, chain) = (&mut self.stats, &mut self.chain);
-            // After a blocking wait `now` is from before it: a frame that woke the worker
-            // is stamped when the batch is read (once per batch), or a delayer would
-            // release it early by the time spent waiting.
-            let mut rx_ns = timeout.is_zero().then_some(now);
+            // Frames are stamped when the batch is read (one clock read per batch), never
+            // with `now`: after a blocking wait `now` is from before it, and a worker
+            // descheduled between reading the clock and the ring (a busy VM stalls one for
+            // milliseconds) would stamp frames that came in meanwhile too early — a delay
+            // line would release them before their time.
+            let mut rx_ns = None;
             let n = self
                 .input
                 .io
@@ -576,11 +578,11 @@ impl Worker {
                     }
                 })
                 .map_err(|e| classify(&self.input.ifname, e))?;
-            // After a wait: the time the batch was read, if a frame came.
-            let now = if timeout.is_zero() {
-                now
-            } else {
-                rx_ns.unwrap_or_else(clock)
+            // The time the batch was read, if a frame came; after a wait, now.
+            let now = match rx_ns {
+                Some(t) => t,
+                None if timeout.is_zero() => now,
+                None => clock(),
             };
             if n > 0 {
                 self.stats.busy_polls += 1;
@@ -883,6 +885,9 @@ mod tests {
         fn name(&self) -> &'static str {
             "stamp-log"
         }
+        fn needs_clock(&self) -> bool {
+            true
+        }
         fn push(&mut self, input: &mut Link, out: &mut crate::app::Output<'_>, _now: u64) {
             while let Some(p) = input.receive() {
                 self.0.lock().unwrap().push(p.rx_ns);
@@ -891,11 +896,47 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_frame_that_ends_a_blocking_wait_is_stamped_after_it_was_sent() {
-        // The worker blocks in receive; the frame comes while it waits. A stamp taken
-        // before the wait (what the loop's `now` is) would precede the send, and a
-        // delayer would release the packet early by the time the worker waited.
+    /// A port whose reader is descheduled for a while inside every receive,
+    /// as a worker on a busy VM is between reading the clock and the ring.
+    struct Stalling(MemIo);
+
+    impl PacketIo for Stalling {
+        fn name(&self) -> &'static str {
+            "stalling"
+        }
+        fn layer(&self) -> nflab_io::Layer {
+            self.0.layer()
+        }
+        fn max_frame_len(&self) -> usize {
+            self.0.max_frame_len()
+        }
+        fn tx_batch(
+            &mut self,
+            n: usize,
+            fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
+        ) -> Result<usize, IoError> {
+            self.0.tx_batch(n, fill)
+        }
+        fn flush_tx(&mut self) -> Result<(), IoError> {
+            self.0.flush_tx()
+        }
+        fn rx_batch(
+            &mut self,
+            max: usize,
+            timeout: Duration,
+            sink: &mut dyn FnMut(&[u8], nflab_io::RxMeta),
+        ) -> Result<usize, IoError> {
+            std::thread::sleep(Duration::from_millis(5));
+            self.0.rx_batch(max, timeout, sink)
+        }
+        fn stats(&self) -> nflab_io::IoStats {
+            self.0.stats()
+        }
+    }
+
+    /// The stamp a worker in `mode` gives one frame sent while it waits (or
+    /// stalls, with `stall`), and the time the frame was sent.
+    fn stamp_of_a_frame_sent_meanwhile(mode: RxMode, stall: bool) -> (u64, u64) {
         let (mut gen, a) = MemIo::pair(16);
         let (b, _sink) = MemIo::pair(16);
         let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -905,15 +946,24 @@ mod tests {
         let h = std::thread::spawn(move || {
             let cfg = WorkerConfig {
                 batch: 1,
-                rx_mode: RxMode::Blocking,
+                rx_mode: mode,
                 ..WorkerConfig::default()
             };
-            let port = |name: &str, io: MemIo| Port {
-                ifname: name.into(),
-                io: Box::new(io),
+            let input: Box<dyn PacketIo> = if stall {
+                Box::new(Stalling(a))
+            } else {
+                Box::new(a)
+            };
+            let input = Port {
+                ifname: "a".into(),
+                io: input,
+            };
+            let output = Port {
+                ifname: "b".into(),
+                io: Box::new(b),
             };
             let chain = Chain::new(vec![Box::new(log)], cfg.link_capacity);
-            let mut w = Worker::new(cfg, chain, port("a", a), port("b", b));
+            let mut w = Worker::new(cfg, chain, input, output);
             w.run(&stop2).unwrap();
         });
         std::thread::sleep(Duration::from_millis(50));
@@ -931,11 +981,36 @@ mod tests {
         h.join().unwrap();
         let got = stamps.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
+        (got[0], sent_ns)
+    }
+
+    #[test]
+    fn a_frame_that_ends_a_blocking_wait_is_stamped_after_it_was_sent() {
+        // The worker blocks in receive; the frame comes while it waits. A stamp taken
+        // before the wait (what the loop's `now` is) would precede the send, and a
+        // delayer would release the packet early by the time the worker waited.
+        let (stamp, sent) = stamp_of_a_frame_sent_meanwhile(RxMode::Blocking, false);
         assert!(
-            got[0] >= sent_ns,
+            stamp >= sent,
             "stamped {} ns before it was sent",
-            sent_ns - got[0]
+            sent - stamp
         );
+    }
+
+    #[test]
+    fn a_frame_that_comes_while_a_polling_worker_stalls_is_stamped_after_it_was_sent() {
+        // Polling without a wait, the loop's `now` is read before the ring; a worker
+        // descheduled in between (5 ms here, milliseconds on a loaded VM) must not
+        // stamp what came meanwhile with it: a link emulator released such frames
+        // 1.15 ms before their configured delay.
+        for mode in [RxMode::BusyPoll, RxMode::Adaptive] {
+            let (stamp, sent) = stamp_of_a_frame_sent_meanwhile(mode, true);
+            assert!(
+                stamp >= sent,
+                "{mode:?}: stamped {} ns before it was sent",
+                sent - stamp
+            );
+        }
     }
 
     #[test]
