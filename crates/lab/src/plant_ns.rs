@@ -16,10 +16,19 @@ use crate::topology::{ip, Topology, LG0_IP, LG0_MAC, NS_PREFIX};
 pub struct PlantNs {
     /// The namespace's name (`nflab-<id>-<suffix>`).
     pub name: String,
+    /// Its macvlan.
+    iface: String,
 }
 
 impl Drop for PlantNs {
     fn drop(&mut self) {
+        // The macvlan goes first, synchronously: `ip netns del` only unmounts, the
+        // kernel frees the namespace (and its devices) later, and until then the
+        // next run's macvlan with the same address on lg1 cannot come up ("Address
+        // already in use": a 675-run grid stopped at run 159 that way).
+        let _ = Command::new("ip")
+            .args(["-n", &self.name, "link", "del", &self.iface])
+            .status();
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
@@ -38,6 +47,7 @@ impl PlantNs {
     ) -> Result<PlantNs, LabError> {
         let ns = PlantNs {
             name: format!("{NS_PREFIX}{}-{suffix}", topo.id),
+            iface: iface.to_string(),
         };
         let (lg, name, mac) = (topo.lg_ns.as_str(), ns.name.as_str(), mac.to_string());
         ip(&["netns", "add", name])?;
@@ -115,5 +125,38 @@ fn wait_until_up(ns: &str, dev: &str) -> Result<(), LabError> {
             )));
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DutKind;
+
+    /// The next run's plant namespace comes up while the previous one is
+    /// still alive in the kernel (a process inside keeps it, as the kernel's
+    /// deferred clean-up does under load): same name, same macvlan address.
+    #[test]
+    fn a_plant_namespace_is_made_again_while_the_old_one_still_lives() {
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let topo = Topology::create(DutKind::LinuxRouter).expect("topology");
+        let (addr, mac) = (
+            Ipv4Addr::new(198, 18, 0, 9),
+            MacAddr([0x02, 0x4e, 0x46, 0x00, 0x09, 0x09]),
+        );
+        let first = PlantNs::create(&topo, "plant-test", "pl0", addr, mac).expect("first");
+        let mut keeper = Command::new("ip")
+            .args(["netns", "exec", &first.name, "sleep", "30"])
+            .spawn()
+            .expect("ip netns exec");
+        std::thread::sleep(Duration::from_millis(200));
+        drop(first);
+        let second = PlantNs::create(&topo, "plant-test", "pl0", addr, mac);
+        let _ = keeper.kill();
+        let _ = keeper.wait();
+        let second = second.expect("the second plant namespace");
+        drop(second);
     }
 }
