@@ -34,6 +34,11 @@ impl AppValue {
 /// A run's application columns, in a fixed order; empty when the run had no application.
 pub type AppColumns = Vec<(String, Option<AppValue>)>;
 
+/// Serialize columns as one JSON object, `{"ncs_losses": 3, …}` (`nflab run --json`).
+pub fn serialize_columns<S: serde::Serializer>(cols: &AppColumns, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(cols.iter().map(|(k, v)| (k, v)))
+}
+
 /// The directions of `prrt.json`.
 pub const PRRT_DIRECTIONS: [&str; 2] = ["pc", "cp"];
 

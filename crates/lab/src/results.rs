@@ -38,7 +38,10 @@ pub struct RunRow {
     /// The run's summary.
     pub summary: Summary,
     /// The application's figures (`prrt.json`, `ncs.json`), [`crate::app_results`].
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::app_results::serialize_columns"
+    )]
     pub app: AppColumns,
 }
 
