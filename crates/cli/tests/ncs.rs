@@ -243,9 +243,14 @@ fn a_loss_rate_challenge_brackets_the_failure_and_its_figures_are_results_column
     // The link did lose about 80 % of the actuations' direction.
     let dut = read_json(dir.join("runs/001/dut.json"));
     let fwd = &dut["forward"]["apps"][0]["detail"];
-    let (lost, seen) = (fwd["lost"].as_u64().unwrap(), fwd["packets"].as_u64().unwrap_or(0));
+    let (lost, seen) = (
+        fwd["lost"].as_u64().unwrap(),
+        fwd["packets_in"].as_u64().unwrap(),
+    );
     println!("forward: lost {lost} of {seen}");
-    assert!(lost > 0);
+    // Binomial(n ≈ 100+, 0.8): 0.65..0.95 is beyond 4 standard deviations either way.
+    let share = lost as f64 / seen as f64;
+    assert!((0.65..0.95).contains(&share), "lost {lost} of {seen}");
 
     // results.parquet: one row per run, the NCS columns equal to each run's ncs.json.
     let rows = parquet_rows(&dir.join("results.parquet"));
@@ -296,10 +301,25 @@ fn a_loss_rate_challenge_brackets_the_failure_and_its_figures_are_results_column
 /// The rows of a Parquet file as JSON objects.
 fn parquet_rows(path: &std::path::Path) -> Vec<serde_json::Value> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
     let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
     reader
         .get_row_iter(None)
         .unwrap()
-        .map(|r| r.unwrap().to_json_value())
+        .map(|r| {
+            let r = r.unwrap();
+            let mut o = serde_json::Map::new();
+            for (name, field) in r.get_column_iter() {
+                let v = match field {
+                    Field::Long(v) => serde_json::Value::from(*v),
+                    Field::Double(v) => serde_json::Value::from(*v),
+                    Field::Bool(v) => serde_json::Value::from(*v),
+                    Field::Str(v) => serde_json::Value::from(v.clone()),
+                    _ => serde_json::Value::Null,
+                };
+                o.insert(name.clone(), v);
+            }
+            serde_json::Value::Object(o)
+        })
         .collect()
 }
