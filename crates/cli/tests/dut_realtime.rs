@@ -26,7 +26,10 @@ warmup_s = 0.1
 
 /// Scheduling policy (stat field 41: 1 = SCHED_FIFO) of the thread of `pid` named `comm`.
 fn policy_of_thread(pid: u32, comm: &str) -> Option<u32> {
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
         let dir = task.path();
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if name.trim() != comm {
@@ -46,7 +49,13 @@ fn the_udp_relay_runs_under_sched_fifo_and_a_kernel_dut_refuses_the_key() {
     let tmp = TempDir::new("dut-rt");
     let spec = write_spec(&tmp.0, "relay", RELAY);
     let mut child = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.to_str().unwrap(), "--json"])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -64,7 +73,11 @@ fn the_udp_relay_runs_under_sched_fifo_and_a_kernel_dut_refuses_the_key() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(namespaces_of(pid).is_empty());
-    assert_eq!(policy, Some(1), "the relay thread's policy (1 = SCHED_FIFO)");
+    assert_eq!(
+        policy,
+        Some(1),
+        "the relay thread's policy (1 = SCHED_FIFO)"
+    );
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let dir = std::path::PathBuf::from(result["dir"].as_str().unwrap());
     let dut = read_json(dir.join("runs/000/dut.json"));
@@ -74,10 +87,17 @@ fn the_udp_relay_runs_under_sched_fifo_and_a_kernel_dut_refuses_the_key() {
     let bad = write_spec(
         &tmp.0,
         "router",
-        &RELAY.replace("udp-relay", "linux-router").replace("relay-rt", "router-rt"),
+        &RELAY
+            .replace("udp-relay", "linux-router")
+            .replace("relay-rt", "router-rt"),
     );
     let out = nflab()
-        .args(["run", bad.to_str().unwrap(), "--out", tmp.0.join("bad").to_str().unwrap()])
+        .args([
+            "run",
+            bad.to_str().unwrap(),
+            "--out",
+            tmp.0.join("bad").to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     let err = stderr(&out);
@@ -87,5 +107,7 @@ fn the_udp_relay_runs_under_sched_fifo_and_a_kernel_dut_refuses_the_key() {
         err.contains("dut.realtime = true does not apply to dut.kind = \"linux-router\""),
         "{err}"
     );
-    assert!(!tmp.0.join("bad").exists() || std::fs::read_dir(tmp.0.join("bad")).unwrap().count() == 0);
+    assert!(
+        !tmp.0.join("bad").exists() || std::fs::read_dir(tmp.0.join("bad")).unwrap().count() == 0
+    );
 }

@@ -125,10 +125,18 @@ fn kill_9_during_an_ncs_run_then_gc_removes_the_plant_namespace_too() {
             .replace("repetitions = 2", "repetitions = 1")
             .replace("periods = 150", "periods = 2000")
             .replace("duration_s = 1\n", "duration_s = 20\n")
-            .replace("\"dut.link.delay_us\" = [1000, 9000]", "\"dut.link.delay_us\" = [1000]"),
+            .replace(
+                "\"dut.link.delay_us\" = [1000, 9000]",
+                "\"dut.link.delay_us\" = [1000]",
+            ),
     );
     let mut child = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.to_str().unwrap()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -189,7 +197,11 @@ fn kill_9_during_an_ncs_run_then_gc_removes_the_plant_namespace_too() {
     for ns in &left {
         assert!(gc_out.contains(&format!("removed {ns}")), "gc: {gc_out}");
     }
-    assert_eq!(gc_out.lines().count(), left.len(), "gc touched only this run's: {gc_out}");
+    assert_eq!(
+        gc_out.lines().count(),
+        left.len(),
+        "gc touched only this run's: {gc_out}"
+    );
     assert!(after.is_empty(), "left after gc: {after:?}");
     assert!(!owner.exists());
 }
@@ -259,7 +271,10 @@ fn a_loss_rate_challenge_brackets_the_failure_and_its_figures_are_results_column
         let ncs = read_json(dir.join(format!("runs/{i:03}/ncs.json")));
         assert_eq!(row["ncs_fell"], ncs["fell"], "run {i}");
         assert_eq!(row["ncs_losses"], ncs["losses"], "run {i}");
-        assert_eq!(row["ncs_periods_completed"], ncs["periods_completed"], "run {i}");
+        assert_eq!(
+            row["ncs_periods_completed"], ncs["periods_completed"],
+            "run {i}"
+        );
         for (col, ptr) in [
             ("ncs_d_N_median_ms", "/delays_ms/d_N/median"),
             ("ncs_d_N_p99.9_ms", "/delays_ms/d_N/p99_9"),
@@ -276,7 +291,12 @@ fn a_loss_rate_challenge_brackets_the_failure_and_its_figures_are_results_column
 
     // nflab compare of the experiment with itself: per configuration, the NCS columns.
     let cmp = nflab()
-        .args(["compare", dir.to_str().unwrap(), dir.to_str().unwrap(), "--json"])
+        .args([
+            "compare",
+            dir.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(cmp.status.success(), "{}", stderr(&cmp));
@@ -286,7 +306,11 @@ fn a_loss_rate_challenge_brackets_the_failure_and_its_figures_are_results_column
     for c in configs {
         let app = c["a"]["app"].as_array().unwrap();
         let fell = app.iter().find(|s| s["column"] == "ncs_fell").unwrap();
-        let want = if c["config"].as_str().unwrap().contains("0.8") { 1.0 } else { 0.0 };
+        let want = if c["config"].as_str().unwrap().contains("0.8") {
+            1.0
+        } else {
+            0.0
+        };
         assert_eq!(fell["mean"], want, "{c}");
         assert_eq!(fell["n"], 1);
     }

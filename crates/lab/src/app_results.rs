@@ -165,8 +165,14 @@ mod tests {
         assert_eq!(cols.len(), 14);
         assert_eq!(get(&cols, "prrt_pc_sent"), Some(AppValue::Int(200)));
         assert_eq!(get(&cols, "prrt_pc_delivered"), Some(AppValue::Int(150)));
-        assert_eq!(get(&cols, "prrt_pc_late_discarded"), Some(AppValue::Int(10)));
-        assert_eq!(get(&cols, "prrt_pc_loss_ratio"), Some(AppValue::Float(0.25)));
+        assert_eq!(
+            get(&cols, "prrt_pc_late_discarded"),
+            Some(AppValue::Int(10))
+        );
+        assert_eq!(
+            get(&cols, "prrt_pc_loss_ratio"),
+            Some(AppValue::Float(0.25))
+        );
         assert_eq!(get(&cols, "prrt_pc_outages"), Some(AppValue::Int(2)));
         assert_eq!(
             get(&cols, "prrt_pc_outage_longest_ns"),
@@ -193,7 +199,10 @@ mod tests {
         let cols = ncs_columns(&ncs);
         assert_eq!(get(&cols, "ncs_losses"), Some(AppValue::Int(3)));
         assert_eq!(get(&cols, "ncs_fell"), Some(AppValue::Bool(true)));
-        assert_eq!(get(&cols, "ncs_periods_completed"), Some(AppValue::Int(120)));
+        assert_eq!(
+            get(&cols, "ncs_periods_completed"),
+            Some(AppValue::Int(120))
+        );
         assert_eq!(get(&cols, "ncs_d_N_median_ms"), Some(AppValue::Float(4.1)));
         assert_eq!(get(&cols, "ncs_d_N_p99.9_ms"), Some(AppValue::Float(9.5)));
         assert_eq!(get(&cols, "ncs_iae_theta"), Some(AppValue::Float(12.5)));

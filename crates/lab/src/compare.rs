@@ -398,7 +398,10 @@ mod tests {
         ]);
         assert_eq!(s.len(), 3);
         // 1, 2, 3: mean 2, s = 1, t(0.975, 2) = 4.302653 → 2 ± 4.302653/√3.
-        assert_eq!((s[0].column.as_str(), s[0].n, s[0].mean), ("ncs_losses", 3, 2.0));
+        assert_eq!(
+            (s[0].column.as_str(), s[0].n, s[0].mean),
+            ("ncs_losses", 3, 2.0)
+        );
         let half = 4.302_652_7 / 3f64.sqrt();
         let [lo, hi] = s[0].ci95.unwrap();
         assert!((lo - (2.0 - half)).abs() < 1e-5 && (hi - (2.0 + half)).abs() < 1e-5);
@@ -410,7 +413,10 @@ mod tests {
         assert_eq!((s[2].n, s[2].mean), (2, 4.5));
         let text = format_app(&s, &s[..1]);
         assert!(text.contains("ncs_fell: A 0.3333 ["), "{text}");
-        assert!(text.contains("ncs_d_N_median_ms: A 4.5000 [") && text.contains("B —"), "{text}");
+        assert!(
+            text.contains("ncs_d_N_median_ms: A 4.5000 [") && text.contains("B —"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -103,7 +103,9 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
                 && match nflab_io::clock::set_realtime(50) {
                     Ok(()) => true,
                     Err(e) => {
-                        eprintln!("warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}");
+                        eprintln!(
+                            "warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}"
+                        );
                         false
                     }
                 };

@@ -1644,7 +1644,10 @@ duration_s = 1
         assert_eq!(plans.len(), 2);
         let l = plans[1].spec.dut.link.clone().unwrap();
         let fwd = serde_json::to_value(&l.loss).unwrap();
-        assert_eq!((fwd["model"].as_str(), fwd["p"].as_f64()), (Some("bernoulli"), Some(0.5)));
+        assert_eq!(
+            (fwd["model"].as_str(), fwd["p"].as_f64()),
+            (Some("bernoulli"), Some(0.5))
+        );
         let rev = serde_json::to_value(&l.reverse.unwrap().loss).unwrap();
         assert_eq!(rev["p"].as_f64(), Some(0.25));
         assert_eq!(plans[0].params["dut.link.loss.p"].as_float(), Some(0.1));
