@@ -1221,10 +1221,10 @@ impl Spec {
             let link = parts.len() >= 3
                 && parts[0] == "dut"
                 && parts[1] == "link"
-                && match &parts[2..] {
-                    [_] | ["reverse" | "loss", _] | ["reverse", "loss", _] => true,
-                    _ => false,
-                };
+                && matches!(
+                    &parts[2..],
+                    [_] | ["reverse" | "loss", _] | ["reverse", "loss", _]
+                );
             if !knob
                 && !link
                 && (parts.len() != 2
