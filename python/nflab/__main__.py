@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import plots
+from . import app_plots, plots
 from .tree import NotAnExperiment, load
 
 
@@ -15,7 +15,8 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("plot", help="draw a figure of the report with matplotlib")
     pp.add_argument("dir", help="experiment directory written by `nflab run`")
-    pp.add_argument("figure", help=f"one of {', '.join(plots.FIGURES)}, or 'all'")
+    figures = plots.FIGURES + app_plots.APP_FIGURES
+    pp.add_argument("figure", help=f"one of {', '.join(figures)}, or 'all'")
     pp.add_argument("-o", "--out", help="output file (.png/.pdf/.svg) or, for 'all', a directory; default figures-py/ in DIR")
     ps = sub.add_parser("summary", help="print the per-run summaries")
     ps.add_argument("dir")
@@ -32,9 +33,9 @@ def main(argv=None) -> int:
         for prob in exp.problems:
             print(f"note: {prob}", file=sys.stderr)
         return 0
-    ids = plots.FIGURES if a.figure == "all" else [a.figure]
-    if a.figure != "all" and a.figure not in plots.FIGURES:
-        print(f"error: no figure {a.figure!r}; figures are {', '.join(plots.FIGURES)}", file=sys.stderr)
+    ids = figures if a.figure == "all" else [a.figure]
+    if a.figure != "all" and a.figure not in figures:
+        print(f"error: no figure {a.figure!r}; figures are {', '.join(figures)}", file=sys.stderr)
         return 2
     outdir = Path(a.out) if (a.out and a.figure == "all") else Path(a.dir) / "figures-py"
     for fid in ids:

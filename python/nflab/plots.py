@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from . import engine
+from . import app_plots, engine
 from .tree import Experiment, Run
 
 #: Colours of series (Okabe–Ito), as in report.html.
@@ -550,6 +550,8 @@ def why_not(exp: Experiment, figure: str) -> Optional[str]:
         return "no numeric parameter is swept over two or more values"
     if figure == "throughput" and len(_swept_values(exp, "traffic.rate_pps")) < 2:
         return "traffic.rate_pps is not swept over two or more values"
+    if figure in app_plots.APP_FIGURES:
+        return app_plots.why_not(exp, figure)
     return None
 
 
@@ -560,7 +562,8 @@ def _swept_values(exp: Experiment, key: str) -> set:
 def draw(exp: Experiment, figure: str, **kw):
     """Draw one figure by its report id (``hdr``, ``cdf``, ...)."""
     fns = {"hdr": hdr, "cdf": cdf, "ccdf": ccdf, "histogram": histogram, "timeseries": timeseries, "windows": windows,
-           "anomalies": anomalies, "sweep": sweep, "throughput": throughput, "model": model, "ipg": ipg}
+           "anomalies": anomalies, "sweep": sweep, "throughput": throughput, "model": model, "ipg": ipg,
+           **app_plots.DRAW}
     if figure not in fns:
         raise KeyError(f"no figure {figure!r}; figures are {', '.join(fns)}")
     return fns[figure](exp, **kw)

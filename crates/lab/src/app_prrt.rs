@@ -60,6 +60,14 @@ pub struct PrrtSection {
     /// Block size and proactive share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redundancy: Option<Redundancy>,
+    /// No feedback this long and a sender stops (PeerLost), ms (the transport's 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_timeout_ms: Option<f64>,
+    /// The plant end vanishes this long after the run's start, s: it stops and closes its
+    /// socket mid-run, as a crashed peer would (the controller's sender then stops after
+    /// `peer_timeout_ms`; `prrt.json` records the outage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plant_vanishes_s: Option<f64>,
 }
 
 /// `app.redundancy`.
@@ -93,6 +101,16 @@ impl PrrtSection {
             "outage_threshold_ms".into(),
             float(self.outage_threshold_ms),
         );
+        if let Some(v) = self.peer_timeout_ms {
+            t.insert("peer_timeout_ms".into(), float(v));
+        }
+        if let Some(v) = self.plant_vanishes_s {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!(
+                    "app.plant_vanishes_s = {v}: must be above zero (seconds after the run's start)"
+                ));
+            }
+        }
         if let Some(r) = &self.redundancy {
             let mut rt = toml::Table::new();
             if let Some(k) = r.block_size {
@@ -125,6 +143,7 @@ pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
 pub struct PrrtRun {
     thread: JoinHandle<Result<SessionOutcome, SessionError>>,
     spec: AppSpec,
+    plant_vanishes_s: Option<f64>,
     _ns: PlantNs,
 }
 
@@ -148,6 +167,7 @@ pub fn start(
         netns: ns.name.clone(),
         addr: SocketAddrV4::new(PLANT_IP, PORT),
         tap_iface: Some(PLANT_IFACE.into()),
+        vanish_after_ns: section.plant_vanishes_s.map(|v| (v * 1e9).round() as u64),
     };
     // lg1 also sees the plant's frames (the macvlan's lower device): the controller's
     // tap watches lg0 only.
@@ -155,6 +175,7 @@ pub fn start(
         netns: lg.to_string(),
         addr: SocketAddrV4::new(LG0_IP, PORT),
         tap_iface: Some("lg0".into()),
+        vanish_after_ns: None,
     };
     let stop = Arc::clone(stop);
     let run_spec = spec.clone();
@@ -165,6 +186,7 @@ pub fn start(
     Ok(PrrtRun {
         thread,
         spec,
+        plant_vanishes_s: section.plant_vanishes_s,
         _ns: ns,
     })
 }
@@ -219,6 +241,8 @@ impl PrrtRun {
                 "window_ms": s.window_ms,
                 "duration_s": s.duration_s,
                 "outage_threshold_ms": s.outage_threshold_ms,
+                "peer_timeout_ms": s.peer_timeout_ms,
+                "plant_vanishes_s": self.plant_vanishes_s,
                 "redundancy": {"block_size": s.block_size, "proactive_share": s.proactive_share},
             },
             "interrupted": out.interrupted,

@@ -18,6 +18,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::app_results::{column_names, get, read_app_columns, AppColumns, AppValue};
 use crate::error::LabError;
 
 /// A quantile with its confidence interval, ns.
@@ -46,6 +47,55 @@ pub struct Side {
     pub loss_ratio: f64,
     /// p50, p99, p99.9 with intervals.
     pub quantiles: Vec<QuantileCi>,
+    /// The application's figures (the `results.parquet` columns of `prrt.json` or
+    /// `ncs.json`) over the pooled runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub app: Vec<AppStat>,
+}
+
+/// One application column over the runs of a configuration: a yes/no outcome as the
+/// fraction of runs with a Clopper–Pearson interval, a number as the mean with a Student-t
+/// interval (none for one run); both 95 %, from `nflab-analyze`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AppStat {
+    /// The column, as in `results.parquet`.
+    pub column: String,
+    /// Runs with a value.
+    pub n: usize,
+    /// Mean (fraction of true for a yes/no column).
+    pub mean: f64,
+    /// 95 % interval, when there is one.
+    pub ci95: Option<[f64; 2]>,
+}
+
+/// The statistics of each application column over `runs`.
+pub fn app_stats(runs: &[AppColumns]) -> Vec<AppStat> {
+    column_names(runs)
+        .into_iter()
+        .filter_map(|column| {
+            let vals: Vec<AppValue> = runs.iter().filter_map(|r| get(r, &column)).collect();
+            let n = vals.len();
+            if n == 0 {
+                return None;
+            }
+            let (mean, ci95) = if vals.iter().all(|v| matches!(v, AppValue::Bool(_))) {
+                let k = vals.iter().filter(|v| **v == AppValue::Bool(true)).count();
+                let p = nflab_analyze::proportion::clopper_pearson(k as u64, n as u64, 0.95)?;
+                (p.fraction, Some([p.lo, p.hi]))
+            } else {
+                let x: Vec<f64> = vals.iter().map(|v| v.as_f64()).collect();
+                let mean = x.iter().sum::<f64>() / n as f64;
+                let ci = nflab_analyze::crossrun::mean_t_ci(&x, 0.95).map(|i| [i.lo, i.hi]);
+                (mean, ci)
+            };
+            Some(AppStat {
+                column,
+                n,
+                mean,
+                ci95,
+            })
+        })
+        .collect()
 }
 
 /// One configuration in both experiments.
@@ -127,6 +177,7 @@ struct Pooled {
     latencies: Vec<i64>,
     sent: u64,
     lost: u64,
+    app: Vec<AppColumns>,
 }
 
 /// Latencies of every run of an experiment, pooled by configuration.
@@ -165,8 +216,10 @@ fn load(dir: &Path) -> Result<BTreeMap<String, Pooled>, LabError> {
             latencies: Vec::new(),
             sent: 0,
             lost: 0,
+            app: Vec::new(),
         });
         entry.runs += 1;
+        entry.app.push(read_app_columns(&rd));
         entry.sent += summary["packets"]["sent"].as_u64().unwrap_or(0);
         entry.lost += summary["packets"]["lost"].as_u64().unwrap_or(0);
         entry.latencies.extend(
@@ -195,6 +248,7 @@ fn side(p: &Pooled) -> Side {
             .iter()
             .filter_map(|q| quantile_ci(&p.latencies, *q))
             .collect(),
+        app: app_stats(&p.app),
     }
 }
 
@@ -221,6 +275,30 @@ pub fn compare(a: &Path, b: &Path) -> Result<Vec<Comparison>, LabError> {
         )));
     }
     Ok(out)
+}
+
+/// The application columns of both sides, one line each: `  column: A mean [lo, hi] (n)  B …`.
+fn format_app(a: &[AppStat], b: &[AppStat]) -> String {
+    let names = {
+        let mut v: Vec<&str> = a.iter().map(|s| s.column.as_str()).collect();
+        for s in b {
+            if !v.contains(&s.column.as_str()) {
+                v.push(&s.column);
+            }
+        }
+        v
+    };
+    let cell = |side: &[AppStat], name: &str| match side.iter().find(|s| s.column == name) {
+        None => "—".to_string(),
+        Some(s) => match s.ci95 {
+            Some([lo, hi]) => format!("{:.4} [{lo:.4}, {hi:.4}] (n={})", s.mean, s.n),
+            None => format!("{:.4} (n={})", s.mean, s.n),
+        },
+    };
+    names
+        .iter()
+        .map(|name| format!("  {name}: A {}  B {}\n", cell(a, name), cell(b, name)))
+        .collect()
 }
 
 /// Human table of a comparison.
@@ -253,6 +331,7 @@ pub fn format_comparison(c: &[Comparison]) -> String {
                 qs.join("  ")
             ));
         }
+        out.push_str(&format_app(&x.a.app, &x.b.app));
         out.push_str(&format!(
             "  KS D = {:.4}, p = {:.3e}: {}\n",
             x.ks_d,
@@ -265,6 +344,9 @@ pub fn format_comparison(c: &[Comparison]) -> String {
         ));
     }
     out.push_str("intervals: 95 %, distribution-free (order statistics); ? = too few samples for that quantile\n");
+    if c.iter().any(|x| !x.a.app.is_empty() || !x.b.app.is_empty()) {
+        out.push_str("application columns: mean over runs with a Student-t 95 % interval; yes/no columns as the fraction of runs with a Clopper–Pearson 95 % interval\n");
+    }
     out
 }
 
@@ -298,6 +380,43 @@ mod tests {
                 "seed {seed}"
             );
         }
+    }
+
+    #[test]
+    fn app_columns_pool_as_means_and_fractions_with_their_intervals() {
+        let run = |losses: i64, fell: bool, ratio: Option<f64>| -> AppColumns {
+            vec![
+                ("ncs_losses".into(), Some(AppValue::Int(losses))),
+                ("ncs_fell".into(), Some(AppValue::Bool(fell))),
+                ("ncs_d_N_median_ms".into(), ratio.map(AppValue::Float)),
+            ]
+        };
+        let s = app_stats(&[
+            run(1, false, Some(4.0)),
+            run(2, true, None),
+            run(3, false, Some(5.0)),
+        ]);
+        assert_eq!(s.len(), 3);
+        // 1, 2, 3: mean 2, s = 1, t(0.975, 2) = 4.302653 → 2 ± 4.302653/√3.
+        assert_eq!(
+            (s[0].column.as_str(), s[0].n, s[0].mean),
+            ("ncs_losses", 3, 2.0)
+        );
+        let half = 4.302_652_7 / 3f64.sqrt();
+        let [lo, hi] = s[0].ci95.unwrap();
+        assert!((lo - (2.0 - half)).abs() < 1e-5 && (hi - (2.0 + half)).abs() < 1e-5);
+        // 1 of 3 fell: the fraction with the exact binomial interval.
+        let p = nflab_analyze::proportion::clopper_pearson(1, 3, 0.95).unwrap();
+        assert_eq!(s[1].mean, 1.0 / 3.0);
+        assert_eq!(s[1].ci95, Some([p.lo, p.hi]));
+        // A run without a value does not count.
+        assert_eq!((s[2].n, s[2].mean), (2, 4.5));
+        let text = format_app(&s, &s[..1]);
+        assert!(text.contains("ncs_fell: A 0.3333 ["), "{text}");
+        assert!(
+            text.contains("ncs_d_N_median_ms: A 4.5000 [") && text.contains("B —"),
+            "{text}"
+        );
     }
 
     #[test]

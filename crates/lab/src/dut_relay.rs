@@ -67,6 +67,9 @@ pub fn deliver_locally(
 
 /// A running relay.
 pub struct RelayDut {
+    /// `dut.realtime`: the relay's thread runs under SCHED_FIFO (false when it was not
+    /// asked for, or the host refused it with a warning).
+    pub realtime: bool,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<std::io::Result<(Vec<TruthRow>, RelayStats)>>,
 }
@@ -83,8 +86,9 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_t = Arc::clone(&stop);
-    let (tx, rx) = mpsc::channel::<Result<(), LabError>>();
+    let (tx, rx) = mpsc::channel::<Result<bool, LabError>>();
     let cpu = dut.cpu;
+    let want_realtime = dut.realtime == Some(true);
     // The thread lives in the DuT's namespace, as a VNF process there would (the
     // stages monitor recognises the relay's recv by its task's namespace).
     let thread = std::thread::Builder::new()
@@ -93,6 +97,18 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             if let Some(c) = cpu {
                 crate::cpu::pin_thread(c);
             }
+            // dut.realtime: above the generator and the recorder (50), as the nflab
+            // data plane's workers, so a busy host does not hold datagrams up.
+            let realtime = want_realtime
+                && match nflab_io::clock::set_realtime(50) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!(
+                            "warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}"
+                        );
+                        false
+                    }
+                };
             let open = || -> Result<(NetnsGuard, UdpSocket), LabError> {
                 let guard = NetnsGuard::enter(&ns)?;
                 let bind = || -> std::io::Result<UdpSocket> {
@@ -110,7 +126,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             };
             match open() {
                 Ok((_guard, sock)) => {
-                    let _ = tx.send(Ok(()));
+                    let _ = tx.send(Ok(realtime));
                     relay::serve(&sock, to, delay, seed, &stop_t)
                 }
                 Err(e) => {
@@ -122,7 +138,11 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
         })
         .map_err(|e| LabError::Host(format!("cannot start the udp relay: {e}")))?;
     match rx.recv() {
-        Ok(Ok(())) => Ok(RelayDut { stop, thread }),
+        Ok(Ok(realtime)) => Ok(RelayDut {
+            realtime,
+            stop,
+            thread,
+        }),
         Ok(Err(e)) => {
             let _ = thread.join();
             Err(e)

@@ -186,7 +186,7 @@ fn run_experiment_in(
         if let Some(summary) = completed_summary(&rd) {
             if same_params(&rd, plan) {
                 resumed_runs += 1;
-                return Ok(RunRow::new(plan, &summary));
+                return Ok(RunRow::new(plan, &summary).with_app(&rd));
             }
         }
         if rd.exists() {
@@ -232,7 +232,7 @@ fn run_experiment_in(
         if !outcome.summary.interrupted {
             write_file(&rd.join(COMPLETE_MARKER), b"")?;
         }
-        Ok(RunRow::new(plan, &outcome.summary))
+        Ok(RunRow::new(plan, &outcome.summary).with_app(&rd))
     };
 
     let mut verdicts = Vec::new();

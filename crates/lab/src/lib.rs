@@ -10,7 +10,7 @@
 //! The modules form layers, each using only those below it (no import
 //! cycles; a new DuT kind or app sits beside the others, above `spec`):
 //! 1. leaves: `error`, `addresses`, `cpu`, `env`, `model`, `snapshot`,
-//!    `netns`, `recorder`, `txstamps`, `iface_knobs` → `knobs`, and the spec
+//!    `netns`, `recorder`, `txstamps`, `app_results`, `iface_knobs` → `knobs`, and the spec
 //!    sections defined beside their feature (`inventory`, `capture_section`,
 //!    `rfc2544_section`);
 //! 2. `spec`: parsing, keys and sweeps;
@@ -24,6 +24,7 @@
 pub mod addresses;
 pub mod app_ncs;
 pub mod app_prrt;
+pub mod app_results;
 pub mod capture_run;
 pub mod capture_section;
 pub mod compare;
@@ -31,6 +32,7 @@ pub mod cpu;
 pub mod dut_link;
 pub mod dut_nflab;
 pub mod dut_ovs;
+pub mod dut_realtime;
 pub mod dut_relay;
 pub mod dut_testpmd;
 pub mod env;

@@ -378,9 +378,16 @@ pub fn stop_relay_and_monitor(
     });
     let truth = match relay {
         Some(r) => {
+            let realtime = r.realtime;
             let (truth, stats) = r.stop()?;
             crate::dut_relay::write_truth(&truth, &dir.join("relay_truth.parquet"))?;
-            write_json(&dir.join("dut.json"), &stats)?;
+            // The relay's counters, and whether it ran under SCHED_FIFO (dut.realtime).
+            let mut dut =
+                serde_json::to_value(&stats).map_err(|e| LabError::Other(e.to_string()))?;
+            if let Some(o) = dut.as_object_mut() {
+                o.insert("realtime".into(), realtime.into());
+            }
+            write_json(&dir.join("dut.json"), &dut)?;
             Some(truth)
         }
         None => None,

@@ -1,7 +1,8 @@
 //! The namespace of an application's far end (NCSbench's plant, PRRT's
 //! plant): a macvlan on lg1, so its traffic crosses the DuT to reach the
 //! LoadGen namespace on lg0, with static neighbours on both sides (no ARP
-//! crosses the DuT). Deleted on drop.
+//! crosses the DuT). It has an owner file like the topology's namespaces, so
+//! `nflab topo gc` removes it when its run was killed. Deleted on drop.
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use nflab_wire::MacAddr;
 
 use crate::error::LabError;
-use crate::topology::{ip, Topology, LG0_IP, LG0_MAC, NS_PREFIX};
+use crate::topology::{ip, remove_namespace, write_owner, Topology, LG0_IP, LG0_MAC, NS_PREFIX};
 
 /// A plant namespace, deleted on drop.
 pub struct PlantNs {
@@ -29,9 +30,9 @@ impl Drop for PlantNs {
         let _ = Command::new("ip")
             .args(["-n", &self.name, "link", "del", &self.iface])
             .status();
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
+        if let Err(e) = remove_namespace(&self.name) {
+            eprintln!("warning: {e}");
+        }
     }
 }
 
@@ -51,6 +52,8 @@ impl PlantNs {
         };
         let (lg, name, mac) = (topo.lg_ns.as_str(), ns.name.as_str(), mac.to_string());
         ip(&["netns", "add", name])?;
+        // An owner file like the topology's: `nflab topo gc` finds it after a kill -9.
+        write_owner(name)?;
         ip(&[
             "-n", lg, "link", "add", iface, "link", "lg1", "address", &mac, "type", "macvlan",
             "mode", "bridge",

@@ -19,6 +19,9 @@ impl Spec {
                 "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
             ));
         }
+        if self.dut.realtime == Some(true) {
+            crate::dut_realtime::check(self.dut.kind)?;
+        }
         match self.dut.kind {
             DutKind::External => {
                 return unsupported(

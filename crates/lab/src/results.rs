@@ -17,6 +17,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 use serde::Serialize;
 
+use crate::app_results::{AppColumns, AppValue};
 use crate::error::LabError;
 use crate::snapshot::Snapshot;
 use crate::spec::RunPlan;
@@ -36,6 +37,12 @@ pub struct RunRow {
     pub frame_bytes: u64,
     /// The run's summary.
     pub summary: Summary,
+    /// The application's figures (`prrt.json`, `ncs.json`), [`crate::app_results`].
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::app_results::serialize_columns"
+    )]
+    pub app: AppColumns,
 }
 
 impl RunRow {
@@ -52,7 +59,14 @@ impl RunRow {
             dut: plan.spec.dut.kind.as_str().to_string(),
             frame_bytes: plan.spec.traffic.frame_bytes,
             summary: summary.clone(),
+            app: Vec::new(),
         }
+    }
+
+    /// With the application columns of the run in `run_dir`.
+    pub fn with_app(mut self, run_dir: &Path) -> RunRow {
+        self.app = crate::app_results::read_app_columns(run_dir);
+        self
     }
 }
 
@@ -329,11 +343,42 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
             ));
         }
     }
+    cols.extend(app_columns(rows));
     cols.push(Column::Bool(
         "interrupted".into(),
         rows.iter().map(|r| Some(r.summary.interrupted)).collect(),
     ));
     cols
+}
+
+/// The application's columns: floats if any value is one, else booleans or counts.
+fn app_columns(rows: &[RunRow]) -> Vec<Column> {
+    let names = crate::app_results::column_names(rows.iter().map(|r| &r.app));
+    names
+        .into_iter()
+        .map(|name| {
+            let vals: Vec<Option<AppValue>> = rows
+                .iter()
+                .map(|r| crate::app_results::get(&r.app, &name))
+                .collect();
+            let any = |f: fn(&AppValue) -> bool| vals.iter().flatten().any(f);
+            if any(|v| matches!(v, AppValue::Float(_))) {
+                Column::F64(name, vals.iter().map(|v| v.map(AppValue::as_f64)).collect())
+            } else if any(|v| matches!(v, AppValue::Bool(_))) {
+                let b = |v: &Option<AppValue>| match v {
+                    Some(AppValue::Bool(b)) => Some(*b),
+                    _ => None,
+                };
+                Column::Bool(name, vals.iter().map(b).collect())
+            } else {
+                let i = |v: &Option<AppValue>| match v {
+                    Some(AppValue::Int(i)) => Some(*i),
+                    _ => None,
+                };
+                Column::I64(name, vals.iter().map(i).collect())
+            }
+        })
+        .collect()
 }
 
 /// Write one row per run to a Parquet file.

@@ -178,8 +178,9 @@ pub struct DutSection {
     /// several runs on `cpu + i` (modulo the CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
-    /// nflab data plane and link: run the workers under SCHED_FIFO, so a busy
-    /// host does not hold frames up (default false).
+    /// nflab data plane, link and udp-relay: run the workers under SCHED_FIFO, so a
+    /// busy host does not hold frames up (default false; refused for other kinds,
+    /// `dut_realtime`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<bool>,
     /// nflab data plane: number of workers (default 1). Worker *i* owns queue *i* of
@@ -1221,10 +1222,15 @@ impl Spec {
             };
             let parts: Vec<&str> = key.split('.').collect();
             let knob = parts.len() > 2 && parts[0] == "knobs" && parts[1] == "sysctl";
-            // "dut.link.delay_us", "dut.link.reverse.delay_us": a link's own keys.
-            let link = (parts.len() == 3 || (parts.len() == 4 && parts[2] == "reverse"))
+            // "dut.link.delay_us", "dut.link.reverse.delay_us": a link's own keys;
+            // "dut.link.loss.p", "dut.link.reverse.loss.p": its loss model's.
+            let link = parts.len() >= 3
                 && parts[0] == "dut"
-                && parts[1] == "link";
+                && parts[1] == "link"
+                && matches!(
+                    &parts[2..],
+                    [_] | ["reverse" | "loss", _] | ["reverse", "loss", _]
+                );
             if !knob
                 && !link
                 && (parts.len() != 2
@@ -1234,7 +1240,7 @@ impl Spec {
                 return Err(LabError::Spec {
                     file: origin.to_string(),
                     message: format!(
-                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis, knobs or app, \"dut.link.<key>\", \"dut.link.reverse.<key>\" or \"knobs.sysctl.<name>\""
+                        "{here}sweep key \"{key}\" is not valid: use \"section.key\" with section topology, dut, traffic, analysis, knobs or app, \"dut.link.<key>\", \"dut.link.reverse.<key>\", \"dut.link[.reverse].loss.<key>\" or \"knobs.sysctl.<name>\""
                     ),
                 });
             }
@@ -1633,6 +1639,24 @@ duration_s = 1
             e.contains("sweep key \"dut.link.x.y.z\" is not valid"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_links_loss_rate_can_be_swept() {
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n[dut.link]\nloss = { model = \"bernoulli\", p = 0.0 }\n\
+                    [dut.link.reverse]\nloss = { model = \"bernoulli\", p = 0.0 }\n\
+                    [sweep]\n\"dut.link.loss.p\" = [0.1, 0.5]\n\"dut.link.reverse.loss.p\" = [0.25]\n";
+        let plans = Spec::parse(text, "t").unwrap().expand(text).unwrap();
+        assert_eq!(plans.len(), 2);
+        let l = plans[1].spec.dut.link.clone().unwrap();
+        let fwd = serde_json::to_value(&l.loss).unwrap();
+        assert_eq!(
+            (fwd["model"].as_str(), fwd["p"].as_f64()),
+            (Some("bernoulli"), Some(0.5))
+        );
+        let rev = serde_json::to_value(&l.reverse.unwrap().loss).unwrap();
+        assert_eq!(rev["p"].as_f64(), Some(0.25));
+        assert_eq!(plans[0].params["dut.link.loss.p"].as_float(), Some(0.1));
     }
 
     #[test]

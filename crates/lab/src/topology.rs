@@ -476,7 +476,10 @@ fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn write_owner(ns: &str) -> Result<(), LabError> {
+/// Write `ns`'s owner file: this process's pid and start time.
+pub(crate) fn write_owner(ns: &str) -> Result<(), LabError> {
+    std::fs::create_dir_all(OWNER_DIR)
+        .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
     let pid = std::process::id();
     let start = process_start_time(pid).unwrap_or(0);
     std::fs::write(owner_path(ns), format!("{pid} {start}\n"))
@@ -546,10 +549,21 @@ pub fn list_namespaces() -> Vec<NamespaceInfo> {
 /// owner is gone (their daemons killed, their run directories removed);
 /// returns their names.
 pub fn gc() -> Result<Vec<String>, LabError> {
+    gc_of(None)
+}
+
+/// [`gc`], limited to the namespaces of topology `id` (`<pid>-<n>`) when given: what a
+/// killed run left, without touching other runs' leftovers (nor Open vSwitch instances).
+pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     check_root()?;
-    let mut removed = nflab_sdn::ovs::gc();
+    let mut removed = match id {
+        None => nflab_sdn::ovs::gc(),
+        Some(_) => Vec::new(),
+    };
+    let prefix = id.map(|id| format!("{NS_PREFIX}{id}-"));
     for ns in list_namespaces() {
-        if !ns.owner_alive && !ns.kept {
+        let ours = prefix.as_deref().is_none_or(|p| ns.name.starts_with(p));
+        if ours && !ns.owner_alive && !ns.kept {
             remove_namespace(&ns.name)?;
             removed.push(ns.name);
         }

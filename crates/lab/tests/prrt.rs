@@ -215,3 +215,158 @@ fn target_below_the_link_delay_discards_everything_and_a_sweep_resumes() {
     assert_eq!(again.resumed_runs, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The issue's "a peer that disappears": the plant end vanishes 1 s into a 3 s run (it
+/// stops and closes its socket, as a crashed process would). The controller's sender stops
+/// one `peer_timeout_ms` after its last feedback, the run ends in bounded time, `prrt.json`
+/// records when each happened and an outage from the vanishing to the run's end in both
+/// directions, and the counts stay consistent.
+#[test]
+fn a_plant_that_vanishes_mid_run_is_recorded_as_an_outage_and_nothing_hangs() {
+    if !nflab_testkit::require_root() || !nflab_testkit::require_tool("ethtool", "ethtool") {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let dir = tmp("vanish");
+    let (gap_ms, duration_s, vanish_s, timeout_ms) = (5u64, 3u64, 1u64, 300u64);
+    let spec = format!(
+        "[experiment]\nname = \"prrt-vanish\"\n[dut]\nkind = \"link\"\n[dut.link]\ndelay_us = 2000\n\
+         [app]\nkind = \"prrt\"\ngap_ms = {gap_ms}\npayload_bytes = 100\ntarget_delay_ms = 100\nwindow_ms = 50\n\
+         duration_s = {duration_s}\noutage_threshold_ms = 200\npeer_timeout_ms = {timeout_ms}\nplant_vanishes_s = {vanish_s}\n\
+         {PROBES}{REALTIME}"
+    );
+    let t0 = std::time::Instant::now();
+    let r = run(&dir, &spec);
+    let took = t0.elapsed();
+    // The run's own length plus set-up, drain and teardown; a hanging end would not return.
+    assert!(
+        took < std::time::Duration::from_secs(duration_s + 20),
+        "the run took {took:?}"
+    );
+    let rd = r.dir.join("runs/000");
+    let prrt = json(&rd.join("prrt.json"));
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&prrt).unwrap_or_default()
+    );
+    let ms = 1_000_000u64;
+    let (vanish_ns, end_ns) = (vanish_s * 1000 * ms, duration_s * 1000 * ms);
+    let u = |d: &str, k: &str| prrt[d][k].as_u64().unwrap_or_else(|| panic!("{d}.{k}"));
+
+    // PC: the plant sent every gap until it vanished, then nothing.
+    assert_eq!(u("pc", "sender_vanished_ns"), vanish_ns);
+    assert_eq!(u("pc", "sent"), vanish_ns / (gap_ms * ms));
+    assert!(prrt["cp"].get("sender_vanished_ns").is_none());
+    // CP: the controller's sender gave up one timeout after its last feedback (which came
+    // before the plant vanished), so after vanish + timeout − a stall, and well before the end.
+    let lost = u("cp", "peer_lost_ns");
+    assert!(
+        lost > vanish_ns + timeout_ms * ms - 100 * ms && lost < vanish_ns + 1500 * ms,
+        "cp.peer_lost_ns = {lost}"
+    );
+    assert!(
+        prrt["pc"].get("peer_lost_ns").is_none(),
+        "the plant's sender ran until it vanished"
+    );
+    // It handed messages over until it knew, and none after: one per gap up to that moment.
+    let cp_sent = u("cp", "sent");
+    let expected = lost.div_ceil(gap_ms * ms);
+    assert!(
+        cp_sent.abs_diff(expected) <= 2,
+        "cp.sent = {cp_sent}, {expected} sends before {lost} ns"
+    );
+    for d in ["pc", "cp"] {
+        let (sent, delivered) = (u(d, "sent"), u(d, "delivered"));
+        assert!(delivered <= sent && u(d, "late_discarded") <= sent, "{d}");
+        // Most of what was sent before the plant vanished arrived; nothing after.
+        let before = vanish_ns / (gap_ms * ms);
+        assert!(
+            delivered <= before && delivered * 10 >= before * 8,
+            "{d}: {delivered} of {before}"
+        );
+        let loss = prrt[d]["loss_ratio"].as_f64().expect("loss_ratio");
+        assert!(
+            (loss - (1.0 - delivered as f64 / sent as f64)).abs() < 1e-12,
+            "{d}: {loss}"
+        );
+        // The outage: from the last on-time message before the plant vanished to the run's
+        // end, in both directions.
+        let outages = prrt[d]["outages"].as_array().expect("outages");
+        let last = outages.last().expect("an outage");
+        let (start, length) = (
+            last["start_ns"].as_u64().unwrap_or(0),
+            last["length_ns"].as_u64().unwrap_or(0),
+        );
+        assert!(
+            start + 200 * ms >= vanish_ns && start <= vanish_ns,
+            "{d}: outage starts at {start}"
+        );
+        assert_eq!(
+            start + length,
+            end_ns,
+            "{d}: the outage lasts to the run's end"
+        );
+        assert_eq!(last["both_directions"], true);
+    }
+    let packets = read_packets(&rd.join("prrt-packets.parquet")).expect("parquet");
+    assert_eq!(packets.len() as u64, u("pc", "sent") + cp_sent);
+    // Nothing reached the plant's application after it vanished.
+    assert!(packets
+        .iter()
+        .filter(|p| p.dir == "cp")
+        .all(|p| p.m[5].is_none_or(|m6| (m6 as u64) < vanish_ns)));
+    // The same figures are columns of results.parquet (docs/formats.md).
+    let cols = results_row(&r.dir.join("results.parquet"));
+    for d in ["pc", "cp"] {
+        for k in ["sent", "delivered", "late_discarded"] {
+            assert_eq!(
+                cols[&format!("prrt_{d}_{k}")],
+                prrt[d][k].as_f64().unwrap(),
+                "{d} {k}"
+            );
+        }
+        for k in ["loss_ratio", "redundancy_ratio"] {
+            assert_eq!(
+                cols[&format!("prrt_{d}_{k}")],
+                prrt[d][k].as_f64().unwrap(),
+                "{d} {k}"
+            );
+        }
+        let outages = prrt[d]["outages"].as_array().unwrap();
+        assert_eq!(cols[&format!("prrt_{d}_outages")], outages.len() as f64);
+        let longest = outages
+            .iter()
+            .filter_map(|o| o["length_ns"].as_u64())
+            .max()
+            .unwrap_or(0);
+        assert_eq!(cols[&format!("prrt_{d}_outage_longest_ns")], longest as f64);
+    }
+    let stats = json(&rd.join("prrt-stats.json"));
+    assert_eq!(stats["app"]["plant_vanishes_s"], 1.0);
+    assert_eq!(stats["app"]["peer_timeout_ms"], 300.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The numeric columns of the first row of a Parquet file, as f64.
+fn results_row(path: &Path) -> std::collections::HashMap<String, f64> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let reader = SerializedFileReader::new(std::fs::File::open(path).expect("results.parquet"))
+        .expect("parquet");
+    let row = reader
+        .get_row_iter(None)
+        .expect("rows")
+        .next()
+        .expect("one row")
+        .expect("row");
+    row.get_column_iter()
+        .filter_map(|(name, f)| {
+            let v = match f {
+                Field::Long(v) => *v as f64,
+                Field::Double(v) => *v,
+                _ => return None,
+            };
+            Some((name.clone(), v))
+        })
+        .collect()
+}

@@ -10,6 +10,7 @@
 //! window_ms = 2              # receive window, at most target_delay_ms
 //! duration_s = 3             # sending time per run (a drain follows)
 //! outage_threshold_ms = 100  # optional: a longer gap in on-time delivery is an outage
+//! peer_timeout_ms = 5000     # optional: no feedback this long and a sender stops (PeerLost)
 //! redundancy = { block_size = 16, proactive_share = 0.125 }
 //! ```
 
@@ -30,6 +31,8 @@ pub struct AppSpec {
     pub duration_s: f64,
     /// Outage threshold, ms.
     pub outage_threshold_ms: f64,
+    /// No feedback this long and a sender stops (PeerLost), ms.
+    pub peer_timeout_ms: f64,
     /// Messages per block.
     pub block_size: u8,
     /// Proactive recovery shards per message of a block.
@@ -45,7 +48,7 @@ fn err(msg: String) -> AppError {
     AppError(msg)
 }
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "kind",
     "gap_ms",
     "payload_bytes",
@@ -53,6 +56,7 @@ const KEYS: [&str; 9] = [
     "window_ms",
     "duration_s",
     "outage_threshold_ms",
+    "peer_timeout_ms",
     "redundancy",
     "seed",
 ];
@@ -128,6 +132,11 @@ impl AppSpec {
             window_ms: number(app, "window_ms", None)?,
             duration_s: number(app, "duration_s", None)?,
             outage_threshold_ms: number(app, "outage_threshold_ms", Some(100.0))?,
+            peer_timeout_ms: number(
+                app,
+                "peer_timeout_ms",
+                Some(Config::default().peer_timeout_ns as f64 / 1e6),
+            )?,
             block_size: if (1.0..=crate::MAX_BLOCK as f64).contains(&block_size)
                 && block_size.fract() == 0.0
             {
@@ -151,6 +160,7 @@ impl AppSpec {
             ("window_ms", self.window_ms),
             ("duration_s", self.duration_s),
             ("outage_threshold_ms", self.outage_threshold_ms),
+            ("peer_timeout_ms", self.peer_timeout_ms),
         ] {
             if value <= 0.0 {
                 return Err(err(format!("app.{key} = {value}: must be above zero")));
@@ -191,6 +201,7 @@ impl AppSpec {
             // A block waits at most half the target for messages, so its redundancy can
             // still help the first of them.
             block_timeout_ns: (ms(self.target_delay_ms) / 2).max(1),
+            peer_timeout_ns: ms(self.peer_timeout_ms).max(1),
             ..Config::default()
         }
     }

@@ -35,6 +35,9 @@ pub struct EndPoint {
     pub addr: SocketAddrV4,
     /// The interface its tap watches (None: every interface of the namespace).
     pub tap_iface: Option<String>,
+    /// The end vanishes this long after the run's start (ns): it stops sending and
+    /// receiving and closes its socket, as a crashed peer would. None: it runs to the end.
+    pub vanish_after_ns: Option<u64>,
 }
 
 /// Called with each end's socket before it is used (e.g. to switch UDP checksums off
@@ -82,6 +85,8 @@ pub struct SessionOutcome {
 
 struct Side {
     state: SenderState,
+    /// When the end vanished (realtime ns), if it did.
+    vanished_ns: Option<u64>,
     sender: SenderStats,
     receiver: ReceiverStats,
     sent_m1: Vec<u64>,
@@ -136,7 +141,13 @@ fn endpoint(
     let (mut received, mut sent_m1) = (Vec::new(), Vec::new());
     let mut next = start_ns;
     let io = fail("the transport's socket");
-    while next < end_ns && !stop.load(Ordering::Relaxed) {
+    // A vanishing end stops at that instant, sending, receiving and draining alike.
+    let vanish_ns = end
+        .vanish_after_ns
+        .map(|v| start_ns.saturating_add(v))
+        .filter(|&v| v < end_ns + drain_ns);
+    let send_end = vanish_ns.map_or(end_ns, |v| v.min(end_ns));
+    while next < send_end && !stop.load(Ordering::Relaxed) {
         driver.run_until(next, &mut received).map_err(&io)?;
         if driver.endpoint.sender.state() == SenderState::Running {
             let m1 = now_ns();
@@ -148,7 +159,7 @@ fn endpoint(
     }
     if !stop.load(Ordering::Relaxed) {
         driver
-            .run_until(end_ns + drain_ns, &mut received)
+            .run_until(vanish_ns.unwrap_or(end_ns + drain_ns), &mut received)
             .map_err(&io)?;
     }
     let v = driver
@@ -156,6 +167,7 @@ fn endpoint(
         .ok_or_else(|| SessionError("vantage points off".into()))?;
     Ok(Side {
         state: driver.endpoint.sender.state(),
+        vanished_ns: vanish_ns.filter(|_| !stop.load(Ordering::Relaxed)),
         sender: driver.endpoint.sender.stats().clone(),
         receiver: driver.endpoint.receiver.stats().clone(),
         sent_m1,
@@ -206,13 +218,16 @@ pub fn run(
         SenderState::PeerLost { detected_ns, .. } => Some(detected_ns.saturating_sub(start_ns)),
         SenderState::Running => None,
     };
+    let vanished = |side: &Side| side.vanished_ns.map(|t| t.saturating_sub(start_ns));
     let run = PrrtRun {
         pc: DirectionSummary {
             peer_lost_ns: peer_lost(&p),
+            sender_vanished_ns: vanished(&p),
             ..DirectionSummary::new(&p.sender, &c.receiver, pc_out)
         },
         cp: DirectionSummary {
             peer_lost_ns: peer_lost(&c),
+            sender_vanished_ns: vanished(&c),
             ..DirectionSummary::new(&c.sender, &p.receiver, cp_out)
         },
     };

@@ -125,6 +125,10 @@ pub struct DirectionSummary {
     /// ran to the end). The silence itself is in `outages`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_lost_ns: Option<u64>,
+    /// When this direction's sending end vanished (ns since the run's start; absent when
+    /// it did not): it stopped sending and receiving and closed its socket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_vanished_ns: Option<u64>,
 }
 
 impl DirectionSummary {
@@ -147,6 +151,7 @@ impl DirectionSummary {
             redundancy_ratio: ratio(sender.parity_bytes, sender.data_payload_bytes),
             outages,
             peer_lost_ns: None,
+            sender_vanished_ns: None,
         }
     }
 }

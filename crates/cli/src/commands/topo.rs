@@ -35,7 +35,10 @@ enum Action {
         json: bool,
     },
     /// Remove namespaces left by runs that no longer exist.
-    Gc,
+    Gc {
+        /// Only the namespaces of this topology id (e.g. 1234-0), as `nflab topo status` shows.
+        id: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -110,8 +113,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Action::Gc => {
-            let removed = topology::gc()?;
+        Action::Gc { id } => {
+            let removed = topology::gc_of(id.as_deref())?;
             if removed.is_empty() {
                 println!("nothing to remove");
             }

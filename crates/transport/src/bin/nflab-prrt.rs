@@ -277,6 +277,7 @@ fn run_once(spec: &AppSpec, dir: &Path, id: &str) -> Result<PrrtRun> {
             netns: ns.name.clone(),
             addr: SocketAddrV4::new(addr.parse()?, PORT),
             tap_iface: None,
+            vanish_after_ns: None,
         })
     };
     let out = session::run(

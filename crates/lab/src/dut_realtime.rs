@@ -1,0 +1,81 @@
+//! `dut.realtime = true`: which DuT kinds it applies to. It puts the threads nflab runs
+//! as the DuT under SCHED_FIFO — the nflab data plane's and the link emulator's workers
+//! and the udp relay's thread. Elsewhere nflab starts no thread of the DuT's own that
+//! it could raise, so the key is refused in one sentence rather than ignored.
+
+use crate::error::LabError;
+use crate::spec::DutKind;
+
+/// Why `dut.realtime` cannot apply to `kind`, or `None` where it does.
+pub fn why_not(kind: DutKind) -> Option<&'static str> {
+    match kind {
+        DutKind::Nflab | DutKind::Link | DutKind::UdpRelay => None,
+        DutKind::LinuxRouter | DutKind::LinuxBridge => Some(
+            "the kernel forwards in softirq context, which has no thread of nflab's to schedule",
+        ),
+        DutKind::Loopback => Some("there is no DuT between lg0 and lg1"),
+        DutKind::Testpmd => Some(
+            "testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU",
+        ),
+        DutKind::Ovs => Some(
+            "Open vSwitch's daemons are scheduled as they start themselves (set their priority with chrt outside nflab)",
+        ),
+        DutKind::External => Some("nflab does not run an external DuT"),
+    }
+}
+
+/// Refuse `dut.realtime = true` for `kind` where it cannot apply.
+pub fn check(kind: DutKind) -> Result<(), LabError> {
+    match why_not(kind) {
+        None => Ok(()),
+        Some(why) => Err(LabError::Unsupported(format!(
+            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to nflab, link and udp-relay",
+            kind.as_str()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn realtime_is_refused_in_one_sentence_where_it_cannot_apply() {
+        for kind in [DutKind::Nflab, DutKind::Link, DutKind::UdpRelay] {
+            assert!(check(kind).is_ok(), "{}", kind.as_str());
+        }
+        for kind in [
+            DutKind::LinuxRouter,
+            DutKind::LinuxBridge,
+            DutKind::Loopback,
+            DutKind::Testpmd,
+            DutKind::Ovs,
+            DutKind::External,
+        ] {
+            let e = check(kind).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "dut.realtime = true does not apply to dut.kind = \"{}\"",
+                    kind.as_str()
+                )) && e.ends_with("it applies to nflab, link and udp-relay"),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn a_spec_with_realtime_on_a_kernel_dut_is_refused_before_anything_runs() {
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-router\"\nrealtime = true\n";
+        let e = crate::spec::Spec::parse(text, "t")
+            .and_then(|s| s.check_supported())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dut.kind = \"linux-router\""), "{e}");
+        // Off is fine anywhere.
+        let off = text.replace("true", "false");
+        assert!(crate::spec::Spec::parse(&off, "t")
+            .and_then(|s| s.check_supported())
+            .is_ok());
+    }
+}
