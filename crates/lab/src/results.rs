@@ -36,6 +36,9 @@ pub struct RunRow {
     pub frame_bytes: u64,
     /// The run's summary.
     pub summary: Summary,
+    /// The `[[pair]]` that ran it, when the spec has pairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair: Option<String>,
 }
 
 impl RunRow {
@@ -52,7 +55,14 @@ impl RunRow {
             dut: plan.spec.dut.kind.as_str().to_string(),
             frame_bytes: plan.spec.traffic.frame_bytes,
             summary: summary.clone(),
+            pair: None,
         }
+    }
+
+    /// The same row, run on `pair`.
+    pub fn with_pair(mut self, pair: Option<String>) -> RunRow {
+        self.pair = pair;
+        self
     }
 }
 
@@ -214,6 +224,12 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
         ),
         Column::I64("frame_bytes".into(), get(&|r| Some(r.frame_bytes as i64))),
     ];
+    if rows.iter().any(|r| r.pair.is_some()) {
+        cols.push(Column::Str(
+            "pair".into(),
+            rows.iter().map(|r| r.pair.clone()).collect(),
+        ));
+    }
     let mut keys: Vec<&String> = rows.iter().flat_map(|r| r.params.keys()).collect();
     keys.sort();
     keys.dedup();

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use nflab_lab::hosts;
+use nflab_lab::loadgen_run;
 use nflab_lab::spec::DutKind;
 
 /// Arguments of `nflab remote`.
@@ -35,6 +36,42 @@ enum Action {
         #[arg(long)]
         state: String,
     },
+    /// LoadGen host of a pair: the MACs of its interfaces.
+    LgMacs {
+        #[arg(long)]
+        tx: String,
+        #[arg(long)]
+        rx: String,
+        #[arg(long)]
+        netns: Option<String>,
+    },
+    /// LoadGen host of a pair: send and record one run into a scratch directory.
+    Loadgen {
+        /// The run's resolved spec, as JSON.
+        #[arg(long)]
+        spec_json: String,
+        /// Which `[[pair]]` of the spec this host serves.
+        #[arg(long)]
+        pair: String,
+        /// Run index.
+        #[arg(long)]
+        run: usize,
+        /// Where the generator addresses its frames (the DuT's ingress).
+        #[arg(long)]
+        dst_mac: String,
+    },
+    /// LoadGen host of a pair: one file of a run's scratch directory, raw on stdout.
+    Fetch {
+        #[arg(long)]
+        dir: String,
+        #[arg(long)]
+        file: String,
+    },
+    /// LoadGen host of a pair: remove a run's scratch directory.
+    Clean {
+        #[arg(long)]
+        dir: String,
+    },
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -65,6 +102,38 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("could not undo everything: {}", problems.join("; "));
             }
             serde_json::json!({ "reverted": true })
+        }
+        Action::LgMacs { tx, rx, netns } => {
+            let (t, r) = loadgen_run::lg_macs(netns.as_deref(), &tx, &rx)?;
+            serde_json::json!({ "tx_mac": t.to_string(), "rx_mac": r.to_string() })
+        }
+        Action::Loadgen {
+            spec_json,
+            pair,
+            run,
+            dst_mac,
+        } => {
+            let spec: nflab_lab::Spec = serde_json::from_str(&spec_json)
+                .map_err(|e| anyhow::anyhow!("--spec-json is not a resolved nflab spec: {e}"))?;
+            let dst = dst_mac
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--dst-mac {dst_mac:?} is not a MAC address"))?;
+            let stop = super::stop_flag()?;
+            let (dir, files) = loadgen_run::run_loadgen(&spec, &pair, run, dst, &stop)?;
+            serde_json::json!({ "dir": dir, "files": files })
+        }
+        Action::Fetch { dir, file } => {
+            let path = loadgen_run::scratch(&dir, Some(&file))?;
+            let mut f = std::fs::File::open(&path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            std::io::copy(&mut f, &mut std::io::stdout().lock())?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Action::Clean { dir } => {
+            let path = loadgen_run::scratch(&dir, None)?;
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
+            serde_json::json!({ "removed": path })
         }
     };
     println!("{out}");
