@@ -89,13 +89,18 @@ pub fn parse_net_dev(text: &str, tx_iface: &str, rx_iface: &str) -> Option<(u64,
 
 /// Samples the announced run; one per sampler thread (it moves that thread
 /// into the run's namespace).
-#[derive(Default)]
 pub struct Sampler {
     run: Option<Watched>,
     in_ns: Option<crate::netns::NetnsGuard>,
     start: Option<Instant>,
     base: (u64, u64),
     last: (Instant, u64, u64),
+}
+
+impl Default for Sampler {
+    fn default() -> Self {
+        Sampler::new()
+    }
 }
 
 impl Sampler {

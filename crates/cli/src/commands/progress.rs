@@ -34,7 +34,7 @@ impl Bar {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(8));
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} run {pos}/{len} [{bar:24}] {elapsed_precise} ETA {eta}  {msg}",
+                "{spinner} run {pos}/{len} [{bar:20}] {elapsed_precise} ETA {eta}  {wide_msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
