@@ -50,6 +50,7 @@ pub fn validate(hosts: &Inventory, dut: DutKind) -> Result<(), String> {
             lg.address
         ));
     }
+    d.check_address("hosts.dut")?;
     for (key, v) in [
         ("hosts.loadgen.tx_iface", &lg.tx_iface),
         ("hosts.loadgen.rx_iface", &lg.rx_iface),

@@ -91,17 +91,7 @@ impl HostEntry {
         args: &[&str],
         stdout: std::process::Stdio,
     ) -> Result<std::process::Output, LabError> {
-        let pinned = crate::ssh_args::PinnedKey::write(self)?;
-        let mut cmd = if self.is_local() {
-            let mut c =
-                Command::new(std::env::current_exe().map_err(|e| LabError::Host(e.to_string()))?);
-            c.arg("remote").args(args);
-            c
-        } else {
-            let mut all = vec!["remote"];
-            all.extend_from_slice(args);
-            self.ssh(&all, pinned.as_ref().map(|p| p.path()))
-        };
+        let (mut cmd, _pinned) = self.remote_command(args)?;
         let out = cmd
             .stdin(std::process::Stdio::null())
             .stdout(stdout)
@@ -115,6 +105,26 @@ impl HostEntry {
                 ))
             })?;
         Ok(out)
+    }
+
+    /// The command that runs `nflab remote ARGS` on this host, and the pinned
+    /// key's file it needs until it ends.
+    pub fn remote_command(
+        &self,
+        args: &[&str],
+    ) -> Result<(Command, Option<crate::ssh_args::PinnedKey>), LabError> {
+        let pinned = crate::ssh_args::PinnedKey::write(self)?;
+        let cmd = if self.is_local() {
+            let mut c =
+                Command::new(std::env::current_exe().map_err(|e| LabError::Host(e.to_string()))?);
+            c.arg("remote").args(args);
+            c
+        } else {
+            let mut all = vec!["remote"];
+            all.extend_from_slice(args);
+            self.ssh(&all, pinned.as_ref().map(|p| p.path()))
+        };
+        Ok((cmd, pinned))
     }
 
     /// The JSON answer of `nflab remote ARGS`, or its failure in one sentence.

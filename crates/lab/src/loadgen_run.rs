@@ -4,6 +4,7 @@
 //! code as a local run, into a scratch directory the controller then fetches
 //! file by file and removes.
 
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -171,9 +172,94 @@ pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
     }
 }
 
+/// Stream every file of the scratch directory `dir` to `out` (a header line
+/// `nflab-file NAME LEN`, then the bytes; `nflab-end` last), then remove it.
+pub fn take(dir: &Path, out: &mut impl Write) -> Result<(), LabError> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| LabError::artifact(dir, e))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    let io = |e: std::io::Error| LabError::Other(format!("sending the run's files: {e}"));
+    for name in &names {
+        let path = dir.join(name);
+        let mut f = std::fs::File::open(&path).map_err(|e| LabError::artifact(&path, e))?;
+        let len = f.metadata().map_err(|e| LabError::artifact(&path, e))?.len();
+        writeln!(out, "nflab-file {name} {len}").map_err(io)?;
+        let copied = std::io::copy(&mut (&mut f).take(len), out).map_err(io)?;
+        if copied != len {
+            return Err(LabError::Other(format!("{} shrank while it was sent", path.display())));
+        }
+    }
+    writeln!(out, "nflab-end").map_err(io)?;
+    out.flush().map_err(io)?;
+    // Only once everything went out: a broken transfer leaves the copy to fetch again.
+    std::fs::remove_dir_all(dir).map_err(|e| LabError::artifact(dir, e))
+}
+
+/// Read what [`take`] sent into `dest`; the names of the files written.
+pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, LabError> {
+    let bad = |what: String| LabError::Other(format!("the LoadGen's files arrived damaged: {what}"));
+    let mut names = Vec::new();
+    loop {
+        let mut line = String::new();
+        input
+            .read_line(&mut line)
+            .map_err(|e| bad(e.to_string()))?;
+        let line = line.trim_end_matches('\n');
+        if line == "nflab-end" {
+            return Ok(names);
+        }
+        let mut words = line.splitn(3, ' ');
+        let (Some("nflab-file"), Some(name), Some(len)) = (words.next(), words.next(), words.next())
+        else {
+            return Err(bad(format!("unexpected header {line:?} (cut short?)")));
+        };
+        let len: u64 = len.parse().map_err(|_| bad(format!("length {len:?}")))?;
+        if name.is_empty() || name.starts_with('.') || name.contains('/') {
+            return Err(bad(format!("file name {name:?}")));
+        }
+        let path = dest.join(name);
+        let mut f = std::fs::File::create(&path).map_err(|e| LabError::artifact(&path, e))?;
+        let copied = std::io::copy(&mut input.take(len), &mut f)
+            .map_err(|e| LabError::artifact(&path, e))?;
+        if copied != len {
+            return Err(bad(format!("{name}: {copied} of {len} bytes")));
+        }
+        names.push(name.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn taken_files_arrive_whole_and_the_scratch_copy_goes() {
+        let tmp = std::env::temp_dir();
+        let src = tmp.join(format!("{SCRATCH_PREFIX}test-{}", std::process::id()));
+        let dst = tmp.join(format!("nflab-take-test-{}", std::process::id()));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&dst).unwrap();
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(src.join("records.nfr"), &big).unwrap();
+        std::fs::write(src.join("summary.json"), b"{}\nnflab-end\n").unwrap();
+        let mut wire = Vec::new();
+        take(&src, &mut wire).unwrap();
+        assert!(!src.exists());
+        let names = receive(&mut wire.as_slice(), &dst).unwrap();
+        assert_eq!(names, ["records.nfr", "summary.json"]);
+        assert_eq!(std::fs::read(dst.join("records.nfr")).unwrap(), big);
+        assert_eq!(std::fs::read(dst.join("summary.json")).unwrap(), b"{}\nnflab-end\n");
+        // Cut short anywhere: an error, never a silently shorter file set.
+        for cut in [10, wire.len() / 2, wire.len() - 3] {
+            let e = receive(&mut &wire[..cut], &dst).unwrap_err().to_string();
+            assert!(e.contains("damaged"), "{cut}: {e}");
+        }
+        std::fs::remove_dir_all(&dst).unwrap();
+    }
 
     #[test]
     fn only_our_scratch_directories_and_plain_names_are_served() {

@@ -212,23 +212,7 @@ fn run_on_pair(
         dut.down()?;
         let answer = answer?;
         let scratch = answer["dir"].as_str().unwrap_or_default().to_string();
-        let files: Vec<String> = answer["files"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|f| f.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let fetched = files
-            .iter()
-            .try_for_each(|f| fetch(&pair.loadgen, &scratch, f, &rd.join(f)));
-        let cleaned = pair
-            .loadgen
-            .remote(&["clean", "--dir", &scratch])
-            .map(|_| ());
-        fetched?;
-        cleaned?;
+        take(&pair.loadgen, &scratch, &rd)?;
         let path = rd.join("summary.json");
         let text = std::fs::read_to_string(&path).map_err(|e| LabError::artifact(&path, e))?;
         serde_json::from_str(&text).map_err(|e| {
@@ -258,10 +242,25 @@ fn run_on_pair(
     Ok(RunRow::new(plan, &summary).with_pair(name))
 }
 
-/// Copy `file` of the LoadGen's scratch directory to `dest`, streamed over SSH.
-fn fetch(lg: &HostEntry, scratch: &str, file: &str, dest: &Path) -> Result<(), LabError> {
-    let f = std::fs::File::create(dest).map_err(|e| LabError::artifact(dest, e))?;
-    let args = ["fetch", "--dir", scratch, "--file", file];
-    let out = lg.remote_output(&args, Stdio::from(f))?;
-    lg.check_status(&args, &out)
+/// Move the LoadGen's scratch directory's files into `dest`, streamed over
+/// one SSH connection (`nflab remote take`, which removes the scratch copy).
+fn take(lg: &HostEntry, scratch: &str, dest: &Path) -> Result<(), LabError> {
+    let args = ["take", "--dir", scratch];
+    let (mut cmd, _pinned) = lg.remote_command(&args)?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LabError::Host(format!("cannot run ssh for host {}: {e}", lg.address)))?;
+    let received = match child.stdout.take() {
+        Some(out) => crate::loadgen_run::receive(&mut std::io::BufReader::new(out), dest),
+        None => Err(LabError::Other("no output pipe".into())),
+    };
+    let out = child
+        .wait_with_output()
+        .map_err(|e| LabError::Host(format!("host {}: {e}", lg.address)))?;
+    // The remote's own error says more than a damaged stream.
+    lg.check_status(&args, &out)?;
+    received.map(|_| ())
 }

@@ -60,15 +60,8 @@ enum Action {
         #[arg(long)]
         dst_mac: String,
     },
-    /// LoadGen host of a pair: one file of a run's scratch directory, raw on stdout.
-    Fetch {
-        #[arg(long)]
-        dir: String,
-        #[arg(long)]
-        file: String,
-    },
-    /// LoadGen host of a pair: remove a run's scratch directory.
-    Clean {
+    /// LoadGen host of a pair: stream a run's scratch directory on stdout, then remove it.
+    Take {
         #[arg(long)]
         dir: String,
     },
@@ -122,18 +115,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             let (dir, files) = loadgen_run::run_loadgen(&spec, &pair, run, dst, &stop)?;
             serde_json::json!({ "dir": dir, "files": files })
         }
-        Action::Fetch { dir, file } => {
-            let path = loadgen_run::scratch(&dir, Some(&file))?;
-            let mut f = std::fs::File::open(&path)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            std::io::copy(&mut f, &mut std::io::stdout().lock())?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Action::Clean { dir } => {
+        Action::Take { dir } => {
             let path = loadgen_run::scratch(&dir, None)?;
-            std::fs::remove_dir_all(&path)
-                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
-            serde_json::json!({ "removed": path })
+            loadgen_run::take(&path, &mut std::io::BufWriter::new(std::io::stdout().lock()))?;
+            return Ok(ExitCode::SUCCESS);
         }
     };
     println!("{out}");
