@@ -232,13 +232,13 @@ fn the_bar_shows_in_tmux() {
     let o = tmux(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "40", &cmd]);
     assert!(o.status.success(), "{}", stderr(&o));
     // Kill the session (and the run) whatever happens below.
-    struct Session<'a>(&'a dyn Fn(&[&str]) -> std::process::Output, String);
+    struct Session<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
     impl Drop for Session<'_> {
         fn drop(&mut self) {
             (self.0)(&["kill-server"]);
         }
     }
-    let _guard = Session(&tmux, session.clone());
+    let _guard = Session(&tmux);
     let start = Instant::now();
     let mut seen_bar = false;
     let mut screen = String::new();
