@@ -235,21 +235,28 @@ fn bench_two_pairs_against_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = SshLab::pairs("bench", 2);
     let runs = 6;
-    let mut wall = Vec::new();
-    for n in [1, 2, 1, 2] {
-        let spec = lab.dir.join(format!("bench{n}.toml"));
-        std::fs::write(&spec, study(&lab.pairs_toml(n), runs)).unwrap();
-        let t = Instant::now();
-        let o = run(&lab, &spec, &[]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        wall.push((n, t.elapsed().as_secs_f64()));
+    // The DuT set up per run (the default), and kept across a pair's runs.
+    for keep in [false, true] {
+        let mut wall = Vec::new();
+        for n in [1, 2, 1, 2] {
+            let spec = lab.dir.join(format!("bench{n}.toml"));
+            let mut text = study(&lab.pairs_toml(n), runs);
+            if keep {
+                text = text.replace("kind = \"hosts\"\n", "kind = \"hosts\"\nkeep = true\n");
+            }
+            std::fs::write(&spec, text).unwrap();
+            let t = Instant::now();
+            let o = run(&lab, &spec, &[]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            wall.push((n, t.elapsed().as_secs_f64()));
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let one: f64 = wall.iter().filter(|w| w.0 == 1).map(|w| w.1).sum::<f64>() / 2.0;
+        let two: f64 = wall.iter().filter(|w| w.0 == 2).map(|w| w.1).sum::<f64>() / 2.0;
+        println!(
+            "keep={keep}: {runs} runs of 1 s: one pair {one:.1} s, two pairs {two:.1} s, ratio {:.2} (each the mean of 2; {wall:?}); loadavg {}",
+            two / one,
+            load.trim()
+        );
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let one: f64 = wall.iter().filter(|w| w.0 == 1).map(|w| w.1).sum::<f64>() / 2.0;
-    let two: f64 = wall.iter().filter(|w| w.0 == 2).map(|w| w.1).sum::<f64>() / 2.0;
-    println!(
-        "{runs} runs of 1 s: one pair {one:.1} s, two pairs {two:.1} s, ratio {:.2} (each the mean of 2; {wall:?}); loadavg {}",
-        two / one,
-        load.trim()
-    );
 }

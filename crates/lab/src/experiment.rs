@@ -150,15 +150,8 @@ fn run_experiment_in(
         for (role, host) in &spec.hosts {
             env.hosts.insert(role.clone(), host.remote(&["info"])?);
         }
-        for p in &spec.pair {
-            for (role, host) in [("loadgen", &p.loadgen), ("dut", &p.dut)] {
-                let info = host.remote(&["info"]).map_err(|e| match e {
-                    LabError::Host(m) => LabError::Host(format!("pair {:?}: {m}", p.name)),
-                    other => other,
-                })?;
-                env.hosts.insert(format!("{}.{role}", p.name), info);
-            }
-        }
+        // Every pair's hosts at once: each answer costs an SSH handshake.
+        env.hosts.extend(crate::pairs::host_infos(&spec.pair)?);
     }
     if opts.resume.is_none() {
         write_file(&dir.join("spec.toml"), text.as_bytes())?;

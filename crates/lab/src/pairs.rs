@@ -96,6 +96,8 @@ pub fn run_on_pairs(
                     Ok(m) => m,
                     Err(e) => return fail(e),
                 };
+                // The pair's DuT between runs (topology.keep); taken down on drop.
+                let mut kept = None;
                 loop {
                     if stop.load(Ordering::Relaxed) {
                         interrupted.store(true, Ordering::Relaxed);
@@ -107,7 +109,7 @@ pub fn run_on_pairs(
                     let Some(plan) = todo.lock().ok().and_then(|mut q| q.pop_front()) else {
                         return;
                     };
-                    match run_on_pair(plan, pair, macs, dir, events, stop) {
+                    match run_on_pair(&mut kept, plan, pair, macs, dir, events, stop) {
                         Ok(row) => {
                             if row.summary.interrupted {
                                 interrupted.store(true, Ordering::Relaxed);
@@ -127,6 +129,32 @@ pub fn run_on_pairs(
     out.interrupted = interrupted.load(Ordering::Relaxed);
     out.error = first_error.into_inner().unwrap_or_default();
     out
+}
+
+/// `nflab remote info` of every host of `pairs`, asked in parallel, keyed
+/// `<pair>.loadgen` and `<pair>.dut`.
+pub fn host_infos(pairs: &[PairEntry]) -> Result<Vec<(String, serde_json::Value)>, LabError> {
+    std::thread::scope(|s| {
+        let asks: Vec<_> = pairs
+            .iter()
+            .flat_map(|p| [(p, "loadgen", &p.loadgen), (p, "dut", &p.dut)])
+            .map(|(p, role, host)| {
+                let key = format!("{}.{role}", p.name);
+                (key, p, s.spawn(move || host.remote(&["info"])))
+            })
+            .collect();
+        asks.into_iter()
+            .map(|(key, p, h)| {
+                let info = h
+                    .join()
+                    .unwrap_or_else(|_| Err(LabError::Other("a host query panicked".into())));
+                info.map(|v| (key, v)).map_err(|e| match e {
+                    LabError::Host(m) => LabError::Host(format!("pair {:?}: {m}", p.name)),
+                    other => other,
+                })
+            })
+            .collect()
+    })
 }
 
 /// MACs of the LoadGen's interfaces, asked on its host.
@@ -155,6 +183,7 @@ fn loadgen_macs(lg: &HostEntry) -> Result<(MacAddr, MacAddr), LabError> {
 
 /// One run on one pair, into `runs/NNN/`.
 fn run_on_pair(
+    kept: &mut Option<(DutKind, RemoteDut)>,
     plan: &RunPlan,
     pair: &PairEntry,
     (tx_mac, rx_mac): (MacAddr, MacAddr),
@@ -183,7 +212,15 @@ fn run_on_pair(
             return Err(LabError::Other("stopped before the run began".into()));
         }
         let kind = plan.spec.dut.kind;
-        let mut dut = RemoteDut::up(&pair.dut, kind, &tx_mac.to_string(), &rx_mac.to_string())?;
+        // topology.keep: the pair's DuT stays set up while its kind stays the same.
+        if kept.as_ref().is_none_or(|(k, _)| *k != kind) || !plan.spec.topology.keep {
+            *kept = None;
+            let up = RemoteDut::up(&pair.dut, kind, &tx_mac.to_string(), &rx_mac.to_string())?;
+            *kept = Some((kind, up));
+        }
+        let Some((_, dut)) = kept.as_mut() else {
+            unreachable!("a DuT was just set up")
+        };
         let dst = match kind {
             DutKind::LinuxRouter => dut.ingress_mac().parse().map_err(|_| {
                 LabError::Host(format!(
@@ -198,21 +235,29 @@ fn run_on_pair(
             .map_err(|e| LabError::Other(format!("the run's spec as JSON: {e}")))?;
         let run = plan.index.to_string();
         let dst = dst.to_string();
-        let answer = pair.loadgen.remote(&[
-            "loadgen",
-            "--spec-json",
-            &spec_json,
-            "--pair",
-            &pair.name,
-            "--run",
-            &run,
-            "--dst-mac",
-            &dst,
-        ]);
-        dut.down()?;
-        let answer = answer?;
-        let scratch = answer["dir"].as_str().unwrap_or_default().to_string();
-        take(&pair.loadgen, &scratch, &rd)?;
+        // One SSH call: the LoadGen sends, records, analyses and streams the files back.
+        let taken = take(
+            &pair.loadgen,
+            &[
+                "loadgen",
+                "--spec-json",
+                &spec_json,
+                "--pair",
+                &pair.name,
+                "--run",
+                &run,
+                "--dst-mac",
+                &dst,
+                "--take",
+            ],
+            &rd,
+        );
+        if !plan.spec.topology.keep {
+            if let Some((_, mut d)) = kept.take() {
+                d.down()?;
+            }
+        }
+        taken?;
         let path = rd.join("summary.json");
         let text = std::fs::read_to_string(&path).map_err(|e| LabError::artifact(&path, e))?;
         serde_json::from_str(&text).map_err(|e| {
@@ -242,11 +287,10 @@ fn run_on_pair(
     Ok(RunRow::new(plan, &summary).with_pair(name))
 }
 
-/// Move the LoadGen's scratch directory's files into `dest`, streamed over
-/// one SSH connection (`nflab remote take`, which removes the scratch copy).
-fn take(lg: &HostEntry, scratch: &str, dest: &Path) -> Result<(), LabError> {
-    let args = ["take", "--dir", scratch];
-    let (mut cmd, _pinned) = lg.remote_command(&args)?;
+/// Run `nflab remote ARGS` on the LoadGen, which streams a run's files
+/// ([`crate::loadgen_run::take`]) into `dest`, over one SSH connection.
+fn take(lg: &HostEntry, args: &[&str], dest: &Path) -> Result<(), LabError> {
+    let (mut cmd, _pinned) = lg.remote_command(args)?;
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -261,6 +305,6 @@ fn take(lg: &HostEntry, scratch: &str, dest: &Path) -> Result<(), LabError> {
         .wait_with_output()
         .map_err(|e| LabError::Host(format!("host {}: {e}", lg.address)))?;
     // The remote's own error says more than a damaged stream.
-    lg.check_status(&args, &out)?;
+    lg.check_status(args, &out)?;
     received.map(|_| ())
 }

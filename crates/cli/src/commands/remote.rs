@@ -59,6 +59,9 @@ enum Action {
         /// Where the generator addresses its frames (the DuT's ingress).
         #[arg(long)]
         dst_mac: String,
+        /// Stream the run's files on stdout (as `take` does) instead of answering JSON.
+        #[arg(long)]
+        take: bool,
     },
     /// LoadGen host of a pair: stream a run's scratch directory on stdout, then remove it.
     Take {
@@ -105,6 +108,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             pair,
             run,
             dst_mac,
+            take,
         } => {
             let spec: nflab_lab::Spec = serde_json::from_str(&spec_json)
                 .map_err(|e| anyhow::anyhow!("--spec-json is not a resolved nflab spec: {e}"))?;
@@ -113,6 +117,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(|_| anyhow::anyhow!("--dst-mac {dst_mac:?} is not a MAC address"))?;
             let stop = super::stop_flag()?;
             let (dir, files) = loadgen_run::run_loadgen(&spec, &pair, run, dst, &stop)?;
+            if take {
+                loadgen_run::take(&dir, &mut std::io::BufWriter::new(std::io::stdout().lock()))?;
+                return Ok(ExitCode::SUCCESS);
+            }
             serde_json::json!({ "dir": dir, "files": files })
         }
         Action::Take { dir } => {
