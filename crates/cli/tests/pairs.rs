@@ -29,7 +29,13 @@ fn study(pairs: &str, runs: usize) -> String {
 
 fn run(lab: &SshLab, spec: &Path, extra: &[&str]) -> Output {
     let mut c = lab.nflab();
-    c.args(["run", spec.to_str().unwrap(), "--out", lab.dir.to_str().unwrap(), "--json"]);
+    c.args([
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        lab.dir.to_str().unwrap(),
+        "--json",
+    ]);
     c.args(extra);
     c.output().unwrap()
 }
@@ -74,18 +80,28 @@ fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
         assert_eq!(row["lost"], 0, "{row}");
         // The records came back whole: the local analysis of the fetched file agrees.
         let again = common::nflab()
-            .args(["analyze", rd.join("records.nfr").to_str().unwrap(), "--json"])
+            .args([
+                "analyze",
+                rd.join("records.nfr").to_str().unwrap(),
+                "--json",
+            ])
             .output()
             .unwrap();
         let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
-        assert_eq!(again["packets"]["received"].as_i64(), row["received"].as_i64());
+        assert_eq!(
+            again["packets"]["received"].as_i64(),
+            row["received"].as_i64()
+        );
         assert!(rd.join(".complete").exists() && rd.join("gen.json").exists());
         used.insert(pair);
     }
     assert_eq!(used.len(), 2, "{used:?}");
     let env = read_json(dir.join("env.json"));
     for role in ["a.loadgen", "a.dut", "b.loadgen", "b.dut"] {
-        assert_eq!(env["hosts"][role]["clock_source"], "CLOCK_REALTIME", "{role}");
+        assert_eq!(
+            env["hosts"][role]["clock_source"], "CLOCK_REALTIME",
+            "{role}"
+        );
     }
     // Runs overlapped: some run started before another ended.
     let ev: Vec<serde_json::Value> = std::fs::read_to_string(&events)
@@ -146,7 +162,9 @@ fn a_host_with_another_key_is_refused_in_one_sentence() {
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(
-        err.contains("pinned host_key") && err.contains("refused") && err.trim().lines().count() == 1,
+        err.contains("pinned host_key")
+            && err.contains("refused")
+            && err.trim().lines().count() == 1,
         "{err}"
     );
 }
@@ -166,22 +184,40 @@ fn hostile_spec_strings_never_run_on_a_host() {
         // The LoadGen's interfaces (`nflab remote lg-macs`).
         (
             vec![
-                ("tx_iface = \"eth1\"".into(), format!("tx_iface = \"$(touch {})\"", mark(0))),
-                ("rx_iface = \"eth2\"".into(), format!("rx_iface = \"eth2; touch {}; '\"", mark(1))),
+                (
+                    "tx_iface = \"eth1\"".into(),
+                    format!("tx_iface = \"$(touch {})\"", mark(0)),
+                ),
+                (
+                    "rx_iface = \"eth2\"".into(),
+                    format!("rx_iface = \"eth2; touch {}; '\"", mark(1)),
+                ),
             ],
             false,
         ),
         // The DuT's interfaces (`nflab remote dut-up`).
         (
             vec![
-                ("ingress_iface = \"p1\"".into(), format!("ingress_iface = \"p1'\\ntouch {}\\n'\"", mark(2))),
-                ("egress_iface = \"p2\"".into(), format!("egress_iface = \"`touch {}`\\\"; rm -rf /nonexistent\"", mark(3))),
+                (
+                    "ingress_iface = \"p1\"".into(),
+                    format!("ingress_iface = \"p1'\\ntouch {}\\n'\"", mark(2)),
+                ),
+                (
+                    "egress_iface = \"p2\"".into(),
+                    format!(
+                        "egress_iface = \"`touch {}`\\\"; rm -rf /nonexistent\"",
+                        mark(3)
+                    ),
+                ),
             ],
             false,
         ),
         // The LoadGen's namespace.
         (
-            vec![("[pair.dut]".into(), format!("netns = \"x'$(touch {})'\"\n[pair.dut]", mark(4)))],
+            vec![(
+                "[pair.dut]".into(),
+                format!("netns = \"x'$(touch {})'\"\n[pair.dut]", mark(4)),
+            )],
             false,
         ),
         // Keys a host does not use travel inside the run's spec (`nflab remote
@@ -189,7 +225,10 @@ fn hostile_spec_strings_never_run_on_a_host() {
         (
             vec![(
                 "[pair.dut]".into(),
-                format!("ingress_iface = \"'; touch {m}; '\\n$(touch {m})\\\"`touch {m}`\"\n[pair.dut]", m = mark(5)),
+                format!(
+                    "ingress_iface = \"'; touch {m}; '\\n$(touch {m})\\\"`touch {m}`\"\n[pair.dut]",
+                    m = mark(5)
+                ),
             )],
             true,
         ),
@@ -220,7 +259,11 @@ fn hostile_spec_strings_never_run_on_a_host() {
     std::fs::write(&spec, study(&evil_addr, 1)).unwrap();
     let o = run(&lab, &spec, &[]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not an SSH destination"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not an SSH destination"),
+        "{}",
+        stderr(&o)
+    );
     for i in 0..7 {
         assert!(!Path::new(&mark(i)).exists(), "hostile string {i} ran");
     }

@@ -56,12 +56,22 @@ fn check_story(ev: &[serde_json::Value], runs: usize) -> BTreeMap<String, serde_
         match e["event"].as_str().unwrap() {
             "run_start" => {
                 assert!(open.is_none(), "run {run} started inside {open:?}");
-                assert!(started.insert(run.clone(), e.clone()).is_none(), "{run} twice");
+                assert!(
+                    started.insert(run.clone(), e.clone()).is_none(),
+                    "{run} twice"
+                );
                 open = Some(run);
             }
             "progress" => {
-                assert_eq!(open.as_deref(), Some(run.as_str()), "sample outside its run");
-                let (tx, rx) = (e["tx_packets"].as_u64().unwrap(), e["rx_packets"].as_u64().unwrap());
+                assert_eq!(
+                    open.as_deref(),
+                    Some(run.as_str()),
+                    "sample outside its run"
+                );
+                let (tx, rx) = (
+                    e["tx_packets"].as_u64().unwrap(),
+                    e["rx_packets"].as_u64().unwrap(),
+                );
                 assert!(rx <= tx + 100, "{e}");
             }
             "run_end" => {
@@ -84,7 +94,13 @@ fn events_tell_the_study_and_match_results_parquet() {
     let spec = write_spec(&tmp.0, "three", THREE_RUNS);
     let events = tmp.0.join("events.jsonl");
     let o = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.to_str().unwrap(), "--json"])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+            "--json",
+        ])
         .arg("--events")
         .arg(&events)
         .output()
@@ -116,7 +132,10 @@ fn events_tell_the_study_and_match_results_parquet() {
     // Rates: the offered rate of each run is its swept value, and the live samples
     // of the 6000 pps run see that rate at the generator's interface.
     let starts: Vec<&serde_json::Value> = ev.iter().filter(|e| e["event"] == "run_start").collect();
-    let offered: Vec<f64> = starts.iter().map(|e| e["offered_pps"].as_f64().unwrap()).collect();
+    let offered: Vec<f64> = starts
+        .iter()
+        .map(|e| e["offered_pps"].as_f64().unwrap())
+        .collect();
     assert_eq!(offered, [2000.0, 4000.0, 6000.0]);
     let last_run = starts[2]["run"].as_str().unwrap();
     let samples: Vec<&serde_json::Value> = ev
@@ -125,21 +144,37 @@ fn events_tell_the_study_and_match_results_parquet() {
         .collect();
     assert!(samples.len() >= 3, "{} samples in 1.5 s", samples.len());
     // At its end, the counters hold at least the probes the summary counts as sent.
-    let top = samples.iter().map(|e| e["tx_packets"].as_u64().unwrap()).max().unwrap();
+    let top = samples
+        .iter()
+        .map(|e| e["tx_packets"].as_u64().unwrap())
+        .max()
+        .unwrap();
     let sent = ended[last_run]["sent"].as_u64().unwrap();
-    assert!(top >= sent * 8 / 10, "interface counted {top}, summary sent {sent}");
+    assert!(
+        top >= sent * 8 / 10,
+        "interface counted {top}, summary sent {sent}"
+    );
 
     // Resume of the finished study: every run is kept, and says so.
     let events2 = tmp.0.join("events2.jsonl");
     let o = nflab()
-        .args(["run", "--resume", dir.to_str().unwrap(), "--json", "--events"])
+        .args([
+            "run",
+            "--resume",
+            dir.to_str().unwrap(),
+            "--json",
+            "--events",
+        ])
         .arg(&events2)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let ev2 = events_of(&events2);
     let ended2 = check_story(&ev2, 3);
-    assert!(ended2.values().all(|e| e["status"] == "resumed"), "{ended2:?}");
+    assert!(
+        ended2.values().all(|e| e["status"] == "resumed"),
+        "{ended2:?}"
+    );
     assert_eq!(ev2[ev2.len() - 1]["resumed"], 3);
 }
 
@@ -151,7 +186,10 @@ fn events_to_stdout_and_json_together_are_refused() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("--events") && err.trim().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("--events") && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }
 
 /// A two-run study for the terminal tests (the bar's line needs time to show).
@@ -192,18 +230,35 @@ fn the_bar_shows_on_a_pseudo_terminal_and_not_on_a_pipe() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let screen = String::from_utf8_lossy(&o.stdout);
-    assert!(screen.contains("ETA"), "no progress bar on the terminal: {screen}");
-    assert!(screen.contains("run 1/2") || screen.contains("run 0/2"), "{screen}");
-    assert!(screen.contains("received") && screen.contains("loss"), "{screen}");
+    assert!(
+        screen.contains("ETA"),
+        "no progress bar on the terminal: {screen}"
+    );
+    assert!(
+        screen.contains("run 1/2") || screen.contains("run 0/2"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("received") && screen.contains("loss"),
+        "{screen}"
+    );
 
     // The same on pipes: the table, and nothing of the bar.
     let o = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.to_str().unwrap()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(!err.contains("ETA") && !err.contains('\r') && !err.contains('\x1b'), "{err}");
+    assert!(
+        !err.contains("ETA") && !err.contains('\r') && !err.contains('\x1b'),
+        "{err}"
+    );
 }
 
 #[test]
@@ -229,7 +284,17 @@ fn the_bar_shows_in_tmux() {
         spec.display(),
         tmp.0.display()
     );
-    let o = tmux(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "40", &cmd]);
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "160",
+        "-y",
+        "40",
+        &cmd,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // Kill the session (and the run) whatever happens below.
     struct Session<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
@@ -251,8 +316,17 @@ fn the_bar_shows_in_tmux() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(seen_bar, "no live progress line seen in tmux; last screen:\n{screen}");
-    assert!(screen.contains("artifacts:"), "the run did not finish:\n{screen}");
+    assert!(
+        seen_bar,
+        "no live progress line seen in tmux; last screen:\n{screen}"
+    );
+    assert!(
+        screen.contains("artifacts:"),
+        "the run did not finish:\n{screen}"
+    );
     // The bar is cleared at the end: the finished screen holds run lines and the table.
-    assert!(screen.contains("run 000") && screen.contains("run 001"), "{screen}");
+    assert!(
+        screen.contains("run 000") && screen.contains("run 001"),
+        "{screen}"
+    );
 }

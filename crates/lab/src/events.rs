@@ -215,7 +215,10 @@ mod tests {
         s.packets.lost = 3;
         let v = serde_json::to_value(Event::run_end("001", "complete", &s, None)).unwrap();
         assert_eq!(v["event"], "run_end");
-        assert_eq!((v["sent"].as_u64(), v["lost"].as_u64()), (Some(10), Some(3)));
+        assert_eq!(
+            (v["sent"].as_u64(), v["lost"].as_u64()),
+            (Some(10), Some(3))
+        );
         assert!(v.get("pair").is_none());
     }
 }

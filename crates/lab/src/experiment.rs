@@ -204,8 +204,12 @@ fn run_experiment_in(
         if let Some(summary) = completed_summary(&rd) {
             if same_params(&rd, plan) {
                 resumed_runs += 1;
-                opts.events
-                    .emit(&crate::events::Event::run_end(&run_name(plan), "resumed", &summary, None));
+                opts.events.emit(&crate::events::Event::run_end(
+                    &run_name(plan),
+                    "resumed",
+                    &summary,
+                    None,
+                ));
                 return Ok(RunRow::new(plan, &summary));
             }
         }

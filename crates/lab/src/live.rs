@@ -138,7 +138,10 @@ impl Sampler {
             self.last = (now, tx, rx);
             return None;
         };
-        let (tx_n, rx_n) = (tx.saturating_sub(self.base.0), rx.saturating_sub(self.base.1));
+        let (tx_n, rx_n) = (
+            tx.saturating_sub(self.base.0),
+            rx.saturating_sub(self.base.1),
+        );
         let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-6);
         let tx_pps = tx.saturating_sub(self.last.1) as f64 / dt;
         let rx_pps = rx.saturating_sub(self.last.2) as f64 / dt;

@@ -147,8 +147,7 @@ fn traffic_and_analysis(
 pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
     let d = Path::new(dir);
     let ours = d.parent() == Some(std::env::temp_dir().as_path())
-        && d
-            .file_name()
+        && d.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with(SCRATCH_PREFIX) && !n.contains(".."));
     if !ours {
@@ -159,10 +158,7 @@ pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
     match file {
         None => Ok(d.to_path_buf()),
         Some(f)
-            if !f.is_empty()
-                && !f.starts_with('.')
-                && !f.contains('/')
-                && !f.contains('\0') =>
+            if !f.is_empty() && !f.starts_with('.') && !f.contains('/') && !f.contains('\0') =>
         {
             Ok(d.join(f))
         }
@@ -186,11 +182,17 @@ pub fn take(dir: &Path, out: &mut impl Write) -> Result<(), LabError> {
     for name in &names {
         let path = dir.join(name);
         let mut f = std::fs::File::open(&path).map_err(|e| LabError::artifact(&path, e))?;
-        let len = f.metadata().map_err(|e| LabError::artifact(&path, e))?.len();
+        let len = f
+            .metadata()
+            .map_err(|e| LabError::artifact(&path, e))?
+            .len();
         writeln!(out, "nflab-file {name} {len}").map_err(io)?;
         let copied = std::io::copy(&mut (&mut f).take(len), out).map_err(io)?;
         if copied != len {
-            return Err(LabError::Other(format!("{} shrank while it was sent", path.display())));
+            return Err(LabError::Other(format!(
+                "{} shrank while it was sent",
+                path.display()
+            )));
         }
     }
     writeln!(out, "nflab-end").map_err(io)?;
@@ -201,19 +203,19 @@ pub fn take(dir: &Path, out: &mut impl Write) -> Result<(), LabError> {
 
 /// Read what [`take`] sent into `dest`; the names of the files written.
 pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, LabError> {
-    let bad = |what: String| LabError::Other(format!("the LoadGen's files arrived damaged: {what}"));
+    let bad =
+        |what: String| LabError::Other(format!("the LoadGen's files arrived damaged: {what}"));
     let mut names = Vec::new();
     loop {
         let mut line = String::new();
-        input
-            .read_line(&mut line)
-            .map_err(|e| bad(e.to_string()))?;
+        input.read_line(&mut line).map_err(|e| bad(e.to_string()))?;
         let line = line.trim_end_matches('\n');
         if line == "nflab-end" {
             return Ok(names);
         }
         let mut words = line.splitn(3, ' ');
-        let (Some("nflab-file"), Some(name), Some(len)) = (words.next(), words.next(), words.next())
+        let (Some("nflab-file"), Some(name), Some(len)) =
+            (words.next(), words.next(), words.next())
         else {
             return Err(bad(format!("unexpected header {line:?} (cut short?)")));
         };
@@ -252,7 +254,10 @@ mod tests {
         let names = receive(&mut wire.as_slice(), &dst).unwrap();
         assert_eq!(names, ["records.nfr", "summary.json"]);
         assert_eq!(std::fs::read(dst.join("records.nfr")).unwrap(), big);
-        assert_eq!(std::fs::read(dst.join("summary.json")).unwrap(), b"{}\nnflab-end\n");
+        assert_eq!(
+            std::fs::read(dst.join("summary.json")).unwrap(),
+            b"{}\nnflab-end\n"
+        );
         // Cut short anywhere: an error, never a silently shorter file set.
         for cut in [10, wire.len() / 2, wire.len() - 3] {
             let e = receive(&mut &wire[..cut], &dst).unwrap_err().to_string();

@@ -270,7 +270,11 @@ fn run_on_pair(
     let ev = match &result {
         Ok(s) => Event::run_end(
             &format!("{:03}", plan.index),
-            if s.interrupted { "interrupted" } else { "complete" },
+            if s.interrupted {
+                "interrupted"
+            } else {
+                "complete"
+            },
             s,
             name.clone(),
         ),

@@ -104,7 +104,10 @@ pub fn validate(spec: &Spec) -> Result<(), (&'static str, String)> {
         if !seen.insert(p.name.as_str()) {
             return Err((
                 "name",
-                format!("pair name {:?} is used twice: give each pair its own", p.name),
+                format!(
+                    "pair name {:?} is used twice: give each pair its own",
+                    p.name
+                ),
             ));
         }
         for (role, h, keys) in [

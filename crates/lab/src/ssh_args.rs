@@ -157,7 +157,10 @@ mod tests {
         assert!(check_entry(&host("root@198.18.254.2"), "h").is_ok());
         for bad in ["-oProxyCommand=touch /tmp/x", "a b", "x\ny", ""] {
             let e = check_entry(&host(bad), "pair \"a\" dut").unwrap_err();
-            assert!(e.contains("not an SSH destination") && !e.contains('\n'), "{e}");
+            assert!(
+                e.contains("not an SSH destination") && !e.contains('\n'),
+                "{e}"
+            );
         }
         let mut h = host("root@h");
         h.ssh_options = vec!["-o".into(), "StrictHostKeyChecking=no".into()];

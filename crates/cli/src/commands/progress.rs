@@ -62,7 +62,10 @@ impl Observer for Bar {
                 pair,
                 ..
             } => {
-                let on = pair.as_ref().map(|p| format!(" on {p}")).unwrap_or_default();
+                let on = pair
+                    .as_ref()
+                    .map(|p| format!(" on {p}"))
+                    .unwrap_or_default();
                 self.bar.set_message(format!(
                     "run {run} {dut}{on}: offered {}",
                     pps(*offered_pps)

@@ -125,7 +125,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         Action::Take { dir } => {
             let path = loadgen_run::scratch(&dir, None)?;
-            loadgen_run::take(&path, &mut std::io::BufWriter::new(std::io::stdout().lock()))?;
+            loadgen_run::take(
+                &path,
+                &mut std::io::BufWriter::new(std::io::stdout().lock()),
+            )?;
             return Ok(ExitCode::SUCCESS);
         }
     };
