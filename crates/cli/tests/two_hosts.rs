@@ -160,9 +160,12 @@ fn linux_router_on_a_remote_host_over_ssh() {
     );
     let bin = env!("CARGO_BIN_EXE_nflab");
     let ssh_opts = format!(
-        "[\"-i\", \"{}\", \"-o\", \"StrictHostKeyChecking=no\", \"-o\", \"UserKnownHostsFile=/dev/null\", \"-o\", \"LogLevel=ERROR\"]",
+        "[\"-i\", \"{}\", \"-o\", \"LogLevel=ERROR\"]",
         client_key.display()
     );
+    // nflab checks host keys: this one is pinned in the spec.
+    let pinned = std::fs::read_to_string(lab.dir.join("host_key.pub")).unwrap();
+    let pinned = pinned.trim();
     // Wait for sshd to accept.
     let start = Instant::now();
     loop {
@@ -208,7 +211,7 @@ fn linux_router_on_a_remote_host_over_ssh() {
         format!(
             "[experiment]\nname = \"two-hosts\"\n[topology]\nkind = \"hosts\"\n[dut]\nkind = \"linux-router\"\n[traffic]\nrate_pps = 5000\nduration_s = 1\nwarmup_s = 0.2\n\
              [hosts.loadgen]\naddress = \"local\"\ntx_iface = \"eth1\"\nrx_iface = \"eth2\"\n\
-             [hosts.dut]\naddress = \"root@198.18.255.2\"\nport = 2222\nssh_options = {ssh_opts}\nnflab = \"{bin}\"\ningress_iface = \"p1\"\negress_iface = \"p2\"\n"
+             [hosts.dut]\naddress = \"root@198.18.255.2\"\nport = 2222\nhost_key = \"{pinned}\"\nssh_options = {ssh_opts}\nnflab = \"{bin}\"\ningress_iface = \"p1\"\negress_iface = \"p2\"\n"
         ),
     )
     .unwrap();

@@ -45,6 +45,8 @@ pub struct RunOptions {
     /// one run finished (its results and `results.parquet` are written by then): the CLI
     /// writes the report of what exists there.
     pub after_failure: Option<fn(&Path)>,
+    /// Who hears the study's events (progress bar, `--events`); none by default.
+    pub events: crate::events::Observers,
 }
 
 /// What an experiment produced.
@@ -69,7 +71,7 @@ pub fn run_dir(experiment: &Path, index: usize) -> PathBuf {
 }
 
 /// The summary of a complete run, or None if the run must be (re)done.
-fn completed_summary(dir: &Path) -> Option<Summary> {
+pub(crate) fn completed_summary(dir: &Path) -> Option<Summary> {
     if !dir.join(COMPLETE_MARKER).exists() {
         return None;
     }
@@ -84,7 +86,12 @@ pub fn run_experiment(
     stop: Arc<AtomicBool>,
 ) -> Result<ExperimentResult, LabError> {
     let mut dir = None;
-    let result = run_experiment_in(spec_path, opts, stop, &mut dir);
+    let started = std::time::Instant::now();
+    let result = crate::study_events::with_sampler(&opts.events, || {
+        run_experiment_in(spec_path, opts, stop, &mut dir)
+    });
+    opts.events
+        .emit(&crate::study_events::study_end(&result, started));
     if let (Err(_), Some(f), Some(d)) = (&result, opts.after_failure, dir) {
         // Only when a run finished: otherwise there is nothing to report but the error.
         let finished = std::fs::read_dir(d.join("runs")).is_ok_and(|runs| {
@@ -143,6 +150,8 @@ fn run_experiment_in(
         for (role, host) in &spec.hosts {
             env.hosts.insert(role.clone(), host.remote(&["info"])?);
         }
+        // Every pair's hosts at once: each answer costs an SSH handshake.
+        env.hosts.extend(crate::pairs::host_infos(&spec.pair)?);
     }
     if opts.resume.is_none() {
         write_file(&dir.join("spec.toml"), text.as_bytes())?;
@@ -173,6 +182,13 @@ fn run_experiment_in(
         )?;
     }
 
+    opts.events.emit(&crate::events::Event::StudyStart {
+        name: spec.experiment.name.clone(),
+        dir: dir.display().to_string(),
+        runs: spec.rfc2544.is_none().then_some(plans.len()),
+        pairs: spec.pair.len().max(1),
+        unix_s: crate::events::unix_s(),
+    });
     let mut rows: Vec<RunRow> = Vec::new();
     let mut resumed_runs = 0;
     let mut interrupted = false;
@@ -183,9 +199,17 @@ fn run_experiment_in(
     // parameters, otherwise (re)do it whole.
     let mut execute = |plan: &RunPlan| -> Result<RunRow, LabError> {
         let rd = run_dir(&dir, plan.index);
+        opts.events
+            .emit(&crate::study_events::run_start(plan, None));
         if let Some(summary) = completed_summary(&rd) {
             if same_params(&rd, plan) {
                 resumed_runs += 1;
+                opts.events.emit(&crate::events::Event::run_end(
+                    &run_name(plan),
+                    "resumed",
+                    &summary,
+                    None,
+                ));
                 return Ok(RunRow::new(plan, &summary).with_app(&rd));
             }
         }
@@ -217,6 +241,8 @@ fn run_experiment_in(
         let before = Snapshot::take();
         let outcome = run_one_with(plan, &rd, &stop, &mut kept);
         let after = Snapshot::take();
+        opts.events
+            .emit(&crate::study_events::run_end(plan, &outcome, None));
         knobs.revert();
         // The run's own error (say, a full disk while recording) is the
         // one to report; these small files may fail for the same reason.
@@ -237,6 +263,17 @@ fn run_experiment_in(
 
     let mut verdicts = Vec::new();
     match &spec.rfc2544 {
+        // [[pair]]: the runs go to the pairs in parallel.
+        None if !spec.pair.is_empty() => {
+            let out = crate::pairs::run_on_pairs(&spec, &plans, &dir, &opts.events, &stop);
+            rows = out.rows;
+            resumed_runs = out.resumed;
+            interrupted = out.interrupted;
+            if let Some(e) = out.error {
+                let _ = results::write_parquet(&dir.join("results.parquet"), &rows);
+                return Err(e);
+            }
+        }
         None => {
             for plan in &plans {
                 if stop.load(Ordering::Relaxed) {
@@ -292,8 +329,13 @@ fn run_experiment_in(
     })
 }
 
+/// Directory name of a run (`000`).
+fn run_name(plan: &RunPlan) -> String {
+    format!("{:03}", plan.index)
+}
+
 /// Whether a stored run was made with the parameters of `plan`.
-fn same_params(dir: &Path, plan: &RunPlan) -> bool {
+pub(crate) fn same_params(dir: &Path, plan: &RunPlan) -> bool {
     let stored: Option<serde_json::Value> = std::fs::read_to_string(dir.join("params.json"))
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());

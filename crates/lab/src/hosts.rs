@@ -46,10 +46,11 @@ pub fn validate(hosts: &Inventory, dut: DutKind) -> Result<(), String> {
         .ok_or("topology.kind = \"hosts\" needs a [hosts.dut] section")?;
     if !lg.is_local() {
         return Err(format!(
-            "hosts.loadgen.address = \"{}\": the generator runs on this machine in this version; use \"local\" and run nflab on the LoadGen host",
+            "hosts.loadgen.address = \"{}\": with [hosts] the generator runs on this machine; use \"local\", or declare the hosts as a [[pair]], whose LoadGen may be remote",
             lg.address
         ));
     }
+    d.check_address("hosts.dut")?;
     for (key, v) in [
         ("hosts.loadgen.tx_iface", &lg.tx_iface),
         ("hosts.loadgen.rx_iface", &lg.rx_iface),

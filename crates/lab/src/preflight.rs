@@ -41,7 +41,8 @@ impl Spec {
             DutKind::Ovs => crate::dut_ovs::check(&self.dut)?,
             _ => {}
         }
-        if self.topology.kind == TopologyKind::Hosts {
+        // [[pair]] is checked with the spec (crate::pairs_section).
+        if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
             crate::hosts::validate(&self.hosts, self.dut.kind).map_err(LabError::Unsupported)?;
         }
         if let Some(AppSection::Ncsbench(ncs)) = &self.app {

@@ -43,6 +43,9 @@ pub struct RunRow {
         serialize_with = "crate::app_results::serialize_columns"
     )]
     pub app: AppColumns,
+    /// The `[[pair]]` that ran it, when the spec has pairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair: Option<String>,
 }
 
 impl RunRow {
@@ -60,12 +63,19 @@ impl RunRow {
             frame_bytes: plan.spec.traffic.frame_bytes,
             summary: summary.clone(),
             app: Vec::new(),
+            pair: None,
         }
     }
 
     /// With the application columns of the run in `run_dir`.
     pub fn with_app(mut self, run_dir: &Path) -> RunRow {
         self.app = crate::app_results::read_app_columns(run_dir);
+        self
+    }
+
+    /// The same row, run on `pair`.
+    pub fn with_pair(mut self, pair: Option<String>) -> RunRow {
+        self.pair = pair;
         self
     }
 }
@@ -228,6 +238,12 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
         ),
         Column::I64("frame_bytes".into(), get(&|r| Some(r.frame_bytes as i64))),
     ];
+    if rows.iter().any(|r| r.pair.is_some()) {
+        cols.push(Column::Str(
+            "pair".into(),
+            rows.iter().map(|r| r.pair.clone()).collect(),
+        ));
+    }
     let mut keys: Vec<&String> = rows.iter().flat_map(|r| r.params.keys()).collect();
     keys.sort();
     keys.dedup();

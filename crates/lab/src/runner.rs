@@ -139,6 +139,12 @@ pub fn run_one_with(
         .as_ref()
         .map(|c| crate::capture_run::start(c, topo, &dir.join("capture")))
         .transpose()?;
+    // Live progress reads this run's interface counters while it sends.
+    let live = crate::live::watch(
+        topo,
+        plan.index,
+        gen_plan.streams[0].spec.mean_pps().unwrap_or(0.0),
+    );
     let traffic = run_traffic(
         topo,
         &spec.traffic,
@@ -148,6 +154,7 @@ pub fn run_one_with(
         TrafficCpus::from_spec(spec),
         stop,
     );
+    drop(live);
     let capture = capture.map(crate::capture_run::RunningCapture::stop);
     let TrafficOutcome {
         generator: gen_report,

@@ -59,6 +59,9 @@ pub struct Spec {
     /// An eBPF monitor inside the DuT (`runs/NNN/monitor.parquet`, `stages.parquet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<crate::monitor_run::MonitorSection>,
+    /// `[[pair]]`: LoadGen/DuT host pairs the runs are spread over (crate::pairs_section).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair: Vec<crate::pairs_section::PairEntry>,
 }
 
 /// `[app]`: an application over the topology, by `kind`.
@@ -1126,6 +1129,7 @@ impl Spec {
         if let Some(r) = &self.rfc2544 {
             r.validate().map_err(|m| err("rfc2544", "procedure", m))?;
         }
+        crate::pairs_section::validate(self).map_err(|(key, m)| err("pair", key, m))?;
         if let Some(m) = &self.model {
             m.validate().map_err(|(key, m)| err("model", key, m))?;
         }

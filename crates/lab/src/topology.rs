@@ -179,6 +179,29 @@ impl Topology {
         })
     }
 
+    /// The LoadGen side of a host pair ([`crate::loadgen_run`]): the user's
+    /// interfaces (in `netns` when given), a DuT set up by the controller, frames
+    /// addressed to `dst`. Nothing here is nflab's to remove.
+    pub fn for_loadgen_host(
+        netns: Option<String>,
+        tx: String,
+        rx: String,
+        dut: DutKind,
+        dst: MacAddr,
+    ) -> Topology {
+        Topology {
+            id: format!("{}-pair", std::process::id()),
+            lg_ns: netns.unwrap_or_default(),
+            dut_ns: None,
+            dut,
+            gen_iface: tx,
+            rec_iface: rx,
+            remote: None,
+            dst_mac_override: Some(dst),
+            removed: true,
+        }
+    }
+
     /// Enter the LoadGen namespace, if the topology has one.
     pub fn enter_lg(&self) -> Result<Option<crate::netns::NetnsGuard>, LabError> {
         if self.lg_ns.is_empty() {

@@ -44,6 +44,7 @@ fn run(spec: &str, scratch: &Scratch) -> PathBuf {
         version: "test".into(),
         commit: "test".into(),
         after_failure: None,
+        events: Default::default(),
     };
     run_experiment(&path, &opts, Arc::new(AtomicBool::new(false)))
         .expect("the experiment runs")

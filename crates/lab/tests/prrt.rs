@@ -26,6 +26,7 @@ fn opts(out: &Path, resume: Option<PathBuf>) -> RunOptions {
         version: "test".into(),
         commit: "test".into(),
         after_failure: None,
+        events: Default::default(),
     }
 }
 

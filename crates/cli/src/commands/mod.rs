@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod dut;
 pub mod gen;
 pub mod model;
+pub mod progress;
 pub mod recv;
 pub mod remote;
 pub mod report;

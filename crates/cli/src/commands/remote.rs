@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use nflab_lab::hosts;
+use nflab_lab::loadgen_run;
 use nflab_lab::spec::DutKind;
 
 /// Arguments of `nflab remote`.
@@ -35,6 +36,38 @@ enum Action {
         #[arg(long)]
         state: String,
     },
+    /// LoadGen host of a pair: the MACs of its interfaces.
+    LgMacs {
+        #[arg(long)]
+        tx: String,
+        #[arg(long)]
+        rx: String,
+        #[arg(long)]
+        netns: Option<String>,
+    },
+    /// LoadGen host of a pair: send and record one run into a scratch directory.
+    Loadgen {
+        /// The run's resolved spec, as JSON.
+        #[arg(long)]
+        spec_json: String,
+        /// Which `[[pair]]` of the spec this host serves.
+        #[arg(long)]
+        pair: String,
+        /// Run index.
+        #[arg(long)]
+        run: usize,
+        /// Where the generator addresses its frames (the DuT's ingress).
+        #[arg(long)]
+        dst_mac: String,
+        /// Stream the run's files on stdout (as `take` does) instead of answering JSON.
+        #[arg(long)]
+        take: bool,
+    },
+    /// LoadGen host of a pair: stream a run's scratch directory on stdout, then remove it.
+    Take {
+        #[arg(long)]
+        dir: String,
+    },
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -65,6 +98,38 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("could not undo everything: {}", problems.join("; "));
             }
             serde_json::json!({ "reverted": true })
+        }
+        Action::LgMacs { tx, rx, netns } => {
+            let (t, r) = loadgen_run::lg_macs(netns.as_deref(), &tx, &rx)?;
+            serde_json::json!({ "tx_mac": t.to_string(), "rx_mac": r.to_string() })
+        }
+        Action::Loadgen {
+            spec_json,
+            pair,
+            run,
+            dst_mac,
+            take,
+        } => {
+            let spec: nflab_lab::Spec = serde_json::from_str(&spec_json)
+                .map_err(|e| anyhow::anyhow!("--spec-json is not a resolved nflab spec: {e}"))?;
+            let dst = dst_mac
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--dst-mac {dst_mac:?} is not a MAC address"))?;
+            let stop = super::stop_flag()?;
+            let (dir, files) = loadgen_run::run_loadgen(&spec, &pair, run, dst, &stop)?;
+            if take {
+                loadgen_run::take(&dir, &mut std::io::BufWriter::new(std::io::stdout().lock()))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            serde_json::json!({ "dir": dir, "files": files })
+        }
+        Action::Take { dir } => {
+            let path = loadgen_run::scratch(&dir, None)?;
+            loadgen_run::take(
+                &path,
+                &mut std::io::BufWriter::new(std::io::stdout().lock()),
+            )?;
+            return Ok(ExitCode::SUCCESS);
         }
     };
     println!("{out}");

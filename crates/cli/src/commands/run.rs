@@ -25,6 +25,10 @@ pub struct Args {
     /// List the runs the spec expands to, and do nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Stream the study's events as JSON lines to FILE (- for stdout): study
+    /// start, run start/end, progress samples, study end (docs/experiments.md).
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<PathBuf>,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -48,15 +52,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if args.json && args.events.as_deref() == Some(Path::new("-")) {
+        anyhow::bail!(
+            "--events - and --json both write to stdout: give --events a file name, or drop --json"
+        );
+    }
     let stop = super::stop_flag()?;
     let (version, commit) = super::version();
+    // On a terminal the bar shows what the progress lines would.
+    let terminal = std::io::stderr().is_terminal();
     let opts = RunOptions {
         out: args.out.clone(),
         resume: args.resume.clone(),
-        progress: std::io::stderr().is_terminal() && !args.json,
+        progress: false,
         version,
         commit,
         after_failure: Some(report_after_failure),
+        events: super::progress::observers(terminal, args.events.as_deref())?,
     };
     let spec_path = args.spec.clone().unwrap_or_default();
     let result = nflab_lab::run_experiment(&spec_path, &opts, stop)?;

@@ -106,3 +106,5 @@ pub fn run_first(spec: &Path, out: &Path) -> PathBuf {
     let (_, result, _) = run_ok(spec, out);
     PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000")
 }
+pub mod sshlab;
+pub mod table;

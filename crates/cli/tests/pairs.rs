@@ -1,0 +1,305 @@
+//! A study over several LoadGen/DuT host pairs, pos-style: every host is a
+//! namespace with its own sshd (pinned host key), the LoadGen is remote too,
+//! and `nflab run` drives them from a controller namespace. Also: a wrong host
+//! key is refused, and hostile spec strings never reach a shell unquoted.
+//! Root, OpenSSH client and server needed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Mutex;
+use std::time::Instant;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[macro_use]
+mod common;
+use common::sshlab::{ns_read, SshLab};
+use common::{read_json, stderr};
+
+fn study(pairs: &str, runs: usize) -> String {
+    let rates: Vec<String> = (0..runs).map(|i| (2000 + 500 * i).to_string()).collect();
+    format!(
+        "[experiment]\nname = \"pairs\"\n[topology]\nkind = \"hosts\"\n[dut]\nkind = \"linux-router\"\n\
+         [traffic]\nframe_bytes = 64\nduration_s = 1\nwarmup_s = 0.2\n\
+         [sweep]\n\"traffic.rate_pps\" = [{}]\n{pairs}",
+        rates.join(", ")
+    )
+}
+
+fn run(lab: &SshLab, spec: &Path, extra: &[&str]) -> Output {
+    let mut c = lab.nflab();
+    c.args([
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        lab.dir.to_str().unwrap(),
+        "--json",
+    ]);
+    c.args(extra);
+    c.output().unwrap()
+}
+
+fn scratch_dirs() -> BTreeSet<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("nflab-lg-") || n.starts_with("nflab-known-"))
+        .collect()
+}
+
+#[test]
+fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
+    require_root!();
+    require_tool!("ssh", "openssh-client");
+    require_tool!("/usr/sbin/sshd", "openssh-server");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = scratch_dirs();
+    let lab = SshLab::pairs("pr", 2);
+    let spec = lab.dir.join("two.toml");
+    std::fs::write(&spec, study(&lab.pairs_toml(2), 4)).unwrap();
+    let forward_before = ns_read(&lab.hosts[1].ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]);
+    let events = lab.dir.join("events.jsonl");
+    let o = run(&lab, &spec, &["--events", events.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dir = PathBuf::from(v["dir"].as_str().unwrap());
+
+    // One table, a pair per run, both pairs used; every run measured for real.
+    let rows = common::table::parquet_rows(&dir.join("results.parquet"));
+    assert_eq!(rows.len(), 4);
+    let mut used = BTreeSet::new();
+    for row in &rows {
+        let run = row["run"].as_str().unwrap();
+        let pair = row["pair"].as_str().unwrap().to_string();
+        let rd = dir.join("runs").join(run);
+        assert_eq!(read_json(rd.join("pair.json"))["pair"], pair.as_str());
+        let rate = 2000 + 500 * run.parse::<u64>().unwrap();
+        assert_eq!(row["sent"].as_i64().unwrap() as u64, rate, "{row}");
+        assert_eq!(row["lost"], 0, "{row}");
+        // The records came back whole: the local analysis of the fetched file agrees.
+        let again = common::nflab()
+            .args([
+                "analyze",
+                rd.join("records.nfr").to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+        assert_eq!(
+            again["packets"]["received"].as_i64(),
+            row["received"].as_i64()
+        );
+        assert!(rd.join(".complete").exists() && rd.join("gen.json").exists());
+        used.insert(pair);
+    }
+    assert_eq!(used.len(), 2, "{used:?}");
+    let env = read_json(dir.join("env.json"));
+    for role in ["a.loadgen", "a.dut", "b.loadgen", "b.dut"] {
+        assert_eq!(
+            env["hosts"][role]["clock_source"], "CLOCK_REALTIME",
+            "{role}"
+        );
+    }
+    // Runs overlapped: some run started before another ended.
+    let ev: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut open = 0;
+    let mut most = 0;
+    for e in &ev {
+        match e["event"].as_str().unwrap() {
+            "run_start" => open += 1,
+            "run_end" => open -= 1,
+            _ => {}
+        }
+        most = most.max(open);
+    }
+    assert_eq!(most, 2, "the two pairs never ran at once");
+    // Each DuT host is as it was, and no LoadGen scratch copy is left.
+    assert_eq!(
+        ns_read(&lab.hosts[1].ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]),
+        forward_before
+    );
+    let addrs = ns_read(&lab.hosts[3].ns, &["ip", "-4", "addr", "show", "dev", "p1"]);
+    assert!(!addrs.contains("198.18.0.2"), "{addrs}");
+    assert_eq!(scratch_dirs(), before);
+
+    // Resume after losing two runs: only those are redone, the table is whole again.
+    std::fs::remove_file(dir.join("runs/001/.complete")).unwrap();
+    std::fs::remove_dir_all(dir.join("runs/003")).unwrap();
+    let o = lab
+        .nflab()
+        .args(["run", "--resume", dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["resumed_runs"], 2);
+    let rows = common::table::parquet_rows(&dir.join("results.parquet"));
+    let runs: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(runs, ["000", "001", "002", "003"]);
+    assert!(rows.iter().all(|r| r["pair"].is_string() && r["lost"] == 0));
+}
+
+#[test]
+fn a_host_with_another_key_is_refused_in_one_sentence() {
+    require_root!();
+    require_tool!("ssh", "openssh-client");
+    require_tool!("/usr/sbin/sshd", "openssh-server");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = SshLab::pairs("key", 1);
+    common::sshlab::keygen(&lab.dir.join("other"));
+    let other = std::fs::read_to_string(lab.dir.join("other.pub")).unwrap();
+    let pairs = lab.pairs_toml(1).replace(&lab.host_key(), other.trim());
+    let spec = lab.dir.join("wrong.toml");
+    std::fs::write(&spec, study(&pairs, 1)).unwrap();
+    let o = run(&lab, &spec, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("pinned host_key")
+            && err.contains("refused")
+            && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn hostile_spec_strings_never_run_on_a_host() {
+    require_root!();
+    require_tool!("ssh", "openssh-client");
+    require_tool!("/usr/sbin/sshd", "openssh-server");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = SshLab::pairs("evil", 1);
+    let mark = |i: usize| lab.dir.join(format!("pwned-{i}")).display().to_string();
+    let good = lab.pairs_toml(1);
+    // (what to replace, with what; TOML basic strings: \n is a newline, \" a quote),
+    // and whether the study still runs.
+    let variants: Vec<(Vec<(String, String)>, bool)> = vec![
+        // The LoadGen's interfaces (`nflab remote lg-macs`).
+        (
+            vec![
+                (
+                    "tx_iface = \"eth1\"".into(),
+                    format!("tx_iface = \"$(touch {})\"", mark(0)),
+                ),
+                (
+                    "rx_iface = \"eth2\"".into(),
+                    format!("rx_iface = \"eth2; touch {}; '\"", mark(1)),
+                ),
+            ],
+            false,
+        ),
+        // The DuT's interfaces (`nflab remote dut-up`).
+        (
+            vec![
+                (
+                    "ingress_iface = \"p1\"".into(),
+                    format!("ingress_iface = \"p1'\\ntouch {}\\n'\"", mark(2)),
+                ),
+                (
+                    "egress_iface = \"p2\"".into(),
+                    format!(
+                        "egress_iface = \"`touch {}`\\\"; rm -rf /nonexistent\"",
+                        mark(3)
+                    ),
+                ),
+            ],
+            false,
+        ),
+        // The LoadGen's namespace.
+        (
+            vec![(
+                "[pair.dut]".into(),
+                format!("netns = \"x'$(touch {})'\"\n[pair.dut]", mark(4)),
+            )],
+            false,
+        ),
+        // Keys a host does not use travel inside the run's spec (`nflab remote
+        // loadgen --spec-json`): the study runs, and nothing else does.
+        (
+            vec![(
+                "[pair.dut]".into(),
+                format!(
+                    "ingress_iface = \"'; touch {m}; '\\n$(touch {m})\\\"`touch {m}`\"\n[pair.dut]",
+                    m = mark(5)
+                ),
+            )],
+            true,
+        ),
+    ];
+    let spec = lab.dir.join("evil.toml");
+    for (i, (edits, runs)) in variants.iter().enumerate() {
+        let mut pairs = good.clone();
+        for (from, to) in edits {
+            assert!(pairs.contains(from.as_str()), "{from}");
+            pairs = pairs.replacen(from.as_str(), to, 1);
+        }
+        std::fs::write(&spec, study(&pairs, 1)).unwrap();
+        let o = run(&lab, &spec, &[]);
+        let err = stderr(&o);
+        if *runs {
+            assert!(o.status.success(), "variant {i}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(2), "variant {i}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "variant {i}: {err}");
+        }
+    }
+    // The DuT address itself cannot smuggle an ssh option.
+    let evil_addr = good.replacen(
+        "address = \"root@",
+        &format!("address = \"-oProxyCommand=touch {} root@", mark(6)),
+        1,
+    );
+    std::fs::write(&spec, study(&evil_addr, 1)).unwrap();
+    let o = run(&lab, &spec, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not an SSH destination"),
+        "{}",
+        stderr(&o)
+    );
+    for i in 0..7 {
+        assert!(!Path::new(&mark(i)).exists(), "hostile string {i} ran");
+    }
+}
+
+/// The orchestration goal: the same study on two pairs vs one (print only; run with
+/// `cargo test -p nflab --test pairs -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn bench_two_pairs_against_one() {
+    require_root!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = SshLab::pairs("bench", 2);
+    let runs = 6;
+    // The DuT set up per run (the default), and kept across a pair's runs.
+    for keep in [false, true] {
+        let mut wall = Vec::new();
+        for n in [1, 2, 1, 2] {
+            let spec = lab.dir.join(format!("bench{n}.toml"));
+            let mut text = study(&lab.pairs_toml(n), runs);
+            if keep {
+                text = text.replace("kind = \"hosts\"\n", "kind = \"hosts\"\nkeep = true\n");
+            }
+            std::fs::write(&spec, text).unwrap();
+            let t = Instant::now();
+            let o = run(&lab, &spec, &[]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            wall.push((n, t.elapsed().as_secs_f64()));
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let one: f64 = wall.iter().filter(|w| w.0 == 1).map(|w| w.1).sum::<f64>() / 2.0;
+        let two: f64 = wall.iter().filter(|w| w.0 == 2).map(|w| w.1).sum::<f64>() / 2.0;
+        println!(
+            "keep={keep}: {runs} runs of 1 s: one pair {one:.1} s, two pairs {two:.1} s, ratio {:.2} (each the mean of 2; {wall:?}); loadavg {}",
+            two / one,
+            load.trim()
+        );
+    }
+}
