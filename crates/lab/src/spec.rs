@@ -168,7 +168,7 @@ pub struct DutSection {
     #[serde(default)]
     pub drain_us: Option<u64>,
     /// nflab data plane: how long before a delay line's release a sleeping
-    /// worker wakes to poll, in µs (default 100).
+    /// worker wakes to poll, in µs (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_early_us: Option<u64>,
     /// external: command that sets the DuT up.
