@@ -42,6 +42,7 @@ pub mod iface_knobs;
 pub mod inventory;
 pub mod knobs;
 pub mod model;
+pub mod monitor_accuracy;
 pub mod monitor_run;
 pub mod netns;
 mod plant_ns;

@@ -91,7 +91,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     checks.push(check(
         "btf",
         caps.btf
-            .map(|_| format!("kernel BTF at {}", nflab_monitor::caps::VMLINUX_BTF)),
+            .map(|_| format!("kernel BTF at {}", nflab_monitor::caps::btf_path().display())),
     ));
     checks.push(check(
         "tp_btf",
