@@ -83,6 +83,50 @@ pub fn read_sojourns(path: &Path) -> Result<Vec<i64>, AnalyzeError> {
         .collect())
 }
 
+/// Monitor and truth of one run, steady state only, packet by packet: the probes
+/// whose seq appears exactly once in each file (the readiness probes of another
+/// flow reuse small seqs and are left out), ingress at least `warmup_ns` after the
+/// first monitored ingress (the run's warm-up, excluded as everywhere in nflab).
+/// Returns (monitor sojourns, truth), both in the monitor's order.
+pub fn read_steady_state(
+    monitor: &Path,
+    truth: &Path,
+    warmup_ns: i64,
+) -> Result<(Vec<i64>, Vec<i64>), AnalyzeError> {
+    use std::collections::HashMap;
+    let m = read_i64_columns(monitor, &["seq", "t_in_ns", "t_out_ns"])?;
+    let t = read_i64_columns(truth, &["seq", "processing_ns"])?;
+    let mut count: HashMap<(bool, i64), u32> = HashMap::new();
+    for s in m[0].iter().flatten() {
+        *count.entry((true, *s)).or_default() += 1;
+    }
+    for s in t[0].iter().flatten() {
+        *count.entry((false, *s)).or_default() += 1;
+    }
+    let once = |side: bool, s: i64| count.get(&(side, s)) == Some(&1);
+    let truth_by_seq: HashMap<i64, i64> = t[0]
+        .iter()
+        .zip(&t[1])
+        .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+        .filter(|(s, _)| once(false, *s))
+        .collect();
+    let start = m[1].iter().flatten().min().copied().unwrap_or(0);
+    let (mut mon, mut tr) = (Vec::new(), Vec::new());
+    for ((s, a), b) in m[0].iter().zip(&m[1]).zip(&m[2]) {
+        let (Some(s), Some(a), Some(b)) = (s, a, b) else {
+            continue;
+        };
+        if *a < start + warmup_ns || !once(true, *s) {
+            continue;
+        }
+        if let Some(p) = truth_by_seq.get(s) {
+            mon.push(b - a);
+            tr.push(*p);
+        }
+    }
+    Ok((mon, tr))
+}
+
 /// The relay's own processing times of a `relay_truth.parquet`.
 pub fn read_truth(path: &Path) -> Result<Vec<i64>, AnalyzeError> {
     Ok(read_i64_columns(path, &["processing_ns"])?

@@ -28,12 +28,15 @@ const LOCAL_TABLE: &str = "100";
 
 /// Check `[dut.relay]`.
 pub fn check(dut: &DutSection) -> Result<(), LabError> {
-    dut.relay
-        .clone()
-        .unwrap_or_default()
-        .delay()
-        .map(drop)
-        .map_err(LabError::Unsupported)
+    let relay = dut.relay.clone().unwrap_or_default();
+    if relay.busy_poll && dut.realtime == Some(true) {
+        // Measured: a spinning SCHED_FIFO relay is throttled by the kernel (RT
+        // bandwidth, sched_rt_runtime_us) and its datagrams wait up to 50 ms.
+        return Err(LabError::Unsupported(
+            "dut.relay.busy_poll = true with dut.realtime = true spins under SCHED_FIFO, which the kernel throttles for 50 ms of every second: use one of them".into(),
+        ));
+    }
+    relay.delay().map(drop).map_err(LabError::Unsupported)
 }
 
 /// In namespace `ns`: deliver whatever arrives on dut0 to local sockets.
@@ -85,6 +88,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
     let stop_t = Arc::clone(&stop);
     let (tx, rx) = mpsc::channel::<Result<(), LabError>>();
     let cpu = dut.cpu;
+    let realtime = dut.realtime == Some(true);
     // The thread lives in the DuT's namespace, as a VNF process there would (the
     // stages monitor recognises the relay's recv by its task's namespace).
     let thread = std::thread::Builder::new()
@@ -92,6 +96,13 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
         .spawn(move || {
             if let Some(c) = cpu {
                 crate::cpu::pin_thread(c);
+            }
+            // dut.realtime: a busy host must not keep the relay from its socket (the
+            // queue wait would then be the host's, not the VNF's).
+            if realtime {
+                if let Err(e) = nflab_io::clock::set_realtime(50) {
+                    eprintln!("warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}");
+                }
             }
             let open = || -> Result<(NetnsGuard, UdpSocket), LabError> {
                 let guard = NetnsGuard::enter(&ns)?;

@@ -48,6 +48,13 @@ fn run_dirs(dir: &Path) -> Vec<(String, PathBuf)> {
     v
 }
 
+/// `traffic.warmup_s` of a run, in ns.
+fn warmup_ns(rd: &Path) -> i64 {
+    read_json(&rd.join("params.json"))
+        .and_then(|p| p.pointer("/traffic/warmup_s")?.as_f64())
+        .map_or(0, |s| (s * 1e9) as i64)
+}
+
 /// The runs of `dir` with a udp monitor over a (non-flood) udp-relay.
 pub fn accuracy_runs(dir: &Path) -> Result<Vec<AccuracyRun>, LabError> {
     let mut runs = Vec::new();
@@ -63,11 +70,13 @@ pub fn accuracy_runs(dir: &Path) -> Result<Vec<AccuracyRun>, LabError> {
             continue;
         }
         let err = |e: nflab_analyze::AnalyzeError| LabError::Other(e.to_string());
+        let (monitor_ns, truth_ns) =
+            komon::read_steady_state(&mon, &truth, warmup_ns(&rd)).map_err(err)?;
         runs.push(AccuracyRun {
             run: name,
             relay,
-            monitor_ns: komon::read_sojourns(&mon).map_err(err)?,
-            truth_ns: komon::read_truth(&truth).map_err(err)?,
+            monitor_ns,
+            truth_ns,
         });
     }
     Ok(runs)

@@ -174,8 +174,8 @@ pub struct DutSection {
     /// several runs on `cpu + i` (modulo the CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
-    /// nflab data plane and link: run the workers under SCHED_FIFO, so a busy
-    /// host does not hold frames up (default false).
+    /// nflab data plane, link and udp-relay: run the workers under SCHED_FIFO, so a
+    /// busy host does not hold frames up (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<bool>,
     /// nflab data plane: number of workers (default 1). Worker *i* owns queue *i* of

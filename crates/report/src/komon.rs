@@ -61,11 +61,21 @@ fn accuracy(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
         .filter_map(|(name, params, _)| {
             let relay = RelaySettings::from_params(params)?;
             let rd = e.dir.join("runs").join(name);
+            let warmup_ns = params
+                .pointer("/traffic/warmup_s")
+                .and_then(Value::as_f64)
+                .map_or(0, |s| (s * 1e9) as i64);
+            let (monitor_ns, truth_ns) = komon::read_steady_state(
+                &rd.join("monitor.parquet"),
+                &rd.join("relay_truth.parquet"),
+                warmup_ns,
+            )
+            .ok()?;
             Some(AccuracyRun {
                 run: name.clone(),
                 relay,
-                monitor_ns: komon::read_sojourns(&rd.join("monitor.parquet")).ok()?,
-                truth_ns: komon::read_truth(&rd.join("relay_truth.parquet")).ok()?,
+                monitor_ns,
+                truth_ns,
             })
         })
         .collect();
