@@ -47,7 +47,6 @@ pub fn read_i64_columns(
     let reader =
         SerializedFileReader::new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
     let mut out = vec![Vec::new(); names.len()];
-    let mut seen = vec![false; names.len()];
     for row in reader
         .get_row_iter(None)
         .map_err(|e| bad(format!("cannot read rows: {e}")))?
@@ -57,7 +56,6 @@ pub fn read_i64_columns(
             let Some(i) = names.iter().position(|n| n == name) else {
                 continue;
             };
-            seen[i] = true;
             out[i].push(match field {
                 Field::Long(v) => Some(*v),
                 Field::Null => None,
@@ -65,10 +63,17 @@ pub fn read_i64_columns(
             });
         }
     }
-    if let Some(i) = seen.iter().position(|s| !s) {
-        if out.iter().any(|c| !c.is_empty()) {
-            return Err(bad(format!("no column {}", names[i])));
-        }
+    // The schema, not the rows: an empty file with the columns is fine.
+    let schema: Vec<String> = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    if let Some(missing) = names.iter().find(|n| !schema.iter().any(|c| c == *n)) {
+        return Err(bad(format!("no column {missing}")));
     }
     Ok(out)
 }

@@ -5,6 +5,7 @@
 //!
 //! Run: `sudo -E cargo test -p nflab --test monitor -- --test-threads 1`
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
