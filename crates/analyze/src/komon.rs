@@ -298,8 +298,8 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
             });
             let mean_error_ns = corrected.map(|c| c.mean_ns - truth.mean_ns);
             let cv_error = corrected.map(|c| c.cv - truth.cv);
-            let judged = cal.is_some_and(|c| c.run != r.run)
-                && GOAL_MEANS_US.contains(&r.relay.mean_us);
+            let judged =
+                cal.is_some_and(|c| c.run != r.run) && GOAL_MEANS_US.contains(&r.relay.mean_us);
             let goal_met = match (judged, mean_error_ns, cv_error) {
                 (true, Some(m), Some(c)) => Some(m.abs() <= GOAL_MEAN_NS && c.abs() <= GOAL_CV),
                 _ => None,

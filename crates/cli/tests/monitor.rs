@@ -181,10 +181,16 @@ fn a_monitor_on_a_host_without_btf_is_refused_before_anything_starts() {
     );
     // Nothing started: no namespace, no experiment directory.
     assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
-    assert!(!tmp.0.join("out").exists(), "an experiment directory was made");
+    assert!(
+        !tmp.0.join("out").exists(),
+        "an experiment directory was made"
+    );
     // The same spec with the real path gets past the check (this host has BTF):
     // the refusal came from the injected path, not from something else.
     let doctor = nflab().args(["doctor", "--json"]).output().unwrap();
     let text = String::from_utf8_lossy(&doctor.stdout);
-    assert!(text.contains("kernel BTF at /sys/kernel/btf/vmlinux"), "{text}");
+    assert!(
+        text.contains("kernel BTF at /sys/kernel/btf/vmlinux"),
+        "{text}"
+    );
 }

@@ -101,7 +101,9 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             // queue wait would then be the host's, not the VNF's).
             if realtime {
                 if let Err(e) = nflab_io::clock::set_realtime(50) {
-                    eprintln!("warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}");
+                    eprintln!(
+                        "warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}"
+                    );
                 }
             }
             let open = || -> Result<(NetnsGuard, UdpSocket), LabError> {

@@ -154,7 +154,12 @@ mod tests {
                 name: "t".into(),
                 columns: cols
                     .into_iter()
-                    .map(|(n, v)| (n.to_string(), Column::I64(v.into_iter().map(Some).collect())))
+                    .map(|(n, v)| {
+                        (
+                            n.to_string(),
+                            Column::I64(v.into_iter().map(Some).collect()),
+                        )
+                    })
                     .collect(),
             },
             path,

@@ -243,7 +243,10 @@ fn udp_monitor_contains_the_relays_own_times_and_reports_the_accuracy_goal() {
             format!(
                 "{}{}",
                 r["relay"]["distribution"].as_str().unwrap_or(""),
-                r["relay"]["cv"].as_f64().map(|c| format!(" cv={c}")).unwrap_or_default()
+                r["relay"]["cv"]
+                    .as_f64()
+                    .map(|c| format!(" cv={c}"))
+                    .unwrap_or_default()
             ),
             f("/relay/mean_us").unwrap_or(0.0),
             f("/truth/mean_ns").unwrap_or(0.0) / 1e3,
@@ -258,9 +261,18 @@ fn udp_monitor_contains_the_relays_own_times_and_reports_the_accuracy_goal() {
         let (mon, truth) = steady_state_pairs(&run_dir, 500_000_000);
         let ((mm, mcv), (tm, tcv)) = (mean_cv_pop(&mon), mean_cv_pop(&truth));
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
-        assert!(close(f("/monitor/mean_ns").unwrap(), mm), "{r}: monitor mean {mm}");
-        assert!(close(f("/truth/mean_ns").unwrap(), tm), "{r}: truth mean {tm}");
-        assert!(close(f("/monitor/cv").unwrap(), mcv), "{r}: monitor cv {mcv}");
+        assert!(
+            close(f("/monitor/mean_ns").unwrap(), mm),
+            "{r}: monitor mean {mm}"
+        );
+        assert!(
+            close(f("/truth/mean_ns").unwrap(), tm),
+            "{r}: truth mean {tm}"
+        );
+        assert!(
+            close(f("/monitor/cv").unwrap(), mcv),
+            "{r}: monitor cv {mcv}"
+        );
         assert!(close(f("/truth/cv").unwrap(), tcv), "{r}: truth cv {tcv}");
     }
     println!(

@@ -167,8 +167,7 @@ fn load_curve(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure>
         .filter_map(|(name, params, m)| {
             let rate_pps = params.get("traffic")?.get("rate_pps")?.as_f64()?;
             let truth =
-                komon::read_truth(&e.dir.join("runs").join(name).join("relay_truth.parquet"))
-                    .ok();
+                komon::read_truth(&e.dir.join("runs").join(name).join("relay_truth.parquet")).ok();
             Some(LoadPoint {
                 run: name.clone(),
                 rate_pps,
@@ -186,7 +185,9 @@ fn load_curve(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure>
         return None;
     }
     let series = |f: &dyn Fn(&LoadPoint) -> Option<f64>| -> Vec<(f64, f64)> {
-        pts.iter().filter_map(|p| Some((p.rate_pps, f(p)?))).collect()
+        pts.iter()
+            .filter_map(|p| Some((p.rate_pps, f(p)?)))
+            .collect()
     };
     let mon = series(&|p| p.monitor_p95_ns.map(|v| v as f64 / US));
     let truth = series(&|p| p.truth_p95_ns.map(|v| v as f64 / US));
