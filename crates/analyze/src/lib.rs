@@ -51,6 +51,7 @@ pub mod export;
 mod fast;
 pub mod import;
 mod input;
+pub mod komon;
 pub mod linfit;
 mod metrics;
 pub mod order_ci;

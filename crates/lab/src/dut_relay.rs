@@ -28,12 +28,15 @@ const LOCAL_TABLE: &str = "100";
 
 /// Check `[dut.relay]`.
 pub fn check(dut: &DutSection) -> Result<(), LabError> {
-    dut.relay
-        .clone()
-        .unwrap_or_default()
-        .delay()
-        .map(drop)
-        .map_err(LabError::Unsupported)
+    let relay = dut.relay.clone().unwrap_or_default();
+    if relay.busy_poll && dut.realtime == Some(true) {
+        // Measured: a spinning SCHED_FIFO relay is throttled by the kernel (RT
+        // bandwidth, sched_rt_runtime_us) and its datagrams wait up to 50 ms.
+        return Err(LabError::Unsupported(
+            "dut.relay.busy_poll = true with dut.realtime = true spins under SCHED_FIFO, which the kernel throttles for 50 ms of every second: use one of them".into(),
+        ));
+    }
+    relay.delay().map(drop).map_err(LabError::Unsupported)
 }
 
 /// In namespace `ns`: deliver whatever arrives on dut0 to local sockets.

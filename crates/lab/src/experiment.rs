@@ -320,6 +320,10 @@ fn run_experiment_in(
     if matches!(spec.app, Some(crate::spec::AppSection::Ncsbench(_))) {
         crate::app_ncs::write_challenge(&dir)?;
     }
+    // The in-stack UDP monitor: seed 003's accuracy table, the offset subtracted if asked.
+    if let Some(m) = spec.monitor.as_ref().filter(|m| m.kind == "udp") {
+        crate::monitor_accuracy::write(&dir, m.subtract_offset == Some(true))?;
+    }
     Ok(ExperimentResult {
         dir,
         runs: rows,

@@ -47,6 +47,7 @@ pub mod knobs;
 pub mod live;
 pub mod loadgen_run;
 pub mod model;
+pub mod monitor_accuracy;
 pub mod monitor_run;
 pub mod netns;
 pub mod pairs;

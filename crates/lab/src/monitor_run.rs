@@ -26,6 +26,11 @@ pub struct MonitorSection {
     /// udp: "fifo" (default) or "any".
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub matching: Option<String>,
+    /// udp over a udp-relay: subtract the calibration offset (the constant-delay
+    /// run's of the same mean) from every run's sojourn times at the end of the
+    /// experiment (`monitor_corrected.parquet`, `monitor.json`'s `offset_subtracted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtract_offset: Option<bool>,
 }
 
 /// `monitor.sample`.
@@ -101,9 +106,9 @@ pub fn check(m: &MonitorSection, dut: DutKind) -> Result<(), LabError> {
             }
         }
         "stages" => {
-            if m.sample.is_some() || m.matching.is_some() {
+            if m.sample.is_some() || m.matching.is_some() || m.subtract_offset.is_some() {
                 return Err(bad(
-                    "monitor.sample and monitor.match apply to monitor.kind = \"udp\" only".into(),
+                    "monitor.sample, monitor.match and monitor.subtract_offset apply to monitor.kind = \"udp\" only".into(),
                 ));
             }
             if stages_of(dut.as_str()).is_none() {

@@ -142,6 +142,7 @@ seed = 3
 kind = "netns"
 [dut]
 kind = "udp-relay"
+realtime = true
 [traffic]
 backend = "af_packet"
 pattern = "cbr"
@@ -179,7 +180,7 @@ fn udp_monitor_contains_the_relays_own_times_and_reports_the_accuracy_goal() {
         for (d, cv) in dists {
             let cv = cv.map(|c| format!(", cv = {c}")).unwrap_or_default();
             spec.push_str(&format!(
-                "  {{ distribution = \"{d}\", mean_us = {mu}{cv}, busy_poll = true }},\n"
+                "  {{ distribution = \"{d}\", mean_us = {mu}{cv} }},\n"
             ));
         }
     }
@@ -220,10 +221,111 @@ fn udp_monitor_contains_the_relays_own_times_and_reports_the_accuracy_goal() {
         }
     }
     if failures.is_empty() {
-        println!("accuracy goal met for every distribution");
+        println!("accuracy goal met for every distribution (all packets)");
     } else {
-        println!("accuracy goal NOT met (measured, not asserted): {failures:#?}");
+        println!("accuracy goal NOT met (all packets; measured, not asserted): {failures:#?}");
     }
+    // monitor-accuracy.json (nflab-analyze's komon, steady state: warm-up left out,
+    // packets joined by seq): printed as the table, checked against this test's own
+    // pass over the same files (means and cvs of the joined packets, computed here).
+    let acc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("monitor-accuracy.json")).expect("monitor-accuracy.json"),
+    )
+    .expect("json");
+    let rows = acc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2 * dists.len(), "one row per run");
+    println!("monitor-accuracy.json (steady state; µs):");
+    println!("  run  distribution      μ   truth mean/cv    monitor−offset mean/cv   error mean/cv   goal");
+    for r in rows {
+        let f = |p: &str| r.pointer(p).and_then(serde_json::Value::as_f64);
+        println!(
+            "  {}  {:<16} {:>4}  {:>8.2} / {:.3}   {:>8.2} / {:.3}         {:>7.2} / {:.3}   {}",
+            r["run"].as_str().unwrap_or(""),
+            format!(
+                "{}{}",
+                r["relay"]["distribution"].as_str().unwrap_or(""),
+                r["relay"]["cv"]
+                    .as_f64()
+                    .map(|c| format!(" cv={c}"))
+                    .unwrap_or_default()
+            ),
+            f("/relay/mean_us").unwrap_or(0.0),
+            f("/truth/mean_ns").unwrap_or(0.0) / 1e3,
+            f("/truth/cv").unwrap_or(0.0),
+            f("/corrected/mean_ns").unwrap_or(0.0) / 1e3,
+            f("/corrected/cv").unwrap_or(0.0),
+            f("/mean_error_ns").unwrap_or(0.0) / 1e3,
+            f("/cv_error").unwrap_or(0.0),
+            r["goal_met"]
+        );
+        let run_dir = dir.join("runs").join(r["run"].as_str().expect("run"));
+        let (mon, truth) = steady_state_pairs(&run_dir, 500_000_000);
+        let ((mm, mcv), (tm, tcv)) = (mean_cv_pop(&mon), mean_cv_pop(&truth));
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+        assert!(
+            close(f("/monitor/mean_ns").unwrap(), mm),
+            "{r}: monitor mean {mm}"
+        );
+        assert!(
+            close(f("/truth/mean_ns").unwrap(), tm),
+            "{r}: truth mean {tm}"
+        );
+        assert!(
+            close(f("/monitor/cv").unwrap(), mcv),
+            "{r}: monitor cv {mcv}"
+        );
+        assert!(close(f("/truth/cv").unwrap(), tcv), "{r}: truth cv {tcv}");
+    }
+    println!(
+        "accuracy goal (steady state, |mean error| <= 1 µs and |cv error| <= 0.05, μ = 50/100 µs): {}",
+        match acc["goal_met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met (measured, not asserted: see docs/monitor.md)",
+            None => "not judged",
+        }
+    );
+}
+
+/// Population mean and cv (the accuracy table's definition).
+fn mean_cv_pop(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
+}
+
+/// Monitor sojourn and relay truth joined by unique seq, ingress at least
+/// `warmup_ns` after the first monitored ingress: this test's own pass.
+fn steady_state_pairs(run: &Path, warmup_ns: i64) -> (Vec<f64>, Vec<f64>) {
+    let m = columns(&run.join("monitor.parquet"));
+    let t = columns(&run.join("relay_truth.parquet"));
+    let mut n_m: HashMap<i64, usize> = HashMap::new();
+    let mut n_t: HashMap<i64, usize> = HashMap::new();
+    for s in m["seq"].iter().flatten() {
+        *n_m.entry(*s).or_default() += 1;
+    }
+    for s in t["seq"].iter().flatten() {
+        *n_t.entry(*s).or_default() += 1;
+    }
+    let truth: HashMap<i64, i64> = t["seq"]
+        .iter()
+        .zip(&t["processing_ns"])
+        .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+        .filter(|(s, _)| n_t[s] == 1)
+        .collect();
+    let t0 = m["t_in_ns"].iter().flatten().min().copied().unwrap_or(0);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for ((s, i), o) in m["seq"].iter().zip(&m["t_in_ns"]).zip(&m["t_out_ns"]) {
+        if let (Some(s), Some(i), Some(o)) = (s, i, o) {
+            if *i >= t0 + warmup_ns && n_m[s] == 1 {
+                if let Some(p) = truth.get(s) {
+                    a.push((o - i) as f64);
+                    b.push(*p as f64);
+                }
+            }
+        }
+    }
+    (a, b)
 }
 
 /// The stage breakdown of a linux-router: every received probe has every stage,

@@ -12,6 +12,18 @@ use crate::MonitorError;
 /// Where the kernel's own BTF is (CO-RE relocations and tp_btf need it).
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
+/// Environment variable naming another path to probe for the kernel's BTF instead
+/// of [`VMLINUX_BTF`]: the fault tests point it at a missing file to play a host
+/// without BTF (the probe then refuses exactly as on such a host).
+pub const BTF_PATH_ENV: &str = "NFLAB_BTF_PATH";
+
+/// The path probed for the kernel's BTF: `$NFLAB_BTF_PATH`, else [`VMLINUX_BTF`].
+pub fn btf_path() -> std::path::PathBuf {
+    std::env::var_os(BTF_PATH_ENV)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| VMLINUX_BTF.into())
+}
+
 /// Each capability: `Ok` or why not.
 #[derive(Debug, Clone, Serialize)]
 pub struct Caps {
@@ -37,11 +49,13 @@ fn load_one(tp_btf: bool) -> Result<(), String> {
 /// refused load are silenced: the result says it in one line.
 pub fn probe() -> Caps {
     libbpf_rs::set_print(None);
-    let btf = if std::path::Path::new(VMLINUX_BTF).exists() {
+    let path = btf_path();
+    let btf = if path.exists() {
         Ok(())
     } else {
         Err(format!(
-            "{VMLINUX_BTF} is missing (a kernel built without CONFIG_DEBUG_INFO_BTF)"
+            "{} is missing (a kernel built without CONFIG_DEBUG_INFO_BTF)",
+            path.display()
         ))
     };
     let (tp_btf, fentry) = if btf.is_ok() {

@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 
 pub mod figures;
 mod html;
+mod komon;
 pub mod load;
 pub mod mvno;
 mod ncs;
@@ -134,6 +135,7 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
     e.problems.extend(ncs::problems(&e));
     let mut figs = figures::all(&e);
     figs.extend(ncs::figures(&e));
+    figs.extend(komon::figures(&e));
     let mut problems = e.problems.clone();
     for r in &e.runs {
         problems.extend(r.problems.iter().map(|p| format!("run {}: {p}", r.name)));

@@ -90,8 +90,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let caps = nflab_monitor::caps::probe();
     checks.push(check(
         "btf",
-        caps.btf
-            .map(|_| format!("kernel BTF at {}", nflab_monitor::caps::VMLINUX_BTF)),
+        caps.btf.map(|_| {
+            format!(
+                "kernel BTF at {}",
+                nflab_monitor::caps::btf_path().display()
+            )
+        }),
     ));
     checks.push(check(
         "tp_btf",

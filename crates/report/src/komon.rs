@@ -1,0 +1,245 @@
+//! The in-stack UDP monitor's figures (seed 003 ch. 2, issue 16), for an experiment
+//! whose runs have `[monitor] kind = "udp"` over a udp-relay:
+//!
+//! - `komon-accuracy`: Table 2.2 — per run, the relay's own mean and cv next to the
+//!   monitor's minus the calibration offset (the constant-delay run's of the same
+//!   mean), the error drawn against the ±1 µs goal;
+//! - `komon-load`: the load experiment — the monitor's p95 and the VNF's own p95
+//!   against the offered rate, with the socket's mean buffer fill, and Pearson's r
+//!   between the monitor's p95 and the fill.
+//!
+//! Every number comes from `nflab_analyze::komon` (or from `monitor.json`, written
+//! by it); nothing is computed here.
+
+use std::path::Path;
+
+use nflab_analyze::komon::{
+    self, accuracy_table, load_buffer_r, AccuracyRun, LoadPoint, RelaySettings,
+};
+use serde_json::Value;
+
+use crate::figures::{Figure, Table};
+use crate::load::Experiment;
+use crate::svg::{num, Axis, Fmt, Plot, Style};
+
+fn read_json(p: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+}
+
+fn runs_with_udp_monitor(e: &Experiment) -> Vec<(String, Value, Value)> {
+    e.runs
+        .iter()
+        .filter_map(|r| {
+            let rd = e.dir.join("runs").join(&r.name);
+            let m = read_json(&rd.join("monitor.json"))?;
+            if m.get("kind").and_then(Value::as_str) != Some("udp") {
+                return None;
+            }
+            Some((r.name.clone(), read_json(&rd.join("params.json"))?, m))
+        })
+        .collect()
+}
+
+/// The figures of this section (none unless some run has a UDP monitor).
+pub fn figures(e: &Experiment) -> Vec<Figure> {
+    let runs = runs_with_udp_monitor(e);
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    out.extend(accuracy(e, &runs));
+    out.extend(load_curve(e, &runs));
+    out
+}
+
+const US: f64 = 1e3;
+
+/// `komon-accuracy`.
+fn accuracy(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
+    let input: Vec<AccuracyRun> = runs
+        .iter()
+        .filter_map(|(name, params, _)| {
+            let relay = RelaySettings::from_params(params)?;
+            let rd = e.dir.join("runs").join(name);
+            let warmup_ns = params
+                .pointer("/traffic/warmup_s")
+                .and_then(Value::as_f64)
+                .map_or(0, |s| (s * 1e9) as i64);
+            let (monitor_ns, truth_ns) = komon::read_steady_state(
+                &rd.join("monitor.parquet"),
+                &rd.join("relay_truth.parquet"),
+                warmup_ns,
+            )
+            .ok()?;
+            Some(AccuracyRun {
+                run: name.clone(),
+                relay,
+                monitor_ns,
+                truth_ns,
+            })
+        })
+        .collect();
+    let rows = accuracy_table(&input);
+    let judged: Vec<_> = rows
+        .iter()
+        .filter(|r| r.mean_error_ns.is_some() && r.calibration_run.as_deref() != Some(&r.run))
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "run",
+        "distribution",
+        "mean_us",
+        "truth_mean_us",
+        "truth_cv",
+        "monitor_mean_us",
+        "offset_us",
+        "calibration_run",
+        "monitor_minus_offset_mean_us",
+        "monitor_minus_offset_cv",
+        "mean_error_us",
+        "cv_error",
+        "goal_met",
+    ]);
+    let opt = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.3}", v / scale));
+    for r in &rows {
+        t.push(vec![
+            r.run.clone(),
+            r.relay.label(),
+            num(r.relay.mean_us),
+            format!("{:.3}", r.truth.mean_ns / US),
+            format!("{:.3}", r.truth.cv),
+            format!("{:.3}", r.monitor.mean_ns / US),
+            opt(r.offset_ns, US),
+            r.calibration_run.clone().unwrap_or_default(),
+            opt(r.corrected.map(|c| c.mean_ns), US),
+            opt(r.corrected.map(|c| c.cv), 1.0),
+            opt(r.mean_error_ns, US),
+            opt(r.cv_error, 1.0),
+            r.goal_met.map_or(String::new(), |g| g.to_string()),
+        ]);
+    }
+    let errs: Vec<f64> = judged
+        .iter()
+        .filter_map(|r| r.mean_error_ns.map(|v| v / US))
+        .collect();
+    let lim = errs.iter().fold(2.0f64, |m, v| m.max(v.abs())) * 1.1;
+    let mut p = Plot::new(
+        860.0,
+        320.0,
+        Axis::lin_nice("run", -0.5, judged.len() as f64 - 0.5, Fmt::Num, false),
+        Axis::lin_nice(
+            "mean(monitor − offset) − mean(truth) (µs)",
+            -lim,
+            lim,
+            Fmt::Num,
+            true,
+        ),
+    );
+    let mean_pts: Vec<(f64, f64)> = errs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as f64, *v))
+        .collect();
+    p.dots(0, "mean error", &mean_pts, crate::svg::color(0), 4.0);
+    p.legend_dot(0, "mean error (µs)", Style::solid(0));
+    p.hline(komon::GOAL_MEAN_NS / US, "+1 µs goal", "#888");
+    p.hline(-komon::GOAL_MEAN_NS / US, "−1 µs goal", "#888");
+    let met = judged.iter().filter(|r| r.goal_met == Some(true)).count();
+    let goal_rows = judged.iter().filter(|r| r.goal_met.is_some()).count();
+    Some(Figure {
+        id: "komon-accuracy".into(),
+        title: "In-stack UDP monitor against the relay's own times (seed 003, Table 2.2)".into(),
+        caption: format!(
+            "Per run (x: the runs that are not a calibration run, in run order), the monitor's mean sojourn minus the calibration offset (mean(monitor) − mean(truth) of the constant-delay run with the same mean) minus the relay's own mean processing time. Goal (issue 16, μ = 50 and 100 µs): within ±1 µs and cvs within 0.05; met in {met} of {goal_rows} judged runs. The data table has truth and monitor − offset mean and cv per run. Computed by nflab-analyze (komon) from monitor.parquet and relay_truth.parquet."
+        ),
+        svg: p.finish(),
+        data: t,
+        notes: Vec::new(),
+    })
+}
+
+/// `komon-load`: at least two runs at different offered rates.
+fn load_curve(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
+    let mut pts: Vec<LoadPoint> = runs
+        .iter()
+        .filter_map(|(name, params, m)| {
+            let rate_pps = params.get("traffic")?.get("rate_pps")?.as_f64()?;
+            let truth =
+                komon::read_truth(&e.dir.join("runs").join(name).join("relay_truth.parquet")).ok();
+            Some(LoadPoint {
+                run: name.clone(),
+                rate_pps,
+                monitor_p95_ns: m.pointer("/sojourn/p95_ns").and_then(Value::as_i64),
+                truth_p95_ns: truth.as_deref().and_then(komon::p95),
+                buffer_mean_bytes: m
+                    .pointer("/sojourn/buffer_mean_bytes")
+                    .and_then(Value::as_f64),
+            })
+        })
+        .collect();
+    pts.sort_by(|a, b| a.rate_pps.total_cmp(&b.rate_pps));
+    let rates: std::collections::BTreeSet<u64> = pts.iter().map(|p| p.rate_pps as u64).collect();
+    if rates.len() < 2 {
+        return None;
+    }
+    let series = |f: &dyn Fn(&LoadPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        pts.iter()
+            .filter_map(|p| Some((p.rate_pps, f(p)?)))
+            .collect()
+    };
+    let mon = series(&|p| p.monitor_p95_ns.map(|v| v as f64 / US));
+    let truth = series(&|p| p.truth_p95_ns.map(|v| v as f64 / US));
+    let fill = series(&|p| p.buffer_mean_bytes);
+    let ymax = mon.iter().chain(&truth).map(|p| p.1).fold(1.0, f64::max);
+    let fmax = fill.iter().map(|p| p.1).fold(1.0, f64::max);
+    let (lo, hi) = (pts[0].rate_pps, pts[pts.len() - 1].rate_pps);
+    let mut p = Plot::new(
+        860.0,
+        320.0,
+        Axis::lin_nice("offered rate (packets/s)", lo, hi, Fmt::Num, true),
+        Axis::lin_nice("p95 (µs)", 0.0, ymax, Fmt::Num, true),
+    );
+    p.y2 = Some(Axis::lin_nice(
+        "mean receive-buffer fill (bytes)",
+        0.0,
+        fmax,
+        Fmt::Num,
+        true,
+    ));
+    p.line(0, "monitor p95", &mon, Style::solid(0), false);
+    p.legend(0, "monitor p95 (µs)", Style::solid(0));
+    p.line(1, "VNF's own p95", &truth, Style::solid(1), false);
+    p.legend(1, "VNF's own p95 (µs)", Style::solid(1));
+    p.line(2, "buffer fill", &fill, Style::dashed(2), true);
+    p.legend(2, "buffer fill (bytes, right)", Style::dashed(2));
+    let mut t = Table::new(&[
+        "run",
+        "rate_pps",
+        "monitor_p95_us",
+        "truth_p95_us",
+        "buffer_mean_bytes",
+    ]);
+    let cell = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
+    for q in &pts {
+        t.push(vec![
+            q.run.clone(),
+            num(q.rate_pps),
+            cell(q.monitor_p95_ns.map(|v| v as f64 / US)),
+            cell(q.truth_p95_ns.map(|v| v as f64 / US)),
+            cell(q.buffer_mean_bytes),
+        ]);
+    }
+    let r = load_buffer_r(&pts).map_or("undefined".into(), |r| format!("{r:.2}"));
+    Some(Figure {
+        id: "komon-load".into(),
+        title: "In-stack UDP monitor under load (seed 003)".into(),
+        caption: format!(
+            "Against the offered rate: the monitor's 95th-percentile sojourn (kernel receive → the relay's datagram handed to dut1, so socket-queue waiting included), the relay's own 95th-percentile processing time, and the mean receive-queue fill of its socket (/proc/net/udp every 10 ms, right axis). Pearson's r between the monitor's p95 and the fill across the runs: {r} (seed 003: 0.85). Percentiles and r from nflab-analyze."
+        ),
+        svg: p.finish(),
+        data: t,
+        notes: Vec::new(),
+    })
+}
