@@ -278,7 +278,10 @@ impl Capture {
             ProducerKind::AfPacket => {
                 let n = cfg.producers.unwrap_or(rx_queues);
                 let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, n));
-                (ring, Producers::AfPacket(producer::open_all(&cfg.iface, n)?))
+                (
+                    ring,
+                    Producers::AfPacket(producer::open_all(&cfg.iface, n)?),
+                )
             }
             ProducerKind::Xdp => {
                 let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, 1));
@@ -501,7 +504,9 @@ fn assemble(
         dumps,
         clock: ClockNote {
             source: match cfg.producer {
-                ProducerKind::AfPacket => "CLOCK_REALTIME (kernel receive stamp of the AF_PACKET ring)",
+                ProducerKind::AfPacket => {
+                    "CLOCK_REALTIME (kernel receive stamp of the AF_PACKET ring)"
+                }
                 ProducerKind::Xdp => producer_xdp::CLOCK_SOURCE,
             },
             resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),

@@ -156,14 +156,26 @@ fn check_window(recorded: &[(u64, u64)], dump: &[(u64, u64)], (from, to): (u64, 
     // A contiguous run of the recorder's probes, in its order: none missing inside.
     let first = recorded.iter().position(|r| Some(&r.0) == got.first());
     let first = first.expect("the dump's first probe was recorded");
-    let run: Vec<u64> = recorded[first..first + got.len()].iter().map(|r| r.0).collect();
-    assert_eq!(got, run, "the dump must be the recorder's probes, in order, none missing");
+    let run: Vec<u64> = recorded[first..first + got.len()]
+        .iter()
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(
+        got, run,
+        "the dump must be the recorder's probes, in order, none missing"
+    );
     for s in &sure {
-        assert!(got.contains(s), "probe {s} was stamped inside the window but is not in the dump");
+        assert!(
+            got.contains(s),
+            "probe {s} was stamped inside the window but is not in the dump"
+        );
     }
     let mut worst = 0;
     for (seq, ts) in dump {
-        assert!(*ts >= from && *ts <= to, "seq {seq} stamped {ts} outside the window");
+        assert!(
+            *ts >= from && *ts <= to,
+            "seq {seq} stamped {ts} outside the window"
+        );
         let r = recorded.iter().find(|r| r.0 == *seq).unwrap();
         // Stamps survive at nanosecond resolution (tolerance 0: the same stamp).
         assert!(
@@ -179,7 +191,10 @@ fn check_window(recorded: &[(u64, u64)], dump: &[(u64, u64)], (from, to): (u64, 
             .filter(|r| r.1 >= from && r.1 <= to)
             .map(|r| r.0)
             .collect();
-        assert_eq!(got, want, "the dump must hold exactly the window's probes, in order");
+        assert_eq!(
+            got, want,
+            "the dump must hold exactly the window's probes, in order"
+        );
     } else {
         eprintln!(
             "{} probes dumped; the capture's stamp preceded the recorder's by at most {worst} ns",
@@ -468,7 +483,10 @@ fn kill_test_child() {
     cfg.producer = ProducerKind::Xdp;
     let file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
     // SAFETY: a valid namespace fd; CLONE_NEWNET switches only this thread.
-    assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    assert_eq!(
+        unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+        0
+    );
     let capture = nflab_capture::Capture::open(&cfg).expect("capture opens");
     println!("attached");
     let _ = capture.run(&Control::default(), None);

@@ -261,7 +261,11 @@ fn a_run_with_the_xdp_producer_loses_nothing_and_writes_its_slices() {
         let probes = dump_probes(&file);
         // 100 ms of 10 kpps, cut by the window: about a thousand probes, in order.
         assert!(probes.len() > 500, "{}: {}", file.display(), probes.len());
-        assert!(probes.windows(2).all(|w| w[1].0 == w[0].0 + 1), "{}", file.display());
+        assert!(
+            probes.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+            "{}",
+            file.display()
+        );
         let t = Command::new("tshark")
             .arg("-r")
             .arg(&file)
