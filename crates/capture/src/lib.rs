@@ -7,9 +7,8 @@
 //! ```
 //!
 //! - [`qq`]: the queue of queues.
-//! - producers, chosen by [`ProducerKind`]: [`producer_xdp`] (the default), an
-//!   XDP program that copies each received frame into a BPF ring buffer and
-//!   passes it, drained by one thread; or [`producer`], one AF_PACKET
+//! - producers, chosen by [`ProducerKind`]: [`producer_xdp`], an XDP program that copies each received frame into a BPF ring buffer and
+//!   passes it, drained by one thread; or [`producer`] (the default), one AF_PACKET
 //!   `TPACKET_V3` ring per RX queue, joined in a fanout group. Both take a copy
 //!   and let the frame go on, so the capture is a tap: the recorder, the DuT or
 //!   the stack see every frame as without it. [`filler`] is their common side
@@ -73,7 +72,7 @@ pub enum ProducerKind {
 impl ProducerKind {
     /// The default: the cheaper of the two in `bench/capture/run.sh`
     /// (docs/benchmarks.md § Capture).
-    pub const DEFAULT: ProducerKind = ProducerKind::Xdp;
+    pub const DEFAULT: ProducerKind = ProducerKind::AfPacket;
 
     /// The name in `capture.json`, the spec and the CLI.
     pub fn name(self) -> &'static str {
