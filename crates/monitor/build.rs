@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: [&str; 3] = ["udp", "stages", "caps"];
+const PROGRAMS: [&str; 4] = ["udp", "stages", "caps", "tap"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -7,16 +7,21 @@
 //! ```
 //!
 //! - [`qq`]: the queue of queues.
-//! - [`producer`]: one AF_PACKET `TPACKET_V3` ring per RX queue, joined in a
-//!   fanout group. AF_PACKET sockets get a copy of each frame, so the capture
-//!   is a tap: the recorder, the DuT or the stack see every frame as without it.
+//! - producers, chosen by [`ProducerKind`]: [`producer_xdp`], an XDP program that copies each received frame into a BPF ring buffer and
+//!   passes it, drained by one thread; or [`producer`] (the default), one AF_PACKET
+//!   `TPACKET_V3` ring per RX queue, joined in a fanout group. Both take a copy
+//!   and let the frame go on, so the capture is a tap: the recorder, the DuT or
+//!   the stack see every frame as without it. [`filler`] is their common side
+//!   of QQ.
 //! - [`trigger`]: libpcap filters, the latency anomaly (n, t), loss bursts, manual.
 //! - [`dump`]: windows around triggers, written as pcapng (ns timestamps).
 //!
 //! [`run`] wires them for `nflab capture` and for runs with a `[capture]` section.
 
 pub mod dump;
+mod filler;
 pub mod producer;
+pub mod producer_xdp;
 pub mod qq;
 pub mod trigger;
 
@@ -55,11 +60,51 @@ impl CaptureError {
     }
 }
 
+/// Where the frames come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProducerKind {
+    /// An XDP program copying each received frame into a BPF ring buffer.
+    Xdp,
+    /// AF_PACKET `TPACKET_V3` rings in a fanout group, one per RX queue.
+    AfPacket,
+}
+
+impl ProducerKind {
+    /// The default: the cheaper of the two in `bench/capture/run.sh`
+    /// (docs/benchmarks.md § Capture).
+    pub const DEFAULT: ProducerKind = ProducerKind::AfPacket;
+
+    /// The name in `capture.json`, the spec and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProducerKind::Xdp => "xdp",
+            ProducerKind::AfPacket => "af_packet",
+        }
+    }
+}
+
+impl std::str::FromStr for ProducerKind {
+    type Err = String;
+
+    /// `xdp` or `af_packet` (`af-packet` too, as the CLI spells its flags).
+    fn from_str(s: &str) -> Result<ProducerKind, String> {
+        match s {
+            "xdp" => Ok(ProducerKind::Xdp),
+            "af_packet" | "af-packet" => Ok(ProducerKind::AfPacket),
+            _ => Err(format!(
+                "producer {s:?} is not known: use \"xdp\" or \"af_packet\""
+            )),
+        }
+    }
+}
+
 /// What to capture, how much to keep, and when to dump.
 #[derive(Debug, Clone)]
 pub struct CaptureConfig {
     /// Interface to tap (in the caller's network namespace).
     pub iface: String,
+    /// Where the frames come from.
+    pub producer: ProducerKind,
     /// Directory for `capture.json` and the dumps.
     pub out_dir: PathBuf,
     /// Memory budget of the ring, bytes.
@@ -87,6 +132,7 @@ impl CaptureConfig {
     pub fn new(iface: &str, out_dir: &Path) -> CaptureConfig {
         CaptureConfig {
             iface: iface.to_string(),
+            producer: ProducerKind::DEFAULT,
             out_dir: out_dir.to_path_buf(),
             ring_bytes: 1 << 30,
             pre_ns: 5_000_000_000,
@@ -110,6 +156,12 @@ impl CaptureConfig {
         }
         if self.producers == Some(0) {
             return bad("producers = 0: a capture needs at least one producer".into());
+        }
+        if self.producer == ProducerKind::Xdp && self.producers.is_some_and(|n| n != 1) {
+            return bad(format!(
+                "producers = {} applies to the af_packet producer: the xdp producer has one consumer for all RX queues (use producers = 1 or producer = \"af_packet\")",
+                self.producers.unwrap_or(1)
+            ));
         }
         if self.snaplen < 64 {
             return bad(format!(
@@ -141,6 +193,8 @@ pub struct ProducerCounters {
 #[derive(Debug, Clone, Serialize)]
 pub struct CaptureReport {
     pub iface: String,
+    /// `xdp` or `af_packet`.
+    pub producer: &'static str,
     pub ring_bytes: usize,
     pub pre_s: f64,
     pub post_s: f64,
@@ -188,12 +242,21 @@ pub struct Control {
     pub manual: Arc<AtomicBool>,
 }
 
-/// A capture whose filters are compiled and whose sockets are open: from
-/// here on no frame of the interface is missed.
+/// A capture whose filters are compiled and whose producers are open (sockets
+/// bound, or the XDP program attached and draining): from here on no frame of
+/// the interface is missed.
 pub struct Capture {
     cfg: CaptureConfig,
     analyzer: trigger::Analyzer,
-    sockets: Vec<nflab_io::AfPacket>,
+    producers: Producers,
+    ring: Arc<qq::OuterRing>,
+    to_analyzer: mpsc::Sender<Arc<qq::InnerQueue>>,
+    from_producers: mpsc::Receiver<Arc<qq::InnerQueue>>,
+}
+
+enum Producers {
+    AfPacket(Vec<nflab_io::AfPacket>),
+    Xdp(producer_xdp::XdpProducer),
 }
 
 impl Capture {
@@ -207,15 +270,32 @@ impl Capture {
             trigger::Filter::compile(f)?;
         }
         std::fs::create_dir_all(&cfg.out_dir).map_err(|e| CaptureError::io(&cfg.out_dir, e))?;
-        let producers = match cfg.producers {
-            Some(n) => n,
-            None => producer::rx_queues(&cfg.iface)?,
+        // Also the check that the interface exists and is up.
+        let rx_queues = producer::rx_queues(&cfg.iface)?;
+        let (to_analyzer, from_producers) = mpsc::channel();
+        let (ring, producers) = match cfg.producer {
+            ProducerKind::AfPacket => {
+                let n = cfg.producers.unwrap_or(rx_queues);
+                let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, n));
+                (
+                    ring,
+                    Producers::AfPacket(producer::open_all(&cfg.iface, n)?),
+                )
+            }
+            ProducerKind::Xdp => {
+                let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, 1));
+                let filler = filler::Filler::new(0, cfg, Arc::clone(&ring), to_analyzer.clone());
+                let p = producer_xdp::XdpProducer::start(cfg, filler)?;
+                (ring, Producers::Xdp(p))
+            }
         };
-        let sockets = producer::open_all(&cfg.iface, producers)?;
         Ok(Capture {
             cfg: cfg.clone(),
             analyzer,
-            sockets,
+            producers,
+            ring,
+            to_analyzer,
+            from_producers,
         })
     }
 
@@ -229,18 +309,26 @@ impl Capture {
         let Capture {
             cfg,
             analyzer,
-            sockets,
+            producers,
+            ring,
+            to_analyzer: tx,
+            from_producers: rx,
         } = self;
         let cfg = &cfg;
-        let ring = Arc::new(qq::OuterRing::new(cfg.ring_bytes, sockets.len()));
         let started_ns = nflab_io::clock::realtime_ns();
-        let (tx, rx) = mpsc::channel::<Arc<qq::InnerQueue>>();
         let mut report = std::thread::scope(|s| -> Result<CaptureReport, CaptureError> {
             let mut handles = Vec::new();
-            for (id, sock) in sockets.into_iter().enumerate() {
-                let (ring, tx, stop) = (Arc::clone(&ring), tx.clone(), Arc::clone(&ctl.stop));
-                let p = producer::Producer::new(id, sock, cfg);
-                handles.push(s.spawn(move || p.run(&ring, &tx, &stop)));
+            let mut xdp = None;
+            match producers {
+                Producers::AfPacket(sockets) => {
+                    for (id, sock) in sockets.into_iter().enumerate() {
+                        let filler = filler::Filler::new(id, cfg, Arc::clone(&ring), tx.clone());
+                        let stop = Arc::clone(&ctl.stop);
+                        let p = producer::Producer::new(id, sock);
+                        handles.push(s.spawn(move || p.run(filler, &stop)));
+                    }
+                }
+                Producers::Xdp(p) => xdp = Some(p),
             }
             drop(tx);
             let analysis = {
@@ -259,6 +347,9 @@ impl Capture {
             let mut counters = Vec::new();
             for h in handles {
                 counters.push(h.join().expect("producer thread panicked")?);
+            }
+            if let Some(p) = xdp {
+                counters.push(p.stop()?);
             }
             let (dumps, fired, fired_total) = analysis.join().expect("analyzer thread panicked")?;
             Ok(assemble(
@@ -385,6 +476,7 @@ fn assemble(
     let sum = |f: fn(&ProducerCounters) -> u64| counters.iter().map(f).sum::<u64>();
     CaptureReport {
         iface: cfg.iface.clone(),
+        producer: cfg.producer.name(),
         ring_bytes: cfg.ring_bytes,
         pre_s: cfg.pre_ns as f64 / 1e9,
         post_s: cfg.post_ns as f64 / 1e9,
@@ -410,7 +502,12 @@ fn assemble(
         fired_total,
         dumps,
         clock: ClockNote {
-            source: "CLOCK_REALTIME (kernel receive stamp of the AF_PACKET ring)",
+            source: match cfg.producer {
+                ProducerKind::AfPacket => {
+                    "CLOCK_REALTIME (kernel receive stamp of the AF_PACKET ring)"
+                }
+                ProducerKind::Xdp => producer_xdp::CLOCK_SOURCE,
+            },
             resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
         },
     }

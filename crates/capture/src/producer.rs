@@ -8,14 +8,12 @@
 //! would take frames away from the path being measured.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nflab_io::{AfPacket, AfPacketConfig, Fanout, FanoutMode, PacketIo, RxRingKind};
 
-use crate::qq::{InnerQueue, OuterRing};
-use crate::{CaptureConfig, CaptureError, ProducerCounters};
+use crate::filler::Filler;
+use crate::{CaptureError, ProducerCounters};
 
 /// The kernel ring hands a partly filled block over after this long.
 pub const RING_TIMEOUT_NS: u64 = 1_000_000;
@@ -83,75 +81,41 @@ pub fn open_all(iface: &str, n: usize) -> Result<Vec<AfPacket>, CaptureError> {
         .collect()
 }
 
-/// One producer: its socket and its inner queue.
+/// One producer: its socket, feeding its inner queues.
 pub struct Producer {
     id: usize,
     sock: AfPacket,
-    inner_bytes: usize,
-    timeout: Duration,
-    snaplen: usize,
 }
 
 impl Producer {
-    pub fn new(id: usize, sock: AfPacket, cfg: &CaptureConfig) -> Producer {
-        Producer {
-            id,
-            sock,
-            inner_bytes: cfg.inner_bytes,
-            timeout: Duration::from_nanos(cfg.handover_timeout_ns),
-            snaplen: cfg.snaplen as usize,
-        }
+    pub fn new(id: usize, sock: AfPacket) -> Producer {
+        Producer { id, sock }
     }
 
     /// Fill inner queues and hand them over until `stop`; then hand over the
     /// last one and return the counters.
     pub fn run(
         mut self,
-        ring: &OuterRing,
-        to_analyzer: &Sender<Arc<InnerQueue>>,
+        mut filler: Filler,
         stop: &AtomicBool,
     ) -> Result<ProducerCounters, CaptureError> {
-        let mut captured = 0u64;
-        let mut queue = InnerQueue::with_capacity(self.id, self.inner_bytes);
-        let mut opened = Instant::now();
-        let hand_over = |q: InnerQueue| {
-            if let Some(shared) = ring.hand_over(q) {
-                // The analyzer is gone only when the capture is ending.
-                let _ = to_analyzer.send(shared);
-            }
-        };
         loop {
             let stopping = stop.load(Ordering::Relaxed);
-            let snaplen = self.snaplen;
             let n = self
                 .sock
                 .rx_batch(BATCH, Duration::from_millis(5), &mut |frame, meta| {
                     let ts_ns = meta.ts_ns.unwrap_or_else(nflab_io::clock::realtime_ns);
-                    let kept = &frame[..frame.len().min(snaplen)];
-                    queue.push(ts_ns, meta.wire_len as u32, kept);
+                    filler.push(ts_ns, meta.wire_len as u32, frame);
                 })?;
-            captured += n as u64;
-            if queue.is_empty() {
-                opened = Instant::now();
-            } else if queue.data_bytes() >= self.inner_bytes || opened.elapsed() >= self.timeout {
-                let full = std::mem::replace(
-                    &mut queue,
-                    InnerQueue::with_capacity(self.id, self.inner_bytes),
-                );
-                hand_over(full);
-                opened = Instant::now();
-            }
+            filler.tick();
             // One more pass after the stop: the kernel ring's last block.
             if stopping && n == 0 {
                 break;
             }
         }
-        if !queue.is_empty() {
-            hand_over(queue);
-        }
         Ok(ProducerCounters {
             id: self.id,
-            captured,
+            captured: filler.finish(),
             kernel_drops: self.sock.stats().rx_kernel_drops,
             ..ProducerCounters::default()
         })

@@ -95,6 +95,11 @@ mod tests {
         assert_eq!(c.ring_bytes, 64 << 20);
         assert_eq!((c.pre_ns, c.post_ns), (500_000_000, 250_000_000));
         assert_eq!(c.triggers.len(), 3);
+        assert_eq!(c.producer, nflab_capture::ProducerKind::DEFAULT);
+        let c = section("producer = \"af_packet\"")
+            .config("lg1", Path::new("/tmp/x"))
+            .unwrap();
+        assert_eq!(c.producer, nflab_capture::ProducerKind::AfPacket);
     }
 
     #[test]
@@ -104,6 +109,7 @@ mod tests {
             ("pre = -1.0", "pre", "capture.pre"),
             ("anomaly = \"2\"", "anomaly", "capture.anomaly"),
             ("loss_burst = 0", "loss_burst", "capture.loss_burst"),
+            ("producer = \"pcap\"", "producer", "capture.producer"),
             ("trigger = [\"udp port x\"]", "trigger", "udp port x"),
             (
                 "dump_filter = \"udp port x\"",

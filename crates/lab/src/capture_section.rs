@@ -14,6 +14,9 @@ pub struct CaptureSection {
     /// Interface in the LoadGen namespace (default: the recorder's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iface: Option<String>,
+    /// Where frames come from: "xdp" or "af_packet" (default: the capture's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<String>,
     /// Memory budget of the ring, e.g. "256MiB".
     #[serde(default = "default_ring")]
     pub ring: String,
@@ -88,6 +91,11 @@ impl CaptureSection {
         }
         c.pre_ns = (self.pre * 1e9) as u64;
         c.post_ns = (self.post * 1e9) as u64;
+        if let Some(p) = &self.producer {
+            c.producer = p
+                .parse()
+                .map_err(|e: String| bad("producer", format!("capture.{e}")))?;
+        }
         c.dump_filter = self.dump_filter.clone();
         c.triggers = self
             .trigger

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `udp` | seed 003's KOMon: per-datagram sojourn time of a UDP VNF, from the kernel's UDP receive path to the VNF's send | [`udp`] |
 //! | `stages` | per-packet timestamps at the stages of a kernel DuT (ingress, route, socket, egress) | [`stages`] |
+//! | `tap` | the capture's XDP producer: a copy of each received frame into a ring buffer, the frame passed on | [`tap`] |
 //!
 //! Every program is attached through a link owned by the monitor's thread; nothing
 //! is pinned, so programs and maps go when the process goes (`kill -9` included).
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod matcher;
 mod netns;
 pub mod stages;
+pub mod tap;
 pub mod udp;
 
 /// The generated skeletons.
@@ -30,6 +32,9 @@ mod skel {
     }
     pub mod caps {
         include!(concat!(env!("OUT_DIR"), "/caps.skel.rs"));
+    }
+    pub mod tap {
+        include!(concat!(env!("OUT_DIR"), "/tap.skel.rs"));
     }
 }
 

@@ -45,7 +45,12 @@ pub struct Args {
     /// Seconds to capture (default: until Ctrl-C or SIGTERM; SIGUSR1 triggers by hand).
     #[arg(long)]
     duration: Option<f64>,
-    /// Producers (one per RX queue by default).
+    /// Where frames come from: xdp (an XDP program copying into a BPF ring
+    /// buffer; received frames only) or af-packet (TPACKET_V3 rings in a
+    /// fanout group; both directions).
+    #[arg(long, value_name = "xdp|af-packet")]
+    producer: Option<String>,
+    /// AF_PACKET producers (one per RX queue by default).
     #[arg(long)]
     producers: Option<usize>,
     /// Print capture.json on stdout too.
@@ -66,8 +71,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let report = nflab_capture::run(&cfg, &ctl, duration)?;
     drop(guard);
     eprintln!(
-        "capture on {}: captured {}, handed over {}, discarded {} (ring full), dumped {} in {} dump(s), kernel drops {}; peak ring {:.1} MiB of {:.1} MiB",
+        "capture on {} ({} producer): captured {}, handed over {}, discarded {} (ring full), dumped {} in {} dump(s), kernel drops {}; peak ring {:.1} MiB of {:.1} MiB",
         report.iface,
+        report.producer,
         report.captured,
         report.handed_over,
         report.discarded,
@@ -118,6 +124,11 @@ fn config(args: &Args) -> anyhow::Result<CaptureConfig> {
     }
     cfg.pre_ns = (args.pre * 1e9) as u64;
     cfg.post_ns = (args.post * 1e9) as u64;
+    if let Some(p) = &args.producer {
+        cfg.producer = p
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--producer: {e}"))?;
+    }
     cfg.producers = args.producers;
     cfg.dump_filter = args.dump_filter.clone();
     cfg.triggers = args
