@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
 pub use crate::iface_knobs::KnobRecord;
+use crate::knob_journal::{KnobJournal, Restore};
 
 /// `[knobs]` of the spec.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -226,6 +227,8 @@ pub struct AppliedKnobs {
     pm_qos: Option<std::fs::File>,
     load: Option<LoadThreads>,
     sched_before: Option<String>,
+    /// The originals of `undo`, on disk for `nflab topo gc` after a crash.
+    journal: Option<KnobJournal>,
 }
 
 /// Where knobs live; the tests point this at a temporary tree.
@@ -239,6 +242,8 @@ pub struct KnobRoots {
     pub proc: PathBuf,
     /// `/dev/cpu_dma_latency`.
     pub pm_qos: PathBuf,
+    /// Where the knob journal goes (`/run/nflab`).
+    pub journal: PathBuf,
 }
 
 impl Default for KnobRoots {
@@ -248,6 +253,7 @@ impl Default for KnobRoots {
             cpu: "/sys/devices/system/cpu".into(),
             proc: "/proc".into(),
             pm_qos: "/dev/cpu_dma_latency".into(),
+            journal: crate::knob_journal::JOURNAL_DIR.into(),
         }
     }
 }
@@ -261,7 +267,10 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
 impl AppliedKnobs {
     /// Apply every knob of `section` under `roots`.
     pub fn apply(section: &KnobsSection, roots: &KnobRoots) -> Result<AppliedKnobs, LabError> {
-        let mut applied = AppliedKnobs::default();
+        let mut applied = AppliedKnobs {
+            journal: Some(KnobJournal::new(&roots.journal)),
+            ..AppliedKnobs::default()
+        };
         let mut targets: Vec<(String, PathBuf, String)> = section
             .sysctl
             .iter()
@@ -341,7 +350,9 @@ impl AppliedKnobs {
             };
             match before {
                 None => rec.status = "unsupported".into(),
-                Some(old) => match std::fs::write(&path, &value) {
+                Some(old) => match applied.journal(&path, &old).and_then(|()| {
+                    std::fs::write(&path, &value).map_err(|e| LabError::Other(e.to_string()))
+                }) {
                     Ok(()) => {
                         applied.undo.push((path.clone(), old));
                         rec.applied = read_trim(&path);
@@ -354,7 +365,11 @@ impl AppliedKnobs {
                             )
                         };
                     }
-                    Err(e) => rec.status = format!("refused: {e}"),
+                    Err(LabError::Other(e)) => rec.status = format!("refused: {e}"),
+                    Err(journal) => {
+                        applied.revert();
+                        return Err(journal);
+                    }
                 },
             }
             let failed = rec.status != "applied";
@@ -372,6 +387,18 @@ impl AppliedKnobs {
         }
         applied.hold_process_knobs(section, roots)?;
         Ok(applied)
+    }
+
+    /// Write `path`'s original value to the journal, before changing it.
+    fn journal(&mut self, path: &std::path::Path, old: &str) -> Result<(), LabError> {
+        match self.journal.as_mut() {
+            Some(j) => j.record(&Restore::File {
+                ns: String::new(),
+                path: path.display().to_string(),
+                value: old.to_string(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// PM QoS, scheduling policy and background load: held, not written once.
@@ -495,6 +522,9 @@ impl AppliedKnobs {
                 );
             }
         }
+        if let Some(j) = self.journal.as_mut() {
+            j.finish();
+        }
         for r in &mut self.records {
             r.reverted = read_trim(std::path::Path::new(&r.path));
         }
@@ -536,6 +566,7 @@ mod tests {
                 cpu: base.join("cpu"),
                 proc: base.join("proc"),
                 pm_qos: base.join("cpu_dma_latency"),
+                journal: base.join("journal"),
             },
             base,
         )

@@ -277,6 +277,7 @@ impl Topology {
                 veth("lg1", &m1, "dut1", &d1, Some(dut))?;
             }
         }
+        crate::failpoint::hit("topology");
         ip(&[
             "-n",
             &lg,
@@ -468,13 +469,7 @@ fn owner_path(ns: &str) -> PathBuf {
     PathBuf::from(OWNER_DIR).join(format!("{ns}.owner"))
 }
 
-/// Start time of a process in clock ticks since boot (field 22 of stat).
-fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
+use crate::knob_journal::process_start_time;
 
 fn write_owner(ns: &str) -> Result<(), LabError> {
     let pid = std::process::id();
@@ -544,7 +539,8 @@ pub fn list_namespaces() -> Vec<NamespaceInfo> {
 
 /// Remove namespaces whose owner is gone, and Open vSwitch instances whose
 /// owner is gone (their daemons killed, their run directories removed);
-/// returns their names.
+/// then put back the knobs of dead owners' journals (`knob_journal`);
+/// returns what it removed, one line each.
 pub fn gc() -> Result<Vec<String>, LabError> {
     check_root()?;
     let mut removed = nflab_sdn::ovs::gc();
@@ -553,6 +549,28 @@ pub fn gc() -> Result<Vec<String>, LabError> {
             remove_namespace(&ns.name)?;
             removed.push(ns.name);
         }
+    }
+    // After the namespaces: knobs inside a removed one went with it.
+    for r in crate::knob_journal::replay_dead(std::path::Path::new(OWNER_DIR)) {
+        for e in &r.failed {
+            eprintln!("warning: knob journal {}: {e}", r.journal.display());
+        }
+        removed.push(format!(
+            "knob journal {} of pid {} ({} original values restored{}{})",
+            r.journal.display(),
+            r.owner_pid,
+            r.restored,
+            if r.skipped > 0 {
+                format!(", {} gone with their namespace", r.skipped)
+            } else {
+                String::new()
+            },
+            if r.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", {} failed: journal kept", r.failed.len())
+            }
+        ));
     }
     Ok(removed)
 }

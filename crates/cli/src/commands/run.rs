@@ -65,6 +65,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         write_model(&result.dir)
     };
+    nflab_lab::failpoint::hit("report");
     let report = nflab_report::write_report(&result.dir)
         .with_context(|| format!("writing the report of {}", result.dir.display()))?;
     if args.json {
@@ -87,6 +88,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!("model:     {} ({method})", path.display());
         }
         println!("report:    {}", report.display());
+    }
+    if !result.failed_runs.is_empty() {
+        // experiment.on_run_failure = "continue": the study went on; each failure said once.
+        for f in &result.failed_runs {
+            eprintln!("failed: run {}: {}", f.run, f.error);
+        }
+        return Ok(ExitCode::from(1));
     }
     if result.interrupted {
         eprintln!(
