@@ -234,10 +234,8 @@ impl AppliedIfaceKnobs {
         required: &[String],
         ns_of: &dyn Fn(&str) -> Option<String>,
     ) -> Result<AppliedIfaceKnobs, LabError> {
-        let mut a = AppliedIfaceKnobs {
-            journal: Some(KnobJournal::new(Path::new(crate::knob_journal::JOURNAL_DIR))),
-            ..AppliedIfaceKnobs::default()
-        };
+        let mut a = AppliedIfaceKnobs::default();
+        a.journal = Some(KnobJournal::new(Path::new(crate::knob_journal::JOURNAL_DIR)));
         for (key, k) in section {
             let (role, dev) = key.split_once(':').unwrap_or(("", ""));
             let Some(ns) = ns_of(role) else {
@@ -339,14 +337,17 @@ impl AppliedIfaceKnobs {
                         },
                     ));
                 }
-                Err(e) => self.records.push(record(
-                    &name,
-                    ns,
-                    q,
-                    before,
-                    None,
-                    format!("unsupported: {e}"),
-                )),
+                Err(e) => {
+                    self.cancel_journal_entry();
+                    self.records.push(record(
+                        &name,
+                        ns,
+                        q,
+                        before,
+                        None,
+                        format!("unsupported: {e}"),
+                    ))
+                }
             }
         }
         // (show flag, set flag, parameter, shown field, value) for every ethtool knob.
@@ -405,6 +406,9 @@ impl AppliedIfaceKnobs {
         };
         let status = match journaled.and_then(|()| ns_run(ns, &["ethtool", set, dev, param, value])) {
             Err(e) => {
+                if undo.is_some() {
+                    self.cancel_journal_entry();
+                }
                 self.records.push(record(
                     &name,
                     ns,
@@ -471,14 +475,17 @@ impl AppliedIfaceKnobs {
                     },
                 ));
             }
-            Err(e) => self.records.push(record(
-                name,
-                ns,
-                value,
-                before,
-                None,
-                format!("refused: {e}"),
-            )),
+            Err(e) => {
+                self.cancel_journal_entry();
+                self.records.push(record(
+                    name,
+                    ns,
+                    value,
+                    before,
+                    None,
+                    format!("refused: {e}"),
+                ))
+            }
         }
     }
 
@@ -489,11 +496,21 @@ impl AppliedIfaceKnobs {
             Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
         };
         if crate::knob_journal::deleted_with_topology(ns) {
+            if let Some(j) = self.journal.as_mut() {
+                j.skip_next();
+            }
             return Ok(());
         }
         match self.journal.as_mut() {
             Some(j) => j.record(entry).map_err(|e| e.to_string()),
             None => Ok(()),
+        }
+    }
+
+    /// The newest journaled change did not happen.
+    fn cancel_journal_entry(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.cancel_last();
         }
     }
 
@@ -660,7 +677,29 @@ mod tests {
             ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             flip
         );
+        // Not an nflab topology's namespace: every change is journaled first, and
+        // replaying the journal (what gc does for a dead owner) puts gro back.
+        let journal = a.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        let (_, entries) = crate::knob_journal::read_journal(&journal).unwrap();
+        assert!(
+            entries.contains(&Restore::Command {
+                ns: ns.clone(),
+                argv: ["ethtool", "-K", "kv0", "gro", gro_before.as_str()]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            }),
+            "{entries:?}"
+        );
+        for e in entries.iter().rev() {
+            e.apply().unwrap();
+        }
+        assert_eq!(
+            ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
+            gro_before
+        );
         a.revert();
+        assert!(!journal.exists());
         assert_eq!(
             ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             gro_before

@@ -121,6 +121,10 @@ pub struct KnobJournal {
     dir: PathBuf,
     path: Option<PathBuf>,
     file: Option<std::fs::File>,
+    /// Bytes of the file that hold complete entries.
+    len: u64,
+    /// Where the newest entry starts, until it is kept or cancelled.
+    last_start: Option<u64>,
 }
 
 impl KnobJournal {
@@ -130,6 +134,8 @@ impl KnobJournal {
             dir: dir.to_path_buf(),
             path: None,
             file: None,
+            len: 0,
+            last_start: None,
         }
     }
 
@@ -160,9 +166,11 @@ impl KnobJournal {
                 .open(&path)
                 .map_err(|e| err(&path, e))?;
             let start = process_start_time(pid).unwrap_or(0);
-            f.write_all(format!("owner {pid} {start}\n").as_bytes())
+            let owner = format!("owner {pid} {start}\n");
+            f.write_all(owner.as_bytes())
                 .and_then(|_| f.sync_all())
                 .map_err(|e| err(&path, e))?;
+            self.len = owner.len() as u64;
             // The new name must survive too, not only its contents.
             if let Ok(d) = std::fs::File::open(&self.dir) {
                 let _ = d.sync_all();
@@ -176,9 +184,35 @@ impl KnobJournal {
         let mut line = serde_json::to_string(entry)
             .map_err(|e| LabError::Other(format!("knob journal entry: {e}")))?;
         line.push('\n');
+        self.last_start = Some(self.len);
         f.write_all(line.as_bytes())
             .and_then(|_| f.sync_data())
-            .map_err(|e| err(path, e))
+            .map_err(|e| err(path, e))?;
+        self.len += line.len() as u64;
+        Ok(())
+    }
+
+    /// The next change is not journaled: [`KnobJournal::cancel_last`] must
+    /// then leave the entries alone.
+    pub fn skip_next(&mut self) {
+        self.last_start = None;
+    }
+
+    /// The change of the newest entry did not happen (the kernel refused
+    /// it): drop the entry, so that gc does not try to undo it.
+    pub fn cancel_last(&mut self) {
+        use std::io::{Seek, SeekFrom};
+        let (Some(f), Some(start)) = (self.file.as_mut(), self.last_start.take()) else {
+            return;
+        };
+        let cut = f
+            .set_len(start)
+            .and_then(|_| f.seek(SeekFrom::Start(start)))
+            .and_then(|_| f.sync_data());
+        match cut {
+            Ok(_) => self.len = start,
+            Err(e) => eprintln!("warning: could not drop an entry of the knob journal: {e}"),
+        }
     }
 
     /// The knobs are restored: remove the journal.
@@ -315,10 +349,19 @@ mod tests {
         let ((pid, start), entries) = read_journal(&p).unwrap();
         assert_eq!(pid, std::process::id());
         assert_eq!(Some(start), process_start_time(pid));
-        assert_eq!(entries, vec![e]);
+        assert_eq!(entries, vec![e.clone()]);
         // Its owner (this process) lives: gc leaves it alone.
         assert!(replay_dead(&d).is_empty());
         assert!(p.exists());
+        // A change that did not happen leaves no entry; the next one follows.
+        let second = Restore::Command {
+            ns: String::new(),
+            argv: vec!["true".into()],
+        };
+        j.record(&second).unwrap();
+        j.cancel_last();
+        j.record(&second).unwrap();
+        assert_eq!(read_journal(&p).unwrap().1, vec![e, second]);
         j.finish();
         assert!(!p.exists());
         std::fs::remove_dir_all(d).unwrap();

@@ -267,10 +267,8 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
 impl AppliedKnobs {
     /// Apply every knob of `section` under `roots`.
     pub fn apply(section: &KnobsSection, roots: &KnobRoots) -> Result<AppliedKnobs, LabError> {
-        let mut applied = AppliedKnobs {
-            journal: Some(KnobJournal::new(&roots.journal)),
-            ..AppliedKnobs::default()
-        };
+        let mut applied = AppliedKnobs::default();
+        applied.journal = Some(KnobJournal::new(&roots.journal));
         let mut targets: Vec<(String, PathBuf, String)> = section
             .sysctl
             .iter()
@@ -365,7 +363,10 @@ impl AppliedKnobs {
                             )
                         };
                     }
-                    Err(LabError::Other(e)) => rec.status = format!("refused: {e}"),
+                    Err(LabError::Other(e)) => {
+                        applied.cancel_journal_entry();
+                        rec.status = format!("refused: {e}");
+                    }
                     Err(journal) => {
                         applied.revert();
                         return Err(journal);
@@ -398,6 +399,12 @@ impl AppliedKnobs {
                 value: old.to_string(),
             }),
             None => Ok(()),
+        }
+    }
+
+    fn cancel_journal_entry(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.cancel_last();
         }
     }
 
@@ -601,7 +608,10 @@ mod tests {
         assert_eq!(by("net.core.busy_poll")[0].before.as_deref(), Some("0"));
         assert_eq!(by("net.core.nonexistent")[0].status, "unsupported");
         assert_eq!(by("cpu_governor").len(), 2);
+        let journal = k.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        assert!(journal.exists());
         k.revert();
+        assert!(!journal.exists(), "the journal outlived a normal revert");
         assert_eq!(
             std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
             "0"
@@ -615,6 +625,69 @@ mod tests {
             .iter()
             .find(|x| x.name == n)
             .and_then(|x| x.reverted.clone())
+    }
+
+    #[test]
+    fn the_journal_has_every_original_before_the_change_and_gc_replays_it() {
+        let (r, base) = roots("journal");
+        let s = section("sysctl = { \"net.core.busy_poll\" = 50 }\ncpu_governor = \"performance\"\n");
+        let k = AppliedKnobs::apply(&s, &r).unwrap();
+        let journal = k.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        let (_, mut entries) = crate::knob_journal::read_journal(&journal).unwrap();
+        // The CPUs come in directory order.
+        entries[1..].sort_by_key(|e| format!("{e:?}"));
+        let file = |p: &str, v: &str| Restore::File {
+            ns: String::new(),
+            path: base.join(p).display().to_string(),
+            value: v.into(),
+        };
+        assert_eq!(
+            entries,
+            vec![
+                file("sys/net/core/busy_poll", "0"),
+                file("cpu/cpu0/cpufreq/scaling_governor", "powersave"),
+                file("cpu/cpu1/cpufreq/scaling_governor", "powersave"),
+            ]
+        );
+        // A crash: no Drop, no revert. The owner line then names a dead process.
+        std::mem::forget(k);
+        let text = std::fs::read_to_string(&journal).unwrap();
+        let rest = text.split_once('\n').unwrap().1;
+        std::fs::write(&journal, format!("owner {} 1\n{rest}", u32::MAX - 1)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "50"
+        );
+        let replayed = crate::knob_journal::replay_dead(&r.journal);
+        assert_eq!(replayed.len(), 1);
+        assert_eq!(replayed[0].restored, 3);
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "0"
+        );
+        assert_eq!(
+            std::fs::read_to_string(base.join("cpu/cpu1/cpufreq/scaling_governor")).unwrap(),
+            "powersave"
+        );
+        assert!(!journal.exists());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_changes_no_knob() {
+        let (mut r, base) = roots("nojournal");
+        // A file where the journal's directory should be.
+        std::fs::write(base.join("blocked"), "").unwrap();
+        r.journal = base.join("blocked/journal");
+        let e = AppliedKnobs::apply(&section("sysctl = { \"net.core.busy_poll\" = 50 }"), &r)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("knob journal") && e.contains("blocked/journal"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "0\n"
+        );
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
