@@ -13,6 +13,7 @@
 //! `NFLAB_CRASH_MATRIX=random:N` replaces the default plan (each failpoint
 //! once plus three random kills) by N random kills (`scripts/crash-matrix.sh N`).
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;

@@ -1,6 +1,7 @@
 //! Faults of the disk (#21 item 3): a full disk while recording, and an
 //! output directory on a read-only file system. Real tmpfs mounts, real runs.
 
+#[macro_use]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -234,8 +234,13 @@ impl AppliedIfaceKnobs {
         required: &[String],
         ns_of: &dyn Fn(&str) -> Option<String>,
     ) -> Result<AppliedIfaceKnobs, LabError> {
-        let mut a = AppliedIfaceKnobs::default();
-        a.journal = Some(KnobJournal::new(Path::new(crate::knob_journal::JOURNAL_DIR)));
+        let mut a = AppliedIfaceKnobs {
+            records: Vec::new(),
+            rereads: Vec::new(),
+            undo: Vec::new(),
+            reverted: false,
+            journal: Some(KnobJournal::new(Path::new(crate::knob_journal::JOURNAL_DIR))),
+        };
         for (key, k) in section {
             let (role, dev) = key.split_once(':').unwrap_or(("", ""));
             let Some(ns) = ns_of(role) else {

@@ -267,8 +267,15 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
 impl AppliedKnobs {
     /// Apply every knob of `section` under `roots`.
     pub fn apply(section: &KnobsSection, roots: &KnobRoots) -> Result<AppliedKnobs, LabError> {
-        let mut applied = AppliedKnobs::default();
-        applied.journal = Some(KnobJournal::new(&roots.journal));
+        let mut applied = AppliedKnobs {
+            records: Vec::new(),
+            undo: Vec::new(),
+            reverted: false,
+            pm_qos: None,
+            load: None,
+            sched_before: None,
+            journal: Some(KnobJournal::new(&roots.journal)),
+        };
         let mut targets: Vec<(String, PathBuf, String)> = section
             .sysctl
             .iter()

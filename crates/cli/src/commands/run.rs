@@ -67,7 +67,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     nflab_lab::failpoint::hit("report");
     let report = nflab_report::write_report(&result.dir)
-        .with_context(|| format!("writing the report of {}", result.dir.display()))?;
+        .with_context(|| format!("writing the report of {}", result.dir.display()));
+    let report = match report {
+        Ok(r) => r,
+        // The runs' failures (a full disk, say) are the news, not the report they also stopped.
+        Err(e) if !result.failed_runs.is_empty() => {
+            for f in &result.failed_runs {
+                eprintln!("failed: run {}: {}", f.run, f.error);
+            }
+            eprintln!("note: no report: {e:#}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
