@@ -39,7 +39,12 @@ fn knob_path(name: &str) -> PathBuf {
 fn knob_values() -> Vec<String> {
     KNOBS
         .iter()
-        .map(|k| std::fs::read_to_string(knob_path(k)).unwrap().trim().to_string())
+        .map(|k| {
+            std::fs::read_to_string(knob_path(k))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
         .collect()
 }
 
@@ -162,14 +167,28 @@ struct Tally {
     failures: Vec<String>,
 }
 
-fn one_kill(base: &Path, spec: &Path, kill: &Kill, original: &[String], t_study: Duration, t: &mut Tally) {
+fn one_kill(
+    base: &Path,
+    spec: &Path,
+    kill: &Kill,
+    original: &[String],
+    t_study: Duration,
+    t: &mut Tally,
+) {
     let out = base.join(format!("k{}", t.kills));
     std::fs::create_dir_all(&out).unwrap();
     let bpf_before = (unheld_bpf("prog"), unheld_bpf("link"));
     let mut cmd = nflab();
-    cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(out.with_extension("log")).unwrap()));
+    cmd.args([
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::from(
+        std::fs::File::create(out.with_extension("log")).unwrap(),
+    ));
     if let Kill::Point(p, n) = kill {
         cmd.env("NFLAB_FAILPOINT", format!("{p}:{n}"));
     }
@@ -208,17 +227,28 @@ fn one_kill(base: &Path, spec: &Path, kill: &Kill, original: &[String], t_study:
     }
     let gc = nflab().args(["topo", "gc"]).output().unwrap();
     if !gc.status.success() {
-        t.failures.push(format!("{label}: topo gc failed: {}", stderr(&gc)));
+        t.failures
+            .push(format!("{label}: topo gc failed: {}", stderr(&gc)));
     }
     // What may be left: namespaces, their veths in this namespace, BPF objects nobody
     // holds, processes that name the run's namespaces or artifact tree, journals.
     let netns = ip_lines(&["netns", "list"]);
     let links: Vec<String> = ip_lines(&["-o", "link", "show"])
         .into_iter()
-        .filter(|l| ["lg0", "lg1", "dut0", "dut1"].iter().any(|d| l.contains(&format!(": {d}@"))))
+        .filter(|l| {
+            ["lg0", "lg1", "dut0", "dut1"]
+                .iter()
+                .any(|d| l.contains(&format!(": {d}@")))
+        })
         .collect();
-    let progs: Vec<u64> = unheld_bpf("prog").difference(&bpf_before.0).copied().collect();
-    let bpf_links: Vec<u64> = unheld_bpf("link").difference(&bpf_before.1).copied().collect();
+    let progs: Vec<u64> = unheld_bpf("prog")
+        .difference(&bpf_before.0)
+        .copied()
+        .collect();
+    let bpf_links: Vec<u64> = unheld_bpf("link")
+        .difference(&bpf_before.1)
+        .copied()
+        .collect();
     let procs = processes_naming(&[format!("nflab-{pid}-"), out.display().to_string()]);
     let journals: Vec<String> = std::fs::read_dir("/run/nflab")
         .into_iter()
@@ -240,8 +270,9 @@ fn one_kill(base: &Path, spec: &Path, kill: &Kill, original: &[String], t_study:
     }
     let now = knob_values();
     if now != original {
-        t.knobs_not_restored
-            .push(format!("{label}: {KNOBS:?} = {now:?}, before the study {original:?}"));
+        t.knobs_not_restored.push(format!(
+            "{label}: {KNOBS:?} = {now:?}, before the study {original:?}"
+        ));
         // Put them back by hand so the next kill starts from the same host.
         for (k, v) in KNOBS.iter().zip(original) {
             let _ = std::fs::write(knob_path(k), v);
@@ -252,7 +283,10 @@ fn one_kill(base: &Path, spec: &Path, kill: &Kill, original: &[String], t_study:
     parquet_files(&out, &mut files);
     for f in &files {
         if let Err(e) = parquet_rows(f) {
-            t.failures.push(format!("{label}: {} unreadable after the kill: {e}", f.display()));
+            t.failures.push(format!(
+                "{label}: {} unreadable after the kill: {e}",
+                f.display()
+            ));
         }
     }
     // Resume (or, killed before the artifact tree existed, run anew).
@@ -262,12 +296,19 @@ fn one_kill(base: &Path, spec: &Path, kill: &Kill, original: &[String], t_study:
             .output()
             .unwrap(),
         None => nflab()
-            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--json"])
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--json",
+            ])
             .output()
             .unwrap(),
     };
     if !resumed.status.success() {
-        t.failures.push(format!("{label}: resume failed: {}", stderr(&resumed)));
+        t.failures
+            .push(format!("{label}: resume failed: {}", stderr(&resumed)));
         return;
     }
     let exp = experiment_dir(&out).unwrap();
@@ -288,7 +329,9 @@ fn check_complete(exp: &Path) -> Result<(), String> {
     let runs: BTreeSet<&str> = rows.iter().map(|(r, _)| r.as_str()).collect();
     let want: BTreeSet<String> = (0..RUNS).map(|i| format!("{i:03}")).collect();
     if rows.len() != RUNS || runs != want.iter().map(String::as_str).collect() {
-        return Err(format!("results.parquet rows {rows:?}, want each of {want:?} once"));
+        return Err(format!(
+            "results.parquet rows {rows:?}, want each of {want:?} once"
+        ));
     }
     for (run, sent) in &rows {
         let params: serde_json::Value = serde_json::from_str(
@@ -327,7 +370,9 @@ fn plan(rng: &mut u64) -> Vec<Kill> {
     };
     match std::env::var("NFLAB_CRASH_MATRIX").ok().as_deref() {
         Some(s) if s.starts_with("random:") => {
-            let n: usize = s["random:".len()..].parse().expect("NFLAB_CRASH_MATRIX=random:N");
+            let n: usize = s["random:".len()..]
+                .parse()
+                .expect("NFLAB_CRASH_MATRIX=random:N");
             (0..n).map(|_| Kill::Random(0.05 + 0.9 * next())).collect()
         }
         _ => {
@@ -367,7 +412,10 @@ fn sigkill_anywhere_then_gc_and_resume_leave_nothing_and_complete_the_study() {
             .env(INNER, "1")
             .status()
             .unwrap();
-        assert!(status.success(), "the crash matrix failed (its output is above)");
+        assert!(
+            status.success(),
+            "the crash matrix failed (its output is above)"
+        );
         return;
     }
     for dir in ["/run/netns", "/run/nflab"] {
@@ -385,7 +433,13 @@ fn sigkill_anywhere_then_gc_and_resume_leave_nothing_and_complete_the_study() {
     // An uninterrupted study: it must be whole, and its time scales the random kills.
     let start = Instant::now();
     let first = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", tmp.0.join("base").to_str().unwrap(), "--json"])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            tmp.0.join("base").to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     let t_study = start.elapsed();
@@ -397,7 +451,10 @@ fn sigkill_anywhere_then_gc_and_resume_leave_nothing_and_complete_the_study() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_c4a5_u64);
-    println!("crash matrix: seed {seed}, uninterrupted study {:.1} s", t_study.as_secs_f64());
+    println!(
+        "crash matrix: seed {seed}, uninterrupted study {:.1} s",
+        t_study.as_secs_f64()
+    );
     let kills = plan(&mut seed);
     let mut t = Tally::default();
     for k in &kills {
@@ -422,8 +479,15 @@ fn sigkill_anywhere_then_gc_and_resume_leave_nothing_and_complete_the_study() {
         load.trim()
     );
     assert!(t.leftovers.is_empty(), "{:#?}", t.leftovers);
-    assert!(t.knobs_not_restored.is_empty(), "{:#?}", t.knobs_not_restored);
+    assert!(
+        t.knobs_not_restored.is_empty(),
+        "{:#?}",
+        t.knobs_not_restored
+    );
     assert!(t.failures.is_empty(), "{:#?}", t.failures);
     assert_eq!(t.completed, t.kills);
-    assert!(t.kills >= kills.len() / 2, "most random kills came too late");
+    assert!(
+        t.kills >= kills.len() / 2,
+        "most random kills came too late"
+    );
 }

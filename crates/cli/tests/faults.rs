@@ -20,11 +20,21 @@ impl Tmpfs {
     fn mount(path: &Path, options: &str) -> Tmpfs {
         std::fs::create_dir_all(path).unwrap();
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs", path.to_str().unwrap()])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                options,
+                "tmpfs",
+                path.to_str().unwrap(),
+            ])
             .status()
             .unwrap()
             .success();
-        assert!(ok, "cannot mount a tmpfs on {path:?} (root and tmpfs needed)");
+        assert!(
+            ok,
+            "cannot mount a tmpfs on {path:?} (root and tmpfs needed)"
+        );
         Tmpfs(path.to_path_buf())
     }
 }
@@ -65,7 +75,12 @@ fn full_disk_study(tmp: &Path, on_failure: &str) -> (std::process::Output, PathB
         ),
     );
     let child = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", mnt.to_str().unwrap()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            mnt.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -124,7 +139,10 @@ fn a_full_disk_marks_the_run_failed_and_the_study_stops_or_goes_on_as_configured
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("runs/001/records.nfr") && err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains("runs/001/records.nfr") && err.contains("No space left on device"),
+        "{err}"
+    );
     assert!(namespaces_of(pid).is_empty());
     check_full_disk_runs(&exp);
     assert!(!exp.join("runs/002").exists());
@@ -167,7 +185,12 @@ fn a_read_only_output_directory_is_one_sentence_before_anything_starts() {
     );
     let out_dir = ro.join("results");
     let child = nflab()
-        .args(["run", spec.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -229,7 +252,10 @@ fn a_bad_on_run_failure_is_one_sentence_naming_the_key() {
     let err = stderr(&out);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        err.contains("on_run_failure") && err.contains("sometimes") && err.contains("stop") && err.contains("continue"),
+        err.contains("on_run_failure")
+            && err.contains("sometimes")
+            && err.contains("stop")
+            && err.contains("continue"),
         "{err}"
     );
 }

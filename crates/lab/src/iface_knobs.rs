@@ -239,7 +239,9 @@ impl AppliedIfaceKnobs {
             rereads: Vec::new(),
             undo: Vec::new(),
             reverted: false,
-            journal: Some(KnobJournal::new(Path::new(crate::knob_journal::JOURNAL_DIR))),
+            journal: Some(KnobJournal::new(Path::new(
+                crate::knob_journal::JOURNAL_DIR,
+            ))),
         };
         for (key, k) in section {
             let (role, dev) = key.split_once(':').unwrap_or(("", ""));
@@ -409,7 +411,8 @@ impl AppliedIfaceKnobs {
             }),
             None => Ok(()),
         };
-        let status = match journaled.and_then(|()| ns_run(ns, &["ethtool", set, dev, param, value])) {
+        let status = match journaled.and_then(|()| ns_run(ns, &["ethtool", set, dev, param, value]))
+        {
             Err(e) => {
                 if undo.is_some() {
                     self.cancel_journal_entry();
@@ -684,7 +687,12 @@ mod tests {
         );
         // Not an nflab topology's namespace: every change is journaled first, and
         // replaying the journal (what gc does for a dead owner) puts gro back.
-        let journal = a.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        let journal = a
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
         let (_, entries) = crate::knob_journal::read_journal(&journal).unwrap();
         assert!(
             entries.contains(&Restore::Command {

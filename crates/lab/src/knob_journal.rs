@@ -220,7 +220,10 @@ impl KnobJournal {
         self.file = None;
         if let Some(p) = self.path.take() {
             if let Err(e) = std::fs::remove_file(&p) {
-                eprintln!("warning: could not remove the knob journal {}: {e}", p.display());
+                eprintln!(
+                    "warning: could not remove the knob journal {}: {e}",
+                    p.display()
+                );
             }
         }
     }

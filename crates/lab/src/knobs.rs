@@ -615,7 +615,12 @@ mod tests {
         assert_eq!(by("net.core.busy_poll")[0].before.as_deref(), Some("0"));
         assert_eq!(by("net.core.nonexistent")[0].status, "unsupported");
         assert_eq!(by("cpu_governor").len(), 2);
-        let journal = k.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        let journal = k
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
         assert!(journal.exists());
         k.revert();
         assert!(!journal.exists(), "the journal outlived a normal revert");
@@ -637,9 +642,15 @@ mod tests {
     #[test]
     fn the_journal_has_every_original_before_the_change_and_gc_replays_it() {
         let (r, base) = roots("journal");
-        let s = section("sysctl = { \"net.core.busy_poll\" = 50 }\ncpu_governor = \"performance\"\n");
+        let s =
+            section("sysctl = { \"net.core.busy_poll\" = 50 }\ncpu_governor = \"performance\"\n");
         let k = AppliedKnobs::apply(&s, &r).unwrap();
-        let journal = k.journal.as_ref().and_then(|j| j.path()).unwrap().to_path_buf();
+        let journal = k
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
         let (_, mut entries) = crate::knob_journal::read_journal(&journal).unwrap();
         // The CPUs come in directory order.
         entries[1..].sort_by_key(|e| format!("{e:?}"));
@@ -689,7 +700,10 @@ mod tests {
         let e = AppliedKnobs::apply(&section("sysctl = { \"net.core.busy_poll\" = 50 }"), &r)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("knob journal") && e.contains("blocked/journal"), "{e}");
+        assert!(
+            e.contains("knob journal") && e.contains("blocked/journal"),
+            "{e}"
+        );
         assert_eq!(
             std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
             "0\n"

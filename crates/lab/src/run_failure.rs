@@ -51,8 +51,10 @@ impl DiskReserve {
     /// Take the reserve in `dir` (best effort: a disk already too full has none).
     pub fn take(dir: &Path) -> DiskReserve {
         let path = dir.join(".disk-reserve");
-        let ok = std::fs::File::create(&path)
-            .and_then(|mut f| f.write_all(&vec![0u8; RESERVE_BYTES]).and_then(|_| f.sync_all()));
+        let ok = std::fs::File::create(&path).and_then(|mut f| {
+            f.write_all(&vec![0u8; RESERVE_BYTES])
+                .and_then(|_| f.sync_all())
+        });
         if ok.is_err() {
             let _ = std::fs::remove_file(&path);
         }
