@@ -10,7 +10,7 @@
 //! The modules form layers, each using only those below it (no import
 //! cycles; a new DuT kind or app sits beside the others, above `spec`):
 //! 1. leaves: `error`, `addresses`, `cpu`, `env`, `model`, `snapshot`,
-//!    `netns`, `failpoint`, `recorder`, `txstamps`, `knob_journal` → `iface_knobs` → `knobs`, and the spec
+//!    `netns`, `failpoint`, `recorder`, `txstamps`, `knob_journal` → `orphans`, `iface_knobs` → `knobs`, and the spec
 //!    sections defined beside their feature (`inventory`, `capture_section`,
 //!    `rfc2544_section`);
 //! 2. `spec`: parsing, keys and sweeps;
@@ -46,6 +46,7 @@ pub mod knobs;
 pub mod model;
 pub mod monitor_run;
 pub mod netns;
+pub mod orphans;
 mod plant_ns;
 pub mod preflight;
 pub mod recorder;

@@ -543,6 +543,8 @@ pub fn list_namespaces() -> Vec<NamespaceInfo> {
 /// returns what it removed, one line each.
 pub fn gc() -> Result<Vec<String>, LabError> {
     check_root()?;
+    // First the dead owners' helper commands, which could still add a namespace.
+    crate::orphans::kill_helpers_of_dead_owners();
     let mut removed = nflab_sdn::ovs::gc();
     for ns in list_namespaces() {
         if !ns.owner_alive && !ns.kept {
