@@ -265,6 +265,7 @@ fn one_kill(
         ("files in /run/nflab", journals),
     ] {
         if !list.is_empty() {
+            println!("LEFTOVER {label}: {what}: {list:?}");
             t.leftovers.push(format!("{label}: {what}: {list:?}"));
         }
     }
