@@ -74,7 +74,11 @@ enum Kill {
     Random(f64),
 }
 
-/// BPF program and link ids on the host that no live process holds.
+/// XDP program and link ids on the host that no live process holds. Only XDP:
+/// the kind nflab attaches (xdp_live, AF_XDP ports); the host is shared, and
+/// other users' tracing and tc programs come and go (on 2026-11-25 two pairs of
+/// unheld programs and links of someone else's test showed up during kills
+/// of a study that attaches no BPF at all).
 fn unheld_bpf(what: &str) -> BTreeSet<u64> {
     let out = Command::new("bpftool")
         .args(["-j", what, "show"])
@@ -84,6 +88,7 @@ fn unheld_bpf(what: &str) -> BTreeSet<u64> {
     v.as_array()
         .map(|a| {
             a.iter()
+                .filter(|p| p["type"] == "xdp")
                 .filter(|p| p["pids"].as_array().is_none_or(|x| x.is_empty()))
                 .filter_map(|p| p["id"].as_u64())
                 .collect()
@@ -259,8 +264,8 @@ fn one_kill(
     for (what, list) in [
         ("namespaces", netns),
         ("veths", links),
-        ("BPF programs", progs.iter().map(u64::to_string).collect()),
-        ("BPF links", bpf_links.iter().map(u64::to_string).collect()),
+        ("XDP programs", progs.iter().map(u64::to_string).collect()),
+        ("XDP links", bpf_links.iter().map(u64::to_string).collect()),
         ("processes", procs),
         ("files in /run/nflab", journals),
     ] {
