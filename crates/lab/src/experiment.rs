@@ -20,9 +20,10 @@ use crate::knobs::{AppliedKnobs, KnobRoots};
 use crate::results::{self, RunRow};
 use crate::results::{write_file, write_json};
 use crate::rfc2544;
+use crate::run_failure::{check_writable, mark_failed, DiskReserve, FailedRun};
 use crate::runner::{run_one_with, KeptTopology};
 use crate::snapshot::Snapshot;
-use crate::spec::{RunPlan, Spec};
+use crate::spec::{OnRunFailure, RunPlan, Spec};
 use crate::topology;
 
 /// Name of the marker file of a finished run.
@@ -63,6 +64,9 @@ pub struct ExperimentResult {
     /// Verdicts of an RFC 2544 procedure, when the spec has one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rfc2544: Vec<rfc2544::Verdict>,
+    /// Runs that failed while the study went on (`experiment.on_run_failure = "continue"`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_runs: Vec<FailedRun>,
 }
 
 /// Directory of run `index`.
@@ -134,17 +138,23 @@ fn run_experiment_in(
         }
     };
     *dir_out = Some(dir.clone());
+    // A read-only or unusable output directory: one sentence before anything starts.
+    match &opts.resume {
+        Some(d) => check_writable(d, "the experiment directory")?,
+        None => check_writable(&opts.out, "the output directory")?,
+    }
     let (plans, refused) = spec.expand_all(&text)?;
     for p in &plans {
         p.spec.check_supported()?;
     }
     topology::check_root()?;
     // Leftovers of runs that were killed (kill -9, power loss) go first.
-    for ns in topology::gc()? {
-        eprintln!("removed namespace {ns}, left by an nflab process that no longer exists");
+    for item in topology::gc()? {
+        eprintln!("removed {item}, left by an nflab process that no longer exists");
     }
 
     std::fs::create_dir_all(dir.join("runs")).map_err(|e| LabError::artifact(&dir, e))?;
+    let reserve = DiskReserve::take(&dir);
     let mut env = Environment::capture(&opts.version, &opts.commit);
     if spec.topology.kind == crate::spec::TopologyKind::Hosts {
         for (role, host) in &spec.hosts {
@@ -235,6 +245,7 @@ fn run_experiment_in(
         }
         // Knobs hold for this run only; the guard reverts them on any exit.
         let mut knobs = AppliedKnobs::apply(&plan.spec.knobs, &KnobRoots::default())?;
+        crate::failpoint::hit("knobs");
         if !plan.spec.knobs.is_empty() {
             write_json(&rd.join("knobs.json"), &knobs.records())?;
         }
@@ -262,6 +273,7 @@ fn run_experiment_in(
     };
 
     let mut verdicts = Vec::new();
+    let mut failed_runs = Vec::new();
     match &spec.rfc2544 {
         // [[pair]]: the runs go to the pairs in parallel.
         None if !spec.pair.is_empty() => {
@@ -283,6 +295,14 @@ fn run_experiment_in(
                 let row = match execute(plan) {
                     Ok(row) => row,
                     Err(e) => {
+                        // The disk may be full: the reserve makes room for the marks.
+                        reserve.release();
+                        let failed = mark_failed(&run_dir(&dir, plan.index), plan.index, &e);
+                        if spec.experiment.on_run_failure == OnRunFailure::Continue {
+                            eprintln!("run {} failed: {}", failed.run, failed.error);
+                            failed_runs.push(failed);
+                            continue;
+                        }
                         // Completed runs stay usable (and resumable) whatever failed.
                         let _ = results::write_parquet(&dir.join("results.parquet"), &rows);
                         return Err(e);
@@ -330,6 +350,7 @@ fn run_experiment_in(
         resumed_runs,
         interrupted,
         rfc2544: verdicts,
+        failed_runs,
     })
 }
 

@@ -16,11 +16,12 @@
 //! be missing) is recorded as unsupported, like every knob.
 
 use std::collections::BTreeMap;
-use std::process::Command;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
+use crate::knob_journal::{ns_run, KnobJournal, Restore};
 
 /// Knobs of one interface.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -119,24 +120,6 @@ pub fn validate(section: &BTreeMap<String, IfaceKnob>) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Runs a command inside a namespace ("" = this one); stdout on success.
-fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
-    let mut c = if ns.is_empty() {
-        let mut c = Command::new(args[0]);
-        c.args(&args[1..]);
-        c
-    } else {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).args(args);
-        c
-    };
-    match c.output() {
-        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Err(e) => Err(format!("cannot run {}: {e}", args[0])),
-    }
 }
 
 fn sys_read(ns: &str, path: &str) -> Option<String> {
@@ -238,6 +221,9 @@ pub struct AppliedIfaceKnobs {
     rereads: Vec<(usize, ReRead)>,
     undo: Vec<Undo>,
     reverted: bool,
+    /// Originals of knobs outside nflab's own namespaces (a hosts topology's
+    /// interfaces), for `nflab topo gc` after a crash.
+    journal: Option<KnobJournal>,
 }
 
 impl AppliedIfaceKnobs {
@@ -248,7 +234,15 @@ impl AppliedIfaceKnobs {
         required: &[String],
         ns_of: &dyn Fn(&str) -> Option<String>,
     ) -> Result<AppliedIfaceKnobs, LabError> {
-        let mut a = AppliedIfaceKnobs::default();
+        let mut a = AppliedIfaceKnobs {
+            records: Vec::new(),
+            rereads: Vec::new(),
+            undo: Vec::new(),
+            reverted: false,
+            journal: Some(KnobJournal::new(Path::new(
+                crate::knob_journal::JOURNAL_DIR,
+            ))),
+        };
         for (key, k) in section {
             let (role, dev) = key.split_once(':').unwrap_or(("", ""));
             let Some(ns) = ns_of(role) else {
@@ -319,20 +313,24 @@ impl AppliedIfaceKnobs {
             } else {
                 vec!["tc", "qdisc", "replace", "dev", dev, "root", q]
             };
-            match ns_run(ns, &args) {
+            let undo: Vec<String> = match before.as_deref() {
+                None | Some("noqueue") => vec!["tc", "qdisc", "del", "dev", dev, "root"],
+                Some(b) => vec!["tc", "qdisc", "replace", "dev", dev, "root", b],
+            }
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let journaled = self.journal(&Restore::Command {
+                ns: ns.into(),
+                argv: undo.clone(),
+            });
+            match journaled.and_then(|()| ns_run(ns, &args)) {
                 Ok(_) => {
                     let after = current_qdisc(ns, dev);
                     let ok = after.as_deref() == Some(q.as_str());
                     self.rereads
                         .push((self.records.len(), ReRead::Qdisc(ns.into(), dev.into())));
-                    let undo = match before.as_deref() {
-                        None | Some("noqueue") => vec!["tc", "qdisc", "del", "dev", dev, "root"],
-                        Some(b) => vec!["tc", "qdisc", "replace", "dev", dev, "root", b],
-                    };
-                    self.undo.push(Undo::Cmd(
-                        ns.into(),
-                        undo.iter().map(|s| s.to_string()).collect(),
-                    ));
+                    self.undo.push(Undo::Cmd(ns.into(), undo));
                     self.records.push(record(
                         &name,
                         ns,
@@ -346,14 +344,17 @@ impl AppliedIfaceKnobs {
                         },
                     ));
                 }
-                Err(e) => self.records.push(record(
-                    &name,
-                    ns,
-                    q,
-                    before,
-                    None,
-                    format!("unsupported: {e}"),
-                )),
+                Err(e) => {
+                    self.cancel_journal_entry();
+                    self.records.push(record(
+                        &name,
+                        ns,
+                        q,
+                        before,
+                        None,
+                        format!("unsupported: {e}"),
+                    ))
+                }
             }
         }
         // (show flag, set flag, parameter, shown field, value) for every ethtool knob.
@@ -396,8 +397,26 @@ impl AppliedIfaceKnobs {
         };
         let name = format!("{key}.{group}.{param}");
         let before = ethtool_get(ns, dev, show, field);
-        let status = match ns_run(ns, &["ethtool", set, dev, param, value]) {
+        // Only a value the interface reported can be put back.
+        let undo: Option<Vec<String>> = before.as_ref().filter(|b| *b != "n/a").map(|b| {
+            ["ethtool", set, dev, param, b]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        });
+        let journaled = match &undo {
+            Some(argv) => self.journal(&Restore::Command {
+                ns: ns.into(),
+                argv: argv.clone(),
+            }),
+            None => Ok(()),
+        };
+        let status = match journaled.and_then(|()| ns_run(ns, &["ethtool", set, dev, param, value]))
+        {
             Err(e) => {
+                if undo.is_some() {
+                    self.cancel_journal_entry();
+                }
                 self.records.push(record(
                     &name,
                     ns,
@@ -410,15 +429,8 @@ impl AppliedIfaceKnobs {
             }
             Ok(_) => ethtool_get(ns, dev, show, field),
         };
-        // Only a value the interface reported can be put back.
-        if let Some(b) = before.as_ref().filter(|b| *b != "n/a") {
-            self.undo.push(Undo::Cmd(
-                ns.into(),
-                ["ethtool", set, dev, param, b]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-            ));
+        if let Some(argv) = undo {
+            self.undo.push(Undo::Cmd(ns.into(), argv));
         }
         self.rereads.push((
             self.records.len(),
@@ -446,7 +458,12 @@ impl AppliedIfaceKnobs {
                 .push(record(name, ns, value, None, None, "unsupported".into()));
             return;
         };
-        match sys_write(ns, path, value) {
+        let journaled = self.journal(&Restore::File {
+            ns: ns.into(),
+            path: path.into(),
+            value: old.clone(),
+        });
+        match journaled.and_then(|()| sys_write(ns, path, value)) {
             Ok(()) => {
                 self.undo.push(Undo::Sys(ns.into(), path.into(), old));
                 self.rereads
@@ -466,14 +483,42 @@ impl AppliedIfaceKnobs {
                     },
                 ));
             }
-            Err(e) => self.records.push(record(
-                name,
-                ns,
-                value,
-                before,
-                None,
-                format!("refused: {e}"),
-            )),
+            Err(e) => {
+                self.cancel_journal_entry();
+                self.records.push(record(
+                    name,
+                    ns,
+                    value,
+                    before,
+                    None,
+                    format!("refused: {e}"),
+                ))
+            }
+        }
+    }
+
+    /// Journal how to restore a knob, unless it lives in a namespace of
+    /// nflab's own topology, which goes with its knobs.
+    fn journal(&mut self, entry: &Restore) -> Result<(), String> {
+        let ns = match entry {
+            Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
+        };
+        if crate::knob_journal::deleted_with_topology(ns) {
+            if let Some(j) = self.journal.as_mut() {
+                j.skip_next();
+            }
+            return Ok(());
+        }
+        match self.journal.as_mut() {
+            Some(j) => j.record(entry).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// The newest journaled change did not happen.
+    fn cancel_journal_entry(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.cancel_last();
         }
     }
 
@@ -494,6 +539,9 @@ impl AppliedIfaceKnobs {
             if let Err(e) = r {
                 eprintln!("warning: could not revert an interface knob: {e}");
             }
+        }
+        if let Some(j) = self.journal.as_mut() {
+            j.finish();
         }
         for (i, how) in &self.rereads {
             self.records[*i].reverted = how.read();
@@ -557,6 +605,7 @@ pub struct KnobRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn section(text: &str) -> BTreeMap<String, IfaceKnob> {
         toml::from_str(text).unwrap()
@@ -636,7 +685,34 @@ mod tests {
             ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             flip
         );
+        // Not an nflab topology's namespace: every change is journaled first, and
+        // replaying the journal (what gc does for a dead owner) puts gro back.
+        let journal = a
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
+        let (_, entries) = crate::knob_journal::read_journal(&journal).unwrap();
+        assert!(
+            entries.contains(&Restore::Command {
+                ns: ns.clone(),
+                argv: ["ethtool", "-K", "kv0", "gro", gro_before.as_str()]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            }),
+            "{entries:?}"
+        );
+        for e in entries.iter().rev() {
+            e.apply().unwrap();
+        }
+        assert_eq!(
+            ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
+            gro_before
+        );
         a.revert();
+        assert!(!journal.exists());
         assert_eq!(
             ethtool_get(&ns, "kv0", "-k", "generic-receive-offload").unwrap(),
             gro_before

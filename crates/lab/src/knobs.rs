@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
 pub use crate::iface_knobs::KnobRecord;
+use crate::knob_journal::{KnobJournal, Restore};
 
 /// `[knobs]` of the spec.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -226,6 +227,8 @@ pub struct AppliedKnobs {
     pm_qos: Option<std::fs::File>,
     load: Option<LoadThreads>,
     sched_before: Option<String>,
+    /// The originals of `undo`, on disk for `nflab topo gc` after a crash.
+    journal: Option<KnobJournal>,
 }
 
 /// Where knobs live; the tests point this at a temporary tree.
@@ -239,6 +242,8 @@ pub struct KnobRoots {
     pub proc: PathBuf,
     /// `/dev/cpu_dma_latency`.
     pub pm_qos: PathBuf,
+    /// Where the knob journal goes (`/run/nflab`).
+    pub journal: PathBuf,
 }
 
 impl Default for KnobRoots {
@@ -248,6 +253,7 @@ impl Default for KnobRoots {
             cpu: "/sys/devices/system/cpu".into(),
             proc: "/proc".into(),
             pm_qos: "/dev/cpu_dma_latency".into(),
+            journal: crate::knob_journal::JOURNAL_DIR.into(),
         }
     }
 }
@@ -261,7 +267,15 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
 impl AppliedKnobs {
     /// Apply every knob of `section` under `roots`.
     pub fn apply(section: &KnobsSection, roots: &KnobRoots) -> Result<AppliedKnobs, LabError> {
-        let mut applied = AppliedKnobs::default();
+        let mut applied = AppliedKnobs {
+            records: Vec::new(),
+            undo: Vec::new(),
+            reverted: false,
+            pm_qos: None,
+            load: None,
+            sched_before: None,
+            journal: Some(KnobJournal::new(&roots.journal)),
+        };
         let mut targets: Vec<(String, PathBuf, String)> = section
             .sysctl
             .iter()
@@ -341,7 +355,9 @@ impl AppliedKnobs {
             };
             match before {
                 None => rec.status = "unsupported".into(),
-                Some(old) => match std::fs::write(&path, &value) {
+                Some(old) => match applied.journal(&path, &old).and_then(|()| {
+                    std::fs::write(&path, &value).map_err(|e| LabError::Other(e.to_string()))
+                }) {
                     Ok(()) => {
                         applied.undo.push((path.clone(), old));
                         rec.applied = read_trim(&path);
@@ -354,7 +370,14 @@ impl AppliedKnobs {
                             )
                         };
                     }
-                    Err(e) => rec.status = format!("refused: {e}"),
+                    Err(LabError::Other(e)) => {
+                        applied.cancel_journal_entry();
+                        rec.status = format!("refused: {e}");
+                    }
+                    Err(journal) => {
+                        applied.revert();
+                        return Err(journal);
+                    }
                 },
             }
             let failed = rec.status != "applied";
@@ -372,6 +395,24 @@ impl AppliedKnobs {
         }
         applied.hold_process_knobs(section, roots)?;
         Ok(applied)
+    }
+
+    /// Write `path`'s original value to the journal, before changing it.
+    fn journal(&mut self, path: &std::path::Path, old: &str) -> Result<(), LabError> {
+        match self.journal.as_mut() {
+            Some(j) => j.record(&Restore::File {
+                ns: String::new(),
+                path: path.display().to_string(),
+                value: old.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn cancel_journal_entry(&mut self) {
+        if let Some(j) = self.journal.as_mut() {
+            j.cancel_last();
+        }
     }
 
     /// PM QoS, scheduling policy and background load: held, not written once.
@@ -495,6 +536,9 @@ impl AppliedKnobs {
                 );
             }
         }
+        if let Some(j) = self.journal.as_mut() {
+            j.finish();
+        }
         for r in &mut self.records {
             r.reverted = read_trim(std::path::Path::new(&r.path));
         }
@@ -536,6 +580,7 @@ mod tests {
                 cpu: base.join("cpu"),
                 proc: base.join("proc"),
                 pm_qos: base.join("cpu_dma_latency"),
+                journal: base.join("journal"),
             },
             base,
         )
@@ -570,7 +615,15 @@ mod tests {
         assert_eq!(by("net.core.busy_poll")[0].before.as_deref(), Some("0"));
         assert_eq!(by("net.core.nonexistent")[0].status, "unsupported");
         assert_eq!(by("cpu_governor").len(), 2);
+        let journal = k
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
+        assert!(journal.exists());
         k.revert();
+        assert!(!journal.exists(), "the journal outlived a normal revert");
         assert_eq!(
             std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
             "0"
@@ -584,6 +637,78 @@ mod tests {
             .iter()
             .find(|x| x.name == n)
             .and_then(|x| x.reverted.clone())
+    }
+
+    #[test]
+    fn the_journal_has_every_original_before_the_change_and_gc_replays_it() {
+        let (r, base) = roots("journal");
+        let s =
+            section("sysctl = { \"net.core.busy_poll\" = 50 }\ncpu_governor = \"performance\"\n");
+        let k = AppliedKnobs::apply(&s, &r).unwrap();
+        let journal = k
+            .journal
+            .as_ref()
+            .and_then(|j| j.path())
+            .unwrap()
+            .to_path_buf();
+        let (_, mut entries) = crate::knob_journal::read_journal(&journal).unwrap();
+        // The CPUs come in directory order.
+        entries[1..].sort_by_key(|e| format!("{e:?}"));
+        let file = |p: &str, v: &str| Restore::File {
+            ns: String::new(),
+            path: base.join(p).display().to_string(),
+            value: v.into(),
+        };
+        assert_eq!(
+            entries,
+            vec![
+                file("sys/net/core/busy_poll", "0"),
+                file("cpu/cpu0/cpufreq/scaling_governor", "powersave"),
+                file("cpu/cpu1/cpufreq/scaling_governor", "powersave"),
+            ]
+        );
+        // A crash: no Drop, no revert. The owner line then names a dead process.
+        std::mem::forget(k);
+        let text = std::fs::read_to_string(&journal).unwrap();
+        let rest = text.split_once('\n').unwrap().1;
+        std::fs::write(&journal, format!("owner {} 1\n{rest}", u32::MAX - 1)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "50"
+        );
+        let replayed = crate::knob_journal::replay_dead(&r.journal);
+        assert_eq!(replayed.len(), 1);
+        assert_eq!(replayed[0].restored, 3);
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "0"
+        );
+        assert_eq!(
+            std::fs::read_to_string(base.join("cpu/cpu1/cpufreq/scaling_governor")).unwrap(),
+            "powersave"
+        );
+        assert!(!journal.exists());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_changes_no_knob() {
+        let (mut r, base) = roots("nojournal");
+        // A file where the journal's directory should be.
+        std::fs::write(base.join("blocked"), "").unwrap();
+        r.journal = base.join("blocked/journal");
+        let e = AppliedKnobs::apply(&section("sysctl = { \"net.core.busy_poll\" = 50 }"), &r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("knob journal") && e.contains("blocked/journal"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(base.join("sys/net/core/busy_poll")).unwrap(),
+            "0\n"
+        );
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]

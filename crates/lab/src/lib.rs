@@ -10,13 +10,14 @@
 //! The modules form layers, each using only those below it (no import
 //! cycles; a new DuT kind or app sits beside the others, above `spec`):
 //! 1. leaves: `error`, `addresses`, `cpu`, `env`, `model`, `snapshot`,
-//!    `netns`, `recorder`, `txstamps`, `app_results`, `iface_knobs` → `knobs`, and the spec
+//!    `netns`, `failpoint`, `recorder`, `txstamps`, `app_results`, `knob_journal` → `orphans`,
+//!    `iface_knobs` → `knobs`, and the spec
 //!    sections defined beside their feature (`inventory`, `capture_section`,
 //!    `rfc2544_section`);
 //! 2. `spec`: parsing, keys and sweeps;
 //! 3. `results`, `hosts` → `topology`, `traffic_plan` → `traffic`, the DuT
 //!    kinds (`dut_*`), apps (`app_*`) and `capture_run`;
-//! 4. `runner` (one run), `rfc2544`, `preflight` (the check before a study
+//! 4. `runner` (one run), `run_failure`, `rfc2544`, `preflight` (the check before a study
 //!    asks each DuT kind and app), then `experiment` and `compare`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -39,10 +40,12 @@ pub mod env;
 pub mod error;
 pub mod events;
 pub mod experiment;
+pub mod failpoint;
 pub mod flower;
 pub mod hosts;
 pub mod iface_knobs;
 pub mod inventory;
+pub mod knob_journal;
 pub mod knobs;
 pub mod live;
 pub mod loadgen_run;
@@ -50,6 +53,7 @@ pub mod model;
 pub mod monitor_accuracy;
 pub mod monitor_run;
 pub mod netns;
+pub mod orphans;
 pub mod pairs;
 pub mod pairs_section;
 mod plant_ns;
@@ -58,6 +62,7 @@ pub mod recorder;
 pub mod results;
 pub mod rfc2544;
 pub mod rfc2544_section;
+pub mod run_failure;
 pub mod runner;
 pub mod sdn_acl;
 pub mod snapshot;

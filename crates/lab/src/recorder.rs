@@ -140,6 +140,7 @@ pub fn record<W: Write>(
         let now = clock::monotonic_ns();
         if now - last_flush >= flush_every_ns {
             writer.flush_block()?;
+            crate::failpoint::hit("recorder-flush");
             last_flush = now;
         }
         // Stop only once a poll after the stop request came back empty.

@@ -434,7 +434,10 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
             .set_created_by(format!("nflab {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
-    let file = File::create(path).map_err(|e| LabError::artifact(path, e))?;
+    // Written beside and renamed over: a kill mid-write leaves the previous
+    // results.parquet (or none), never a torn one (found by the crash matrix).
+    let partial = path.with_extension("parquet.partial");
+    let file = File::create(&partial).map_err(|e| LabError::artifact(&partial, e))?;
     let mut writer = SerializedFileWriter::new(file, schema, props).map_err(err)?;
     let mut group = writer.next_row_group().map_err(err)?;
     let mut i = 0;
@@ -467,8 +470,9 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
         col.close().map_err(err)?;
     }
     group.close().map_err(err)?;
+    crate::failpoint::hit("results");
     writer.close().map_err(err)?;
-    Ok(())
+    std::fs::rename(&partial, path).map_err(|e| LabError::artifact(path, e))
 }
 
 /// Values present, and definition levels (1 = present, 0 = null).

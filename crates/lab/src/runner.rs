@@ -218,6 +218,7 @@ pub fn run_one_with(
         tx_pps: gen_report.tx_pps,
         clock,
     };
+    crate::failpoint::hit("analysis");
     let (mut summary, _tail) = nflab_analyze::analyze_file(&records_path, &acfg)
         .map_err(|e| LabError::Other(e.to_string()))?;
     summary.interrupted = interrupted;

@@ -105,6 +105,27 @@ pub struct ExperimentSection {
     /// sentence in `refused.json`) instead of refusing the whole spec.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_refused: bool,
+    /// What a failed run (a full disk while recording, a DuT that died) does
+    /// to the study: `stop` it (the default) or `continue` with the next run.
+    #[serde(default, skip_serializing_if = "OnRunFailure::is_stop")]
+    pub on_run_failure: OnRunFailure,
+}
+
+/// `experiment.on_run_failure`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnRunFailure {
+    /// The study ends with the run's error (completed runs are kept).
+    #[default]
+    Stop,
+    /// The run is marked failed (`runs/NNN/failed.json`) and the study goes on.
+    Continue,
+}
+
+impl OnRunFailure {
+    fn is_stop(&self) -> bool {
+        *self == OnRunFailure::Stop
+    }
 }
 
 /// Order of the runs.

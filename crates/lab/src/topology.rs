@@ -300,6 +300,7 @@ impl Topology {
                 veth("lg1", &m1, "dut1", &d1, Some(dut))?;
             }
         }
+        crate::failpoint::hit("topology");
         ip(&[
             "-n",
             &lg,
@@ -491,13 +492,7 @@ fn owner_path(ns: &str) -> PathBuf {
     PathBuf::from(OWNER_DIR).join(format!("{ns}.owner"))
 }
 
-/// Start time of a process in clock ticks since boot (field 22 of stat).
-fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
+use crate::knob_journal::process_start_time;
 
 /// Write `ns`'s owner file: this process's pid and start time.
 pub(crate) fn write_owner(ns: &str) -> Result<(), LabError> {
@@ -570,7 +565,8 @@ pub fn list_namespaces() -> Vec<NamespaceInfo> {
 
 /// Remove namespaces whose owner is gone, and Open vSwitch instances whose
 /// owner is gone (their daemons killed, their run directories removed);
-/// returns their names.
+/// then put back the knobs of dead owners' journals (`knob_journal`);
+/// returns what it removed, one line each.
 pub fn gc() -> Result<Vec<String>, LabError> {
     gc_of(None)
 }
@@ -579,9 +575,15 @@ pub fn gc() -> Result<Vec<String>, LabError> {
 /// killed run left, without touching other runs' leftovers (nor Open vSwitch instances).
 pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     check_root()?;
-    let mut removed = match id {
-        None => nflab_sdn::ovs::gc(),
-        Some(_) => Vec::new(),
+    let whole_host = id.is_none();
+    if whole_host {
+        // First the dead owners' helper commands, which could still add a namespace.
+        crate::orphans::kill_helpers_of_dead_owners();
+    }
+    let mut removed = if whole_host {
+        nflab_sdn::ovs::gc()
+    } else {
+        Vec::new()
     };
     let prefix = id.map(|id| format!("{NS_PREFIX}{id}-"));
     for ns in list_namespaces() {
@@ -590,6 +592,34 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
             remove_namespace(&ns.name)?;
             removed.push(ns.name);
         }
+    }
+    // After the namespaces: knobs inside a removed one went with it. Journals are the
+    // whole host's business: a gc limited to one topology leaves them.
+    let journals = if whole_host {
+        crate::knob_journal::replay_dead(std::path::Path::new(OWNER_DIR))
+    } else {
+        Vec::new()
+    };
+    for r in journals {
+        for e in &r.failed {
+            eprintln!("warning: knob journal {}: {e}", r.journal.display());
+        }
+        removed.push(format!(
+            "knob journal {} of pid {} ({} original values restored{}{})",
+            r.journal.display(),
+            r.owner_pid,
+            r.restored,
+            if r.skipped > 0 {
+                format!(", {} gone with their namespace", r.skipped)
+            } else {
+                String::new()
+            },
+            if r.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", {} failed: journal kept", r.failed.len())
+            }
+        ));
     }
     Ok(removed)
 }

@@ -249,6 +249,10 @@ pub fn run_traffic(
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rec_stop = AtomicBool::new(false);
     let drain = Duration::from_millis(traffic.drain_ms);
+    crate::failpoint::hit_after(
+        "generator",
+        Duration::from_secs_f64((traffic.warmup_s + traffic.duration_s / 2.0).max(0.0)),
+    );
     let (gen_result, rec_result) = std::thread::scope(|s| {
         let recorder = s.spawn(|| {
             pin_thread(cpus.rec);

@@ -77,8 +77,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         write_model(&result.dir)
     };
+    nflab_lab::failpoint::hit("report");
     let report = nflab_report::write_report(&result.dir)
-        .with_context(|| format!("writing the report of {}", result.dir.display()))?;
+        .with_context(|| format!("writing the report of {}", result.dir.display()));
+    let report = match report {
+        Ok(r) => r,
+        // The runs' failures (a full disk, say) are the news, not the report they also stopped.
+        Err(e) if !result.failed_runs.is_empty() => {
+            for f in &result.failed_runs {
+                eprintln!("failed: run {}: {}", f.run, f.error);
+            }
+            eprintln!("note: no report: {e:#}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
@@ -99,6 +112,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!("model:     {} ({method})", path.display());
         }
         println!("report:    {}", report.display());
+    }
+    if !result.failed_runs.is_empty() {
+        // experiment.on_run_failure = "continue": the study went on; each failure said once.
+        for f in &result.failed_runs {
+            eprintln!("failed: run {}: {}", f.run, f.error);
+        }
+        return Ok(ExitCode::from(1));
     }
     if result.interrupted {
         eprintln!(

@@ -1,0 +1,94 @@
+//! Helper commands left by a dead nflab process. `ip netns add`, `ip -n NS
+//! …` and `ip netns exec NS ethtool …` are child processes: a SIGKILL of
+//! nflab does not end them, and one still running can create a namespace
+//! right after `gc` removed the others (found by the crash matrix: a random
+//! kill during topology set-up). `gc` kills them first. Every such command
+//! names its namespace, `nflab-<owner pid>-…`, on its command line.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::knob_journal::{process_start_time, JOURNAL_DIR};
+
+/// The owner pid of an nflab namespace name (`nflab-<pid>-<n>-lg`).
+fn owner_of(arg: &str) -> Option<u32> {
+    arg.strip_prefix("nflab-")?.split('-').next()?.parse().ok()
+}
+
+/// Kill (SIGKILL) every process whose command line names a namespace of a
+/// dead owner (not a kept one, `nflab topo up`), and wait up to 2 s for them
+/// to end; returns their pids.
+pub fn kill_helpers_of_dead_owners() -> Vec<u32> {
+    let me = std::process::id();
+    let mut killed = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return killed;
+    };
+    for e in procs.filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let orphan = cmd.split(|b| *b == 0).any(|arg| {
+            let arg = String::from_utf8_lossy(arg);
+            let kept = std::fs::read_to_string(Path::new(JOURNAL_DIR).join(format!("{arg}.owner")))
+                .is_ok_and(|s| s.trim() == "kept");
+            owner_of(&arg).is_some_and(|owner| owner != me && process_start_time(owner).is_none())
+                && !kept
+        });
+        if orphan {
+            let target = nix::unistd::Pid::from_raw(pid as i32);
+            if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                killed.push(pid);
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while killed
+        .iter()
+        .any(|p| Path::new(&format!("/proc/{p}")).exists())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_give_their_owner() {
+        assert_eq!(owner_of("nflab-123-0-lg"), Some(123));
+        assert_eq!(owner_of("nflab-x-lg"), None);
+        assert_eq!(owner_of("lg0"), None);
+    }
+
+    #[test]
+    fn a_helper_naming_a_dead_owners_namespace_is_killed_and_others_are_not() {
+        use std::os::unix::process::ExitStatusExt;
+        // pid 4294967294 never runs (above pid_max): a dead owner.
+        let mut orphan = std::process::Command::new("sh")
+            .args(["-c", "sleep 30", "nflab-4294967294-0-lg"])
+            .spawn()
+            .unwrap();
+        let alive_owner = format!("nflab-{}-0-lg", std::process::id());
+        let mut ours = std::process::Command::new("sh")
+            .args(["-c", "sleep 30", &alive_owner])
+            .spawn()
+            .unwrap();
+        let killed = kill_helpers_of_dead_owners();
+        assert!(killed.contains(&orphan.id()), "{killed:?}");
+        assert!(!killed.contains(&ours.id()), "{killed:?}");
+        assert_eq!(orphan.wait().unwrap().signal(), Some(9));
+        assert!(ours.try_wait().unwrap().is_none());
+        ours.kill().unwrap();
+        ours.wait().unwrap();
+    }
+}

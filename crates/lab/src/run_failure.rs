@@ -1,0 +1,127 @@
+//! When a run fails (a full disk while recording, a DuT that died): the run
+//! is marked failed in one sentence, and the study stops or goes on as
+//! `experiment.on_run_failure` says. And before a study starts: its output
+//! directory must be writable, or nothing starts.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::LabError;
+
+/// File in a run directory that marks the run failed.
+pub const FAILED_MARKER: &str = "failed.json";
+/// Space held free in the experiment directory for the marks of a failure.
+pub const RESERVE_BYTES: usize = 64 << 10;
+
+/// A run that failed, and why.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FailedRun {
+    /// Run number ("001").
+    pub run: String,
+    /// One sentence: what failed, where, and why.
+    pub error: String,
+}
+
+/// One sentence, before anything starts, when `dir` cannot take files.
+pub fn check_writable(dir: &Path, what: &str) -> Result<(), LabError> {
+    let refuse = |cause: String| {
+        LabError::Host(format!(
+            "{what} {} is not writable ({cause}): choose a directory on a writable file system",
+            dir.display()
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| refuse(e.to_string()))?;
+    let probe = dir.join(format!(".nflab-write-check-{}", std::process::id()));
+    let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(|e| refuse(e.to_string()))
+}
+
+/// A file that holds [`RESERVE_BYTES`] of the experiment's file system, let
+/// go when a run fails so that the failure's marks and `results.parquet`
+/// still fit on a disk the run filled.
+#[derive(Debug)]
+pub struct DiskReserve {
+    path: PathBuf,
+}
+
+impl DiskReserve {
+    /// Take the reserve in `dir` (best effort: a disk already too full has none).
+    pub fn take(dir: &Path) -> DiskReserve {
+        let path = dir.join(".disk-reserve");
+        let ok = std::fs::File::create(&path).and_then(|mut f| {
+            f.write_all(&vec![0u8; RESERVE_BYTES])
+                .and_then(|_| f.sync_all())
+        });
+        if ok.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+        DiskReserve { path }
+    }
+
+    /// Free the space.
+    pub fn release(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for DiskReserve {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Mark run `index` in `run_dir` failed with `error`; returns the record.
+/// Writing the mark is best effort: the sentence also goes to stderr and
+/// into the experiment's result.
+pub fn mark_failed(run_dir: &Path, index: usize, error: &LabError) -> FailedRun {
+    let f = FailedRun {
+        run: format!("{index:03}"),
+        error: error.to_string().replace('\n', " "),
+    };
+    let text = serde_json::to_string_pretty(&f).unwrap_or_default() + "\n";
+    if let Err(e) = std::fs::write(run_dir.join(FAILED_MARKER), text) {
+        eprintln!(
+            "warning: could not write {}: {e}",
+            run_dir.join(FAILED_MARKER).display()
+        );
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_parent_is_created_and_a_file_in_the_way_refused() {
+        let base = std::env::temp_dir().join(format!("nflab-writable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        check_writable(&base.join("a/b"), "the output directory").unwrap();
+        assert!(base.join("a/b").is_dir());
+        assert_eq!(std::fs::read_dir(base.join("a/b")).unwrap().count(), 0);
+        std::fs::write(base.join("file"), "x").unwrap();
+        let e = check_writable(&base.join("file/sub"), "the output directory")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("the output directory ") && e.contains("file/sub") && !e.contains('\n'),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn the_reserve_holds_space_until_released() {
+        let base = std::env::temp_dir().join(format!("nflab-reserve-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let r = DiskReserve::take(&base);
+        let p = base.join(".disk-reserve");
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), RESERVE_BYTES as u64);
+        r.release();
+        assert!(!p.exists());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
