@@ -29,6 +29,10 @@ pub struct Args {
     /// start, run start/end, progress samples, study end (docs/experiments.md).
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
+    /// Draw the report's figures as SVG only, without the PNG copies (faster;
+    /// the PNGs are for documents that cannot embed SVG).
+    #[arg(long)]
+    no_png: bool,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -67,7 +71,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         progress: false,
         version,
         commit,
-        after_failure: Some(report_after_failure),
+        after_failure: Some(if args.no_png {
+            |d: &std::path::Path| report_after_failure(d, true)
+        } else {
+            |d: &std::path::Path| report_after_failure(d, false)
+        }),
         events: super::progress::observers(terminal, args.events.as_deref())?,
     };
     let spec_path = args.spec.clone().unwrap_or_default();
@@ -78,7 +86,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         write_model(&result.dir)
     };
     nflab_lab::failpoint::hit("report");
-    let report = nflab_report::write_report(&result.dir)
+    let report = report_of(&result.dir, args.no_png)
         .with_context(|| format!("writing the report of {}", result.dir.display()));
     let report = match report {
         Ok(r) => r,
@@ -186,10 +194,23 @@ fn write_model(dir: &Path) -> Option<(PathBuf, String)> {
     }
 }
 
+/// Write the experiment's report; the path of its page.
+fn report_of(
+    dir: &std::path::Path,
+    no_png: bool,
+) -> Result<std::path::PathBuf, nflab_report::ReportError> {
+    let opts = nflab_report::Options {
+        no_png,
+        ..Default::default()
+    };
+    let w = nflab_report::write_report_with(dir, &opts)?;
+    Ok(w.report.unwrap_or_else(|| dir.join("report.html")))
+}
+
 /// The report of what a failed experiment left (its completed runs). The failure is
 /// what the user must read, so a report that cannot be written (a full disk) adds nothing.
-fn report_after_failure(dir: &std::path::Path) {
-    if let Ok(path) = nflab_report::write_report(dir) {
+fn report_after_failure(dir: &std::path::Path, no_png: bool) {
+    if let Ok(path) = report_of(dir, no_png) {
         eprintln!("report of the completed runs: {}", path.display());
     }
 }
