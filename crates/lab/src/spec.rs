@@ -218,6 +218,25 @@ pub struct DutSection {
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridges: Option<u32>,
+    /// ovs: how the bridges are cabled, "bidirectional" (default),
+    /// "unidirectional" or "staged" (docs/sdn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// ovs, staged: how many stages a frame visits (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// ovs: who installs the flows, "ofctl" (default) or "proxy" (nflab's
+    /// controller through the TableVisor-class proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    /// ovs: rate of dut1's egress (OvS `linux-htb` QoS), bits/s: the
+    /// bottleneck where realtime and background frames queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_rate_bps: Option<u64>,
+    /// ovs, with `egress_rate_bps`: frames with this DSCP go to a priority
+    /// queue served before the others (docs/sdn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_dscp: Option<u8>,
     /// udp-relay: `[dut.relay]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<nflab_apps::relay::RelayConfig>,
@@ -247,6 +266,11 @@ impl Default for DutSection {
             link: None,
             hops: None,
             bridges: None,
+            shape: None,
+            depth: None,
+            controller: None,
+            egress_rate_bps: None,
+            priority_dscp: None,
             relay: None,
         }
     }

@@ -329,6 +329,20 @@ impl Ovs {
             .collect()
     }
 
+    /// Run every thread of ovs-vswitchd under SCHED_FIFO at `priority`
+    /// (`chrt`), so a busy host does not hold frames up while the main
+    /// thread, which forwards for the userspace datapath's non-PMD ports,
+    /// waits to be scheduled. The threads it starts later inherit the policy.
+    pub fn vswitchd_realtime(&self, priority: u8) -> Result<(), SdnError> {
+        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
+            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?;
+        crate::netns::run(
+            "chrt",
+            &["-f", "-a", "-p", &priority.to_string(), &pid.to_string()],
+        )?;
+        Ok(())
+    }
+
     /// Stop both daemons (ovs-vswitchd first) and remove the run directory.
     pub fn stop(mut self) {
         self.shutdown();

@@ -28,7 +28,10 @@ use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULT
 use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
 
 pub use config::ProxyConfig;
-use translate::{flow_mod_down, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps};
+use translate::{
+    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule,
+    Maps,
+};
 
 /// xids of the proxy's own requests to switches (never the controller's).
 const INTERNAL_XID: u32 = 0xf000_0000;
@@ -715,6 +718,11 @@ impl Core {
                         "proxy: switch \"{}\" refused a rule of the proxy's own (error type {} code {})",
                         self.cfg.switches[i].name, e.typ, e.code
                     );
+                }
+            }
+            Body::FlowRemoved(fr) => {
+                if let Some(fr) = flow_removed_up(&self.maps, i, fr) {
+                    self.send_controller(&Message::new(xid, Body::FlowRemoved(fr)));
                 }
             }
             Body::Other(typ::PACKET_IN, body) => {
