@@ -233,6 +233,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
             &BridgeOptions {
                 controller: Some(target.clone()),
                 datapath_id: Some(dpid(i)),
+                protocols: None,
             },
         )?;
     }

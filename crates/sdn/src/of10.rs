@@ -42,6 +42,8 @@ pub mod typ {
     pub const PACKET_IN: u8 = 10;
     /// OFPT_FLOW_REMOVED.
     pub const FLOW_REMOVED: u8 = 11;
+    /// OFPT_PORT_STATUS (kept raw: reason, 7 pad bytes, a [`super::PhyPort`]).
+    pub const PORT_STATUS: u8 = 12;
     /// OFPT_PACKET_OUT.
     pub const PACKET_OUT: u8 = 13;
     /// OFPT_FLOW_MOD.
@@ -239,7 +241,8 @@ pub struct PhyPort {
 }
 
 impl PhyPort {
-    fn encode(&self, out: &mut Vec<u8>) {
+    /// Encode (48 bytes).
+    pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u16(self.port_no);
         out.extend_from_slice(&self.hw_addr);
         let mut name = [0u8; 16];
@@ -258,7 +261,8 @@ impl PhyPort {
         }
     }
 
-    fn decode(r: &mut Reader) -> Result<PhyPort, CodecError> {
+    /// Decode one.
+    pub fn decode(r: &mut Reader) -> Result<PhyPort, CodecError> {
         let port_no = r.u16()?;
         let mut hw_addr = [0; 6];
         hw_addr.copy_from_slice(r.bytes(6)?);

@@ -40,6 +40,8 @@ pub struct BridgeOptions {
     pub controller: Option<String>,
     /// OpenFlow datapath id (16 hex digits); OvS picks one when absent.
     pub datapath_id: Option<u64>,
+    /// OpenFlow version it speaks, e.g. "OpenFlow10" (default "OpenFlow13").
+    pub protocols: Option<String>,
 }
 
 impl Ovs {
@@ -233,7 +235,10 @@ impl Ovs {
             "bridge".into(),
             name.into(),
             "datapath_type=netdev".into(),
-            "protocols=OpenFlow13".into(),
+            format!(
+                "protocols={}",
+                opts.protocols.as_deref().unwrap_or("OpenFlow13")
+            ),
             "fail_mode=secure".into(),
             // No hidden in-band flows in the tables the benchmark counts.
             "other-config:disable-in-band=true".into(),

@@ -264,6 +264,7 @@ pub fn build(ovs: &Ovs, plans: &[BridgePlan], proxy: Option<&str>) -> Result<(),
         let opts = BridgeOptions {
             controller: proxy.map(|p| format!("tcp:{p}")),
             datapath_id: proxy.map(|_| stage_dpid(i as u32)),
+            protocols: None,
         };
         ovs.add_bridge(&b.name, &opts)?;
         for p in &b.ports {
