@@ -113,7 +113,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
     check_pipeline(dut)?;
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.bridges, dut.shape, dut.depth and dut.controller"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.bridges, dut.shape, dut.depth and dut.controller"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -202,6 +202,14 @@ fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
             "dut.egress_rate_bps = 0: the egress rate is at least 1 bit/s".into(),
         ));
     }
+    if let Some(c) = dut.hop_cables {
+        let hops = dut.hops.unwrap_or(0);
+        if dut.hops.is_none() || !(hops..=MAX_HOPS).contains(&c) {
+            return Err(LabError::Unsupported(format!(
+                "dut.hop_cables = {c} needs dut.hops and must be in dut.hops ({hops})..{MAX_HOPS}"
+            )));
+        }
+    }
     if dut.hops.is_some() && (dut.shape.is_some() || proxied) {
         return Err(LabError::Unsupported(
             "dut.hops (FLOWer) takes a single bridge with its own flows: leave dut.shape and dut.controller out".into(),
@@ -255,7 +263,8 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
     ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
     let hops = dut.hops.unwrap_or(0);
-    for i in 0..hops {
+    // Cables beyond `hops` are on the bridge, unused by the flows.
+    for i in 0..dut.hop_cables.unwrap_or(hops).max(hops) {
         let (a, b) = (format!("h{i}a"), format!("h{i}b"));
         for args in [
             vec![
@@ -397,6 +406,50 @@ mod tests {
             (
                 &|d: &mut DutSection| d.batch = Some(4),
                 "dut.batch does not apply",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.hops = Some(8);
+                    d.hop_cables = Some(4)
+                },
+                "dut.hop_cables = 4 needs dut.hops and must be in dut.hops (8)..64",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(3);
+                    d.depth = Some(2)
+                },
+                "dut.depth applies to dut.shape = \"staged\" only",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(3);
+                    d.shape = Some("staged".into());
+                    d.depth = Some(4)
+                },
+                "dut.depth = 4 is not in 1..3",
+            ),
+            (
+                &|d: &mut DutSection| d.shape = Some("ring".into()),
+                "dut.shape = \"ring\" is not a pipeline shape; valid: bidirectional, unidirectional, staged",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(2);
+                    d.controller = Some("proxy".into())
+                },
+                "dut.controller = \"proxy\" needs dut.shape = \"unidirectional\"",
+            ),
+            (
+                &|d: &mut DutSection| d.priority_dscp = Some(46),
+                "dut.priority_dscp needs dut.egress_rate_bps",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.egress_rate_bps = Some(1_000_000);
+                    d.bridges = Some(2)
+                },
+                "dut.egress_rate_bps takes a single bridge",
             ),
         ] {
             let e = dut(set).unwrap_err();

@@ -14,7 +14,11 @@ impl Spec {
             )))
         };
         let d = &self.dut;
-        let ovs_keys = [d.hops.is_some(), d.bridges.is_some(), d.shape.is_some()];
+        let ovs_keys = [
+            d.hops.is_some() || d.hop_cables.is_some(),
+            d.bridges.is_some(),
+            d.shape.is_some(),
+        ];
         let qos_keys = [d.egress_rate_bps.is_some(), d.priority_dscp.is_some()];
         if (ovs_keys.contains(&true)
             || qos_keys.contains(&true)
@@ -23,7 +27,7 @@ impl Spec {
             && d.kind != DutKind::Ovs
         {
             return Err(LabError::Unsupported(
-                "dut.hops, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
+                "dut.hops, dut.hop_cables, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
             ));
         }
         match self.dut.kind {

@@ -214,6 +214,11 @@ pub struct DutSection {
     /// bridge before it leaves (docs/sdn.md); absent: dut0 → dut1 directly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hops: Option<u32>,
+    /// ovs (FLOWer): veth cables looped on the bridge (default `hops`); the
+    /// frame uses the first `hops` of them. A fixed number keeps the cost of
+    /// one polling round of ovs-vswitchd the same for every `hops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_cables: Option<u32>,
     /// ovs: a staged pipeline of this many bridges joined by patch ports
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -265,6 +270,7 @@ impl Default for DutSection {
             extern_dispatch: None,
             link: None,
             hops: None,
+            hop_cables: None,
             bridges: None,
             shape: None,
             depth: None,
