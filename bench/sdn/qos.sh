@@ -24,7 +24,7 @@ for bg in 0 1; do
       !skip' "$ROOT/examples/sdn/qos.toml" >"$spec"
     "$NFLAB" run "$spec" --out "$work/out-$bg-$prio" --json >"$work/run.json"
     run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dir"])' "$work/run.json")/runs/000
-    label="background $([ "$bg" = 1 ] && echo 30 || echo 0) Mbit/s, $([ "$prio" = 1 ] && echo "priority queue" || echo "one FIFO")"
+    label="background $([ "$bg" = 1 ] && echo 15 || echo 0) Mbit/s, $([ "$prio" = 1 ] && echo "priority queue" || echo "one FIFO")"
     rows+=("$(python3 - "$run" "$label" <<'PY'
 import json, sys
 run, label = sys.argv[1], sys.argv[2]

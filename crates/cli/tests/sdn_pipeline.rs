@@ -9,6 +9,10 @@ use std::path::PathBuf;
 mod common;
 use common::{read_json, run_ok, TempDir};
 
+/// The two tests each run Open vSwitch, a generator and a recorder: one at a
+/// time, so neither measures the other's load.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Flows of a run's `dut.json` as text.
 fn flows_of(run: &std::path::Path) -> Vec<String> {
     read_json(run.join("dut.json"))["flows"]
@@ -34,6 +38,7 @@ fn every_pipeline_shape_carries_every_probe_through_the_stages_it_should() {
     require_root!();
     require_tool!("ovs-vswitchd", "openvswitch-switch");
     let tmp = TempDir::new("ovs-shapes");
+    let _one_at_a_time = ONE_AT_A_TIME.lock();
     // Three runs: staged (3 stages, 2 deep), unidirectional, and
     // unidirectional behind the proxy with nflab's controller.
     let cases = [
@@ -106,17 +111,19 @@ fn a_priority_queue_keeps_realtime_probes_ahead_of_background_traffic() {
     require_tool!("ovs-vswitchd", "openvswitch-switch");
     require_tool!("tc", "iproute2");
     let tmp = TempDir::new("ovs-qos");
-    // dut1 sends at 20 Mbit/s; the background offers 30 Mbit/s of 1500-byte
-    // frames, so a queue builds there. Probes carry DSCP 46.
+    // dut1 sends at 5 Mbit/s; the background offers 8 Mbit/s of 1500-byte
+    // frames (little work for ovs-vswitchd, so its input is not the
+    // bottleneck), and a queue builds at dut1. Probes carry DSCP 46.
+    let _one_at_a_time = ONE_AT_A_TIME.lock();
     let mut median = Vec::new();
     for prio in [false, true] {
         let spec = common::write_spec(
             &tmp.0,
             &format!("qos-{prio}"),
             &format!(
-                "[experiment]\nname = \"e2e-ovs-qos\"\n[dut]\nkind = \"ovs\"\negress_rate_bps = 20000000\n{}\
+                "[experiment]\nname = \"e2e-ovs-qos\"\n[dut]\nkind = \"ovs\"\negress_rate_bps = 5000000\n{}\
                  [traffic]\nrate_pps = 200\nframe_bytes = 64\ndscp = 46\nduration_s = 2\nwarmup_s = 0.5\n\
-                 [[traffic.background]]\nrate_bps = 30e6\nframe_bytes = 1500\n",
+                 [[traffic.background]]\nrate_bps = 8e6\nframe_bytes = 1500\n",
                 if prio { "priority_dscp = 46\n" } else { "" }
             ),
         );
@@ -138,11 +145,11 @@ fn a_priority_queue_keeps_realtime_probes_ahead_of_background_traffic() {
         } else {
             assert_eq!(queues.len(), 1, "{dut}");
         }
-        assert!(sent(0) > 1000, "background through queue 0: {dut}");
+        assert!(sent(0) > 500, "background through queue 0: {dut}");
         median.push(summary["latency_ns"]["p50"].as_f64().unwrap());
     }
-    // Behind 30 Mbit/s offered to a 20 Mbit/s port the FIFO holds probes for
-    // tens of milliseconds; the priority queue serves them at once.
+    // Behind 8 Mbit/s offered to a 5 Mbit/s port the FIFO (64 frames) holds
+    // probes for about 150 ms; the priority queue serves them at once.
     assert!(
         median[0] > 5.0 * median[1],
         "p50 FIFO {} ns vs priority {} ns",
