@@ -8,9 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nflab_sdn::of13::buf::Reader;
 use nflab_sdn::of13::message::Body;
 use nflab_sdn::of13::multipart::{mp, FlowStats, Port};
-use nflab_sdn::of13::buf::Reader;
 use nflab_sdn::of13::{frame_len, Match, Message};
 use nflab_sdn::proxy::translate::{flow_mod_down, packet_in_up, packet_out_down, Maps};
 use nflab_sdn::proxy::ProxyConfig;
@@ -51,7 +51,10 @@ fuzz_target!(|data: &[u8]| {
                 for fs in &v {
                     fs.encode(&mut out);
                 }
-                assert_eq!(FlowStats::decode_all(&out).expect("re-encoded flow stats"), v);
+                assert_eq!(
+                    FlowStats::decode_all(&out).expect("re-encoded flow stats"),
+                    v
+                );
             }
         }
         Body::MultipartReply(mp::PORT_DESC, _, body) => {

@@ -44,7 +44,10 @@ fn every_pipeline_shape_carries_every_probe_through_the_stages_it_should() {
     let cases = [
         ("shape = \"staged\"\ndepth = 2", "staged"),
         ("shape = \"unidirectional\"", "uni"),
-        ("shape = \"unidirectional\"\ncontroller = \"proxy\"", "proxy"),
+        (
+            "shape = \"unidirectional\"\ncontroller = \"proxy\"",
+            "proxy",
+        ),
     ];
     for (keys, tag) in cases {
         let spec = common::write_spec(
@@ -81,7 +84,10 @@ fn every_pipeline_shape_carries_every_probe_through_the_stages_it_should() {
                     .into_iter()
                     .find(|f| f.contains("actions=IN_PORT"))
                     .unwrap_or_else(|| panic!("{flows:?}"));
-                assert!(n_packets(down) >= 500 && n_packets(back) >= 500, "{flows:?}");
+                assert!(
+                    n_packets(down) >= 500 && n_packets(back) >= 500,
+                    "{flows:?}"
+                );
                 assert!(on("br2").is_empty(), "{flows:?}");
             }
             "uni" => {
@@ -96,7 +102,10 @@ fn every_pipeline_shape_carries_every_probe_through_the_stages_it_should() {
                 // entry rules (cookie 0x6e666c61625f7078) on stages 2 and 3.
                 for br in ["br0", "br1", "br2"] {
                     let f = on(br);
-                    let entry = f.iter().filter(|f| f.contains("0x6e666c61625f7078")).count();
+                    let entry = f
+                        .iter()
+                        .filter(|f| f.contains("0x6e666c61625f7078"))
+                        .count();
                     assert_eq!(entry, usize::from(br != "br0"), "{br}: {f:?}");
                     assert!(f.iter().all(|f| n_packets(f) >= 500), "{br}: {f:?}");
                 }

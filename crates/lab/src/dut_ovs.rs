@@ -191,7 +191,10 @@ fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
         }
     }
     if dut.egress_rate_bps.is_some()
-        && (dut.hops.is_some() || dut.bridges.is_some_and(|b| b > 1) || dut.shape.is_some() || proxied)
+        && (dut.hops.is_some()
+            || dut.bridges.is_some_and(|b| b > 1)
+            || dut.shape.is_some()
+            || proxied)
     {
         return Err(LabError::Unsupported(
             "dut.egress_rate_bps takes a single bridge with its own flows: leave dut.hops, dut.bridges, dut.shape and dut.controller out".into(),

@@ -80,7 +80,14 @@ fn mean_ci(v: &Value, key: &str) -> Option<(f64, f64)> {
 }
 
 /// A figure of `key` against bridges: one series per (k, direct/proxy).
-pub fn bench_figure(cells: &[Cell], key: &str, scale: f64, id: &str, title: &str, unit: &str) -> Figure {
+pub fn bench_figure(
+    cells: &[Cell],
+    key: &str,
+    scale: f64,
+    id: &str,
+    title: &str,
+    unit: &str,
+) -> Figure {
     let mut ks: Vec<u64> = cells.iter().map(|c| c.flowmods).collect();
     ks.sort_unstable();
     ks.dedup();
@@ -105,9 +112,22 @@ pub fn bench_figure(cells: &[Cell], key: &str, scale: f64, id: &str, title: &str
     let ymax = all.clone().map(|p| p.3).fold(0.0, f64::max);
     let xmax = all.map(|p| p.0).fold(1.0, f64::max);
     let x = Axis::log_decades("bridges", 1.0, xmax, Fmt::Num);
-    let y = Axis::lin_nice(&format!("{title} ({unit})"), 0.0, ymax.max(1e-9), Fmt::Num, true);
+    let y = Axis::lin_nice(
+        &format!("{title} ({unit})"),
+        0.0,
+        ymax.max(1e-9),
+        Fmt::Num,
+        true,
+    );
     let mut p = Plot::new(W, H, x, y);
-    let mut data = Table::new(&["bridges", "flowmods", "mode", "mean", "ci95_low", "ci95_high"]);
+    let mut data = Table::new(&[
+        "bridges",
+        "flowmods",
+        "mode",
+        "mean",
+        "ci95_low",
+        "ci95_high",
+    ]);
     for (i, (name, pick, pts)) in series.iter().enumerate() {
         let st = if *pick == 0 {
             Style::dashed(i / 2)
@@ -209,7 +229,13 @@ pub fn qos_figure(q: &Value) -> Option<Figure> {
     let mut p99 = Vec::new();
     for (i, (label, p50, q99)) in bars.iter().enumerate() {
         let c = i as f64 + 0.5;
-        rects.push((c - 0.3, c + 0.3, 1e3, *p50, format!("{label}: p50 {}", svg::fmt_ns(*p50))));
+        rects.push((
+            c - 0.3,
+            c + 0.3,
+            1e3,
+            *p50,
+            format!("{label}: p50 {}", svg::fmt_ns(*p50)),
+        ));
         p99.push((c, *q99));
         data.push(vec![i.to_string(), label.clone(), num(*p50), num(*q99)]);
     }
@@ -241,15 +267,31 @@ pub fn write(dir: &Path) -> Result<PathBuf, ReportError> {
     let mut cells = Vec::new();
     if bench.exists() {
         cells = parse_cells(&read(&bench)?, &bench.display().to_string())?;
-        figs.push(bench_figure(&cells, "install_s", 1.0, "sdn_install", "FlowMod installation time", "s"));
-        figs.push(bench_figure(&cells, "stats_delay_ms", 1.0, "sdn_stats_delay", "FlowStats delay", "ms"));
+        figs.push(bench_figure(
+            &cells,
+            "install_s",
+            1.0,
+            "sdn_install",
+            "FlowMod installation time",
+            "s",
+        ));
+        figs.push(bench_figure(
+            &cells,
+            "stats_delay_ms",
+            1.0,
+            "sdn_stats_delay",
+            "FlowStats delay",
+            "ms",
+        ));
     }
-    for (name, f) in [("flower.json", flower_figure as fn(&Value) -> Option<Figure>), ("qos.json", qos_figure)] {
+    for (name, f) in [
+        ("flower.json", flower_figure as fn(&Value) -> Option<Figure>),
+        ("qos.json", qos_figure),
+    ] {
         let path = dir.join(name);
         if path.exists() {
-            let v: Value = serde_json::from_str(&read(&path)?).map_err(|e| {
-                ReportError::Input(format!("{} is not JSON: {e}", path.display()))
-            })?;
+            let v: Value = serde_json::from_str(&read(&path)?)
+                .map_err(|e| ReportError::Input(format!("{} is not JSON: {e}", path.display())))?;
             figs.extend(f(&v));
         }
     }
@@ -266,7 +308,10 @@ pub fn write(dir: &Path) -> Result<PathBuf, ReportError> {
     })?;
     for f in &figs {
         crate::write(&figdir.join(format!("{}.svg", f.id)), f.svg.as_bytes())?;
-        crate::write(&figdir.join(format!("{}.csv", f.id)), f.data.to_csv().as_bytes())?;
+        crate::write(
+            &figdir.join(format!("{}.csv", f.id)),
+            f.data.to_csv().as_bytes(),
+        )?;
     }
     let machine = dir.join("machine.txt");
     let machine = std::fs::read_to_string(machine).unwrap_or_default();
@@ -287,13 +332,21 @@ fn page(figs: &[Figure], cells: &[Cell], machine: &str) -> String {
         h.push_str("<section><h2>Proxy cost</h2><table><tr><th>bridges</th><th>k</th><th>install direct (s)</th><th>install proxy (s)</th><th>ratio</th><th>stats direct (ms)</th><th>stats proxy (ms)</th><th>difference (ms)</th></tr>");
         for c in cells {
             let f = |v: &Value, k: &str| {
-                mean_ci(v, k).map_or("–".to_string(), |(m, ci)| format!("{} ± {}", num(m), num(ci)))
+                mean_ci(v, k).map_or("–".to_string(), |(m, ci)| {
+                    format!("{} ± {}", num(m), num(ci))
+                })
             };
-            let ratio = match (mean_ci(&c.proxy, "install_s"), mean_ci(&c.direct, "install_s")) {
+            let ratio = match (
+                mean_ci(&c.proxy, "install_s"),
+                mean_ci(&c.direct, "install_s"),
+            ) {
                 (Some(p), Some(d)) if d.0 > 0.0 => format!("{:.2}", p.0 / d.0),
                 _ => "–".into(),
             };
-            let diff = match (mean_ci(&c.proxy, "stats_delay_ms"), mean_ci(&c.direct, "stats_delay_ms")) {
+            let diff = match (
+                mean_ci(&c.proxy, "stats_delay_ms"),
+                mean_ci(&c.direct, "stats_delay_ms"),
+            ) {
                 (Some(p), Some(d)) => format!("{:+.3}", p.0 - d.0),
                 _ => "–".into(),
             };
@@ -353,12 +406,19 @@ mod tests {
             .find(|r| r[0] == "5" && r[2] == "proxy")
             .unwrap();
         let v: Vec<f64> = row[3..].iter().map(|c| c.parse().unwrap()).collect();
-        assert!((v[0] - 0.04).abs() < 1e-12 && (v[1] - 0.036).abs() < 1e-12 && (v[2] - 0.044).abs() < 1e-12, "{row:?}");
+        assert!(
+            (v[0] - 0.04).abs() < 1e-12
+                && (v[1] - 0.036).abs() < 1e-12
+                && (v[2] - 0.044).abs() < 1e-12,
+            "{row:?}"
+        );
         assert!(f.svg.starts_with("<svg") && f.svg.ends_with("</svg>"));
         // A null CI draws the mean alone.
         let s = bench_figure(&cells, "stats_delay_ms", 1.0, "y", "Stats", "ms");
         assert!(s.data.rows.iter().all(|r| r[3] == r[4] && r[4] == r[5]));
-        let e = parse_cells("{\"bridges\": 1}\n", "b.jsonl").unwrap_err().to_string();
+        let e = parse_cells("{\"bridges\": 1}\n", "b.jsonl")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("b.jsonl:1"), "{e}");
     }
 
@@ -370,6 +430,10 @@ mod tests {
         });
         let f = flower_figure(&fit).unwrap();
         assert_eq!(f.data.rows, vec![vec!["1", "1000"], vec!["2", "2000"]]);
-        assert!(f.caption.contains("Slope 1000 ± 5 ns per hop"), "{}", f.caption);
+        assert!(
+            f.caption.contains("Slope 1000 ± 5 ns per hop"),
+            "{}",
+            f.caption
+        );
     }
 }

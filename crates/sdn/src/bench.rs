@@ -277,14 +277,16 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
             p.wait_barrier(x + 2)?;
         }
         let barrier = Message::new(x + 3, Body::BarrierRequest).encode();
-        install.push(in_parallel(&mut peers, &batches, |p, batch| {
-            if !batch.is_empty() {
-                send_raw(&mut p.w, batch)?;
-            }
-            send_raw(&mut p.w, &barrier)?;
-            p.wait_barrier(x + 3).map(|_| 0)
-        })?
-        .0);
+        install.push(
+            in_parallel(&mut peers, &batches, |p, batch| {
+                if !batch.is_empty() {
+                    send_raw(&mut p.w, batch)?;
+                }
+                send_raw(&mut p.w, &barrier)?;
+                p.wait_barrier(x + 3).map(|_| 0)
+            })?
+            .0,
+        );
         let req = Message::new(
             x + 4,
             Body::MultipartRequest(mp::FLOW, 0, FlowStatsRequest::all().encode()),

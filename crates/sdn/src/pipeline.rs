@@ -20,12 +20,12 @@ use crate::conn::send;
 use crate::error::SdnError;
 use crate::of13::oxm::field;
 use crate::of13::{Body, Message};
-use crate::ovs::{BridgeOptions, Ovs};
-use crate::proxy::ProxyHandle;
 use crate::of13::{FlowMod, Instruction, Match, Oxm};
+use crate::ovs::{BridgeOptions, Ovs};
 use crate::proxy::config::{
     LinkEntry, PortEntry, ProxyConfig, ProxySection, SwitchEntry, TableEntry,
 };
+use crate::proxy::ProxyHandle;
 
 /// Most bridges in a pipeline.
 pub const MAX_BRIDGES: u32 = 16;
@@ -302,12 +302,7 @@ impl Proxied {
         let harness = listener
             .local_addr()
             .map_err(|e| SdnError::io("pipeline controller", e))?;
-        let proxy = crate::proxy::start(proxy_config(
-            n,
-            "127.0.0.1:0",
-            &harness.to_string(),
-            log,
-        ))?;
+        let proxy = crate::proxy::start(proxy_config(n, "127.0.0.1:0", &harness.to_string(), log))?;
         build(
             ovs,
             &plan(n, Shape::Unidirectional, n),
@@ -390,7 +385,10 @@ mod tests {
         for n in 1..=5u32 {
             let bi = plan(n, Shape::Bidirectional, n);
             assert_eq!(walk(&bi, 0, 1), (Some("dut1".into()), n as usize));
-            assert_eq!(walk(&bi, n as usize - 1, 2), (Some("dut0".into()), n as usize));
+            assert_eq!(
+                walk(&bi, n as usize - 1, 2),
+                (Some("dut0".into()), n as usize)
+            );
             let uni = plan(n, Shape::Unidirectional, n);
             assert_eq!(walk(&uni, 0, 1), (Some("dut1".into()), n as usize));
             assert_eq!(walk(&uni, n as usize - 1, 2).0, None);

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use nflab_sdn::of10::{
-    flow_stats_request, Action10, Body, Features10, FlowMod10, FlowRemoved10, FlowStats10,
-    Match10, Message10, PhyPort, OFPFW_ALL, OFPP_CONTROLLER, OFPP_NONE, OFPST_FLOW, REPLY_MORE,
+    flow_stats_request, Action10, Body, Features10, FlowMod10, FlowRemoved10, FlowStats10, Match10,
+    Message10, PhyPort, OFPFW_ALL, OFPP_CONTROLLER, OFPP_NONE, OFPST_FLOW, REPLY_MORE,
 };
 
 fn golden() -> HashMap<String, Vec<u8>> {
@@ -111,8 +111,14 @@ fn expected() -> Vec<(&'static str, Message10)> {
     };
     vec![
         ("hello", Message10::new(1, Body::Hello(vec![]))),
-        ("echo_request", Message10::new(2, Body::EchoRequest(b"nflab".to_vec()))),
-        ("echo_reply", Message10::new(2, Body::EchoReply(b"nflab".to_vec()))),
+        (
+            "echo_request",
+            Message10::new(2, Body::EchoRequest(b"nflab".to_vec())),
+        ),
+        (
+            "echo_reply",
+            Message10::new(2, Body::EchoReply(b"nflab".to_vec())),
+        ),
         ("features_request", Message10::new(3, Body::FeaturesRequest)),
         (
             "features_reply",
@@ -129,12 +135,19 @@ fn expected() -> Vec<(&'static str, Message10)> {
             ),
         ),
         ("flow_mod", Message10::new(5, Body::FlowMod(flow_mod))),
-        ("flow_mod_delete_all", Message10::new(6, Body::FlowMod(delete_all))),
+        (
+            "flow_mod_delete_all",
+            Message10::new(6, Body::FlowMod(delete_all)),
+        ),
         (
             "flow_stats_request",
             Message10::new(
                 7,
-                Body::StatsRequest(OFPST_FLOW, 0, flow_stats_request(&Match10::all(), 0xff, OFPP_NONE)),
+                Body::StatsRequest(
+                    OFPST_FLOW,
+                    0,
+                    flow_stats_request(&Match10::all(), 0xff, OFPP_NONE),
+                ),
             ),
         ),
         (
@@ -193,8 +206,16 @@ fn every_1_0_message_encodes_to_os_kens_bytes_and_decodes_back() {
     assert_eq!(want.len(), g.len(), "a golden message has no test");
     for (name, msg) in want {
         let bytes = &g[name];
-        assert_eq!(&msg.encode(), bytes, "{name}: encoding differs from os-ken's");
-        assert_eq!(Message10::decode(bytes).unwrap(), msg, "{name}: decoding differs");
+        assert_eq!(
+            &msg.encode(),
+            bytes,
+            "{name}: encoding differs from os-ken's"
+        );
+        assert_eq!(
+            Message10::decode(bytes).unwrap(),
+            msg,
+            "{name}: decoding differs"
+        );
     }
 }
 
@@ -209,9 +230,18 @@ fn the_flow_stats_entry_parses_to_what_os_ken_packed() {
     assert_eq!(flags, REPLY_MORE);
     let e = FlowStats10::decode_all(&body).unwrap();
     assert_eq!(e.len(), 1);
-    assert_eq!((e[0].cookie, e[0].packet_count, e[0].byte_count), (0x42, 9, 576));
+    assert_eq!(
+        (e[0].cookie, e[0].packet_count, e[0].byte_count),
+        (0x42, 9, 576)
+    );
     assert_eq!(e[0].matches.in_port, 1);
-    assert_eq!(e[0].actions, vec![Action10::Output { port: 2, max_len: 0 }]);
+    assert_eq!(
+        e[0].actions,
+        vec![Action10::Output {
+            port: 2,
+            max_len: 0
+        }]
+    );
 }
 
 #[test]

@@ -74,7 +74,10 @@ impl Ctl {
 }
 
 fn out(port: u32) -> Vec<Instruction> {
-    vec![Instruction::ApplyActions(vec![Action::Output { port, max_len: 0 }])]
+    vec![Instruction::ApplyActions(vec![Action::Output {
+        port,
+        max_len: 0,
+    }])]
 }
 
 #[test]
@@ -88,7 +91,18 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
     for (a, b) in [("y1", "y2"), ("y3", "y4")] {
         run(
             "ip",
-            &["-n", ns.name(), "link", "add", a, "type", "veth", "peer", "name", b],
+            &[
+                "-n",
+                ns.name(),
+                "link",
+                "add",
+                a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                b,
+            ],
         )
         .unwrap();
         for dev in [a, b] {
@@ -137,7 +151,10 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
     };
     assert_eq!((f.datapath_id, f.n_tables), (0xe2, 2));
     // The 1.0 switch's ports (from its 1.0 features reply) in global terms.
-    c.send(Message::new(3, Body::MultipartRequest(mp::PORT_DESC, 0, vec![])));
+    c.send(Message::new(
+        3,
+        Body::MultipartRequest(mp::PORT_DESC, 0, vec![]),
+    ));
     let Body::MultipartReply(mp::PORT_DESC, 0, body) = c.next().body else {
         panic!("no port descriptions")
     };
@@ -167,14 +184,22 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
     fm.idle_timeout = 1;
     fm.flags = 1;
     c.send(Message::new(10, Body::FlowMod(fm)));
-    c.send(Message::new(11, Body::FlowMod(FlowMod::add(0, 5, Match::default(), out(1)))));
+    c.send(Message::new(
+        11,
+        Body::FlowMod(FlowMod::add(0, 5, Match::default(), out(1))),
+    ));
     c.send(Message::new(12, Body::BarrierRequest));
     assert_eq!(c.next(), Message::new(12, Body::BarrierReply));
 
     // What 1.0 cannot hold: refused with OFPET_BAD_INSTRUCTION / UNSUP_INST.
     c.send(Message::new(
         13,
-        Body::FlowMod(FlowMod::add(1, 5, Match::default(), vec![Instruction::GotoTable(1)])),
+        Body::FlowMod(FlowMod::add(
+            1,
+            5,
+            Match::default(),
+            vec![Instruction::GotoTable(1)],
+        )),
     ));
     let m = c.next();
     let Body::Error(e) = m.body else {
@@ -218,7 +243,10 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
             break fr;
         }
     };
-    assert_eq!((removed.cookie, removed.table_id, removed.reason), (0x10, 1, 0));
+    assert_eq!(
+        (removed.cookie, removed.table_id, removed.reason),
+        (0x10, 1, 0)
+    );
     assert_eq!(removed.matches.in_port(), Some(2));
 
     drop(c);

@@ -31,8 +31,7 @@ use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_L
 
 pub use config::ProxyConfig;
 use translate::{
-    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule,
-    Maps,
+    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps,
 };
 
 /// xids of the proxy's own requests to switches (never the controller's).
@@ -247,12 +246,16 @@ fn switch_conn_v10(
     )?;
     let features = loop {
         let raw = r.next_raw()?.ok_or_else(|| {
-            SdnError::Protocol("the connection closed while waiting for the switch's features".into())
+            SdnError::Protocol(
+                "the connection closed while waiting for the switch's features".into(),
+            )
         })?;
         let m = Message10::decode(&raw).map_err(proto)?;
         match m.body {
             B10::FeaturesReply(f) => break f,
-            B10::EchoRequest(d) => send_raw(&mut w, &Message10::new(m.xid, B10::EchoReply(d)).encode())?,
+            B10::EchoRequest(d) => {
+                send_raw(&mut w, &Message10::new(m.xid, B10::EchoReply(d)).encode())?
+            }
             _ => {}
         }
     };
@@ -266,7 +269,9 @@ fn switch_conn_v10(
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let _ = tx.send(Event::SwitchUp(idx, conn, w, ports, true));
     while let Ok(Some(raw)) = r.next_raw() {
-        let Ok(m) = Message10::decode(&raw) else { break };
+        let Ok(m) = Message10::decode(&raw) else {
+            break;
+        };
         if let Some(m13) = switch10::up(m) {
             let raw13 = m13.encode();
             if tx.send(Event::FromSwitch(idx, m13, raw13)).is_err() {

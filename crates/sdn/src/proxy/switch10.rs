@@ -147,7 +147,10 @@ mod tests {
             Ok(Down::Send(Message10::new(6, B10::BarrierRequest)))
         );
         assert_eq!(
-            down(&Message::new(7, Body::MultipartRequest(mp::TABLE, 0, vec![]))),
+            down(&Message::new(
+                7,
+                Body::MultipartRequest(mp::TABLE, 0, vec![])
+            )),
             Ok(Down::EmptyReply(mp::TABLE))
         );
         // A flow-stats reply of 1.0 reads as 1.3 entries.
@@ -180,8 +183,14 @@ mod tests {
         let e = crate::of13::FlowStats::decode_all(&body).unwrap();
         assert_eq!((e[0].cookie, e[0].matches.in_port()), (7, Some(1)));
         // PACKET_IN: in_port as an OXM match, the frame after it.
-        let pin = up(Message10::new(0, B10::PacketIn(u32::MAX, 3, 2, 0, vec![9, 8, 7]))).unwrap();
-        let Body::Other(10, b) = pin.body else { panic!() };
+        let pin = up(Message10::new(
+            0,
+            B10::PacketIn(u32::MAX, 3, 2, 0, vec![9, 8, 7]),
+        ))
+        .unwrap();
+        let Body::Other(10, b) = pin.body else {
+            panic!()
+        };
         let mut r = Reader::new(&b[16..], "t");
         assert_eq!(Match::decode(&mut r).unwrap().in_port(), Some(2));
         assert_eq!(r.rest(), &[0, 0, 9, 8, 7]);

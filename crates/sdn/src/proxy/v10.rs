@@ -117,7 +117,10 @@ pub fn match_up(m: &Match10) -> Match {
     let w = m.wildcards;
     let mut f = Vec::new();
     if w & FW_IN_PORT == 0 {
-        f.push(Oxm::basic(field::IN_PORT, &port_up(m.in_port).to_be_bytes()));
+        f.push(Oxm::basic(
+            field::IN_PORT,
+            &port_up(m.in_port).to_be_bytes(),
+        ));
     }
     if w & FW_DL_DST == 0 {
         f.push(Oxm::basic(field::ETH_DST, &m.dl_dst));
@@ -140,7 +143,11 @@ pub fn match_up(m: &Match10) -> Match {
             f.push(Oxm::basic(fld, &addr.to_be_bytes()));
         } else if bits < 32 {
             let mask = u32::MAX << bits;
-            f.push(Oxm::masked(fld, &(addr & mask).to_be_bytes(), &mask.to_be_bytes()));
+            f.push(Oxm::masked(
+                fld,
+                &(addr & mask).to_be_bytes(),
+                &mask.to_be_bytes(),
+            ));
         }
     }
     if w & FW_TP_SRC == 0 {
@@ -310,7 +317,10 @@ mod tests {
         assert_eq!(down.in_port, 3);
         assert_eq!((down.wildcards >> NW_SRC_SHIFT) & 0x3f, 16);
         assert_eq!((down.wildcards >> NW_DST_SHIFT) & 0x3f, 0);
-        assert_eq!(down.wildcards & (FW_TP_SRC | FW_DL_SRC), FW_TP_SRC | FW_DL_SRC);
+        assert_eq!(
+            down.wildcards & (FW_TP_SRC | FW_DL_SRC),
+            FW_TP_SRC | FW_DL_SRC
+        );
         assert_eq!(match_up(&down), m);
         // Metadata has no place in 1.0; nor has a non-prefix address mask.
         let md = Match::new(vec![Oxm::basic(field::METADATA, &7u64.to_be_bytes())]);
@@ -349,10 +359,13 @@ mod tests {
                 max_len: 128
             }
         );
-        assert_eq!(actions_up(&d.actions), match &fm.instructions[0] {
-            Instruction::ApplyActions(a) => a.clone(),
-            _ => unreachable!(),
-        });
+        assert_eq!(
+            actions_up(&d.actions),
+            match &fm.instructions[0] {
+                Instruction::ApplyActions(a) => a.clone(),
+                _ => unreachable!(),
+            }
+        );
         let goto = FlowMod::add(0, 1, Match::default(), vec![Instruction::GotoTable(1)]);
         assert_eq!(flow_mod_down(&goto), Err(UNSUP_INST));
         let t1 = FlowMod::add(1, 1, Match::default(), vec![]);
