@@ -135,8 +135,8 @@ pub fn bench_figure(
             Style::solid(i / 2)
         };
         let line: Vec<(f64, f64)> = pts.iter().map(|q| (q.0, q.1)).collect();
-        p.line(i, name, &line, st.clone(), false);
-        p.errorbars(i, name, pts, st.clone());
+        p.line(i, name, &line, st, false);
+        p.errorbars(i, name, pts, st);
         p.legend(i, name, st);
         for q in pts {
             let (k, mode) = name.split_once(", ").unwrap_or((name, ""));
