@@ -136,3 +136,17 @@ put("transport_wire", "feedback", transport(4, 7, 8, struct.pack("!IQQQB3x", 1, 
 
 put("spec_parse", "minimal.toml", b'[experiment]\nname = "fuzz"\n')
 put("nfr_reader", "not-nfr", b"NFR\0")
+
+# OpenFlow 1.3: the golden messages os-ken encodes (crates/sdn/tests/fixtures/of13).
+import json
+
+with open(os.path.join(HERE, "..", "crates", "sdn", "tests", "fixtures", "of13", "golden.json")) as f:
+    for name, hexbytes in json.load(f).items():
+        put("openflow", name, bytes.fromhex(hexbytes))
+# A PACKET_IN (type 10) from table 0 with an in_port match, and a PACKET_OUT (13).
+pin_match = struct.pack("!HH", 1, 12) + struct.pack("!HBBI", 0x8000, 0, 4, 1) + b"\0" * 4
+pin = struct.pack("!IHBBQ", 0xFFFFFFFF, 14, 0, 0, 0) + pin_match + b"\0\0" + bytes(14)
+put("openflow", "packet_in", struct.pack("!BBHI", 4, 10, 8 + len(pin), 9) + pin)
+pout_actions = struct.pack("!HHIH6x", 0, 16, 1, 0)
+pout = struct.pack("!IIH6x", 0xFFFFFFFF, 0xFFFFFFFD, len(pout_actions)) + pout_actions + bytes(14)
+put("openflow", "packet_out", struct.pack("!BBHI", 4, 13, 8 + len(pout), 10) + pout)

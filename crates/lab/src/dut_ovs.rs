@@ -10,11 +10,15 @@
 //! are looped on the bridge and the flows send each frame out of every one
 //! in turn (dut0 → h1a ⇒ h1b → h2a ⇒ … ⇒ hkb → dut1), so its latency grows
 //! by k port hops. With `dut.bridges = n`, n bridges `br0`…`br<n-1>` form a
-//! staged pipeline joined by patch ports (port 1 towards dut0, port 2
-//! towards dut1 on each). The daemons stop when the run's recorder is done, and die
-//! with nflab if it is killed (`nflab topo gc` removes what is left).
+//! pipeline joined by patch ports, cabled as `dut.shape` says
+//! ([`nflab_sdn::pipeline`]); with `dut.controller = "proxy"` its flows come
+//! from nflab's controller through the TableVisor-class proxy. The daemons
+//! stop when the run's recorder is done, and die with nflab if it is killed
+//! (`nflab topo gc` removes what is left).
 
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
+use nflab_sdn::pipeline::{self, Proxied, Shape};
+use nflab_sdn::qos::EgressQos;
 use serde::Serialize;
 
 use crate::error::LabError;
@@ -30,6 +34,9 @@ pub const FLOWS: [&str; 2] = ["in_port=1,actions=output:2", "in_port=2,actions=o
 pub struct OvsDut {
     ovs: Ovs,
     bridges: u32,
+    proxy: Option<Proxied>,
+    /// dut1 has OvS queues (`dut.egress_rate_bps`).
+    queues: bool,
 }
 
 /// Most port hops `dut.hops` takes.
@@ -63,6 +70,10 @@ pub struct OvsStats {
     pub flows: Vec<String>,
     /// Port counters (`ovs-ofctl dump-ports`).
     pub ports: String,
+    /// Frames each OvS queue of dut1 sent, `[queue, packets]` (with
+    /// `dut.egress_rate_bps`; from the HTB class counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues: Option<Vec<(u32, u64)>>,
     /// Why the statistics could not be read, if they could not.
     pub error: Option<String>,
 }
@@ -100,9 +111,10 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
             dut.hops.unwrap_or(0)
         )));
     }
+    check_pipeline(dut)?;
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes only dut.hops (its bridge cables dut0 to dut1 both ways)"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.bridges, dut.shape, dut.depth and dut.controller"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -120,6 +132,96 @@ fn on_path(bin: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
 }
 
+/// The pipeline shape of `dut` (bidirectional unless `dut.shape` says otherwise).
+fn shape(dut: &DutSection) -> Result<Shape, LabError> {
+    match dut.shape.as_deref() {
+        None => Ok(Shape::Bidirectional),
+        Some(s) => Shape::parse(s).ok_or_else(|| {
+            LabError::Unsupported(format!(
+                "dut.shape = \"{s}\" is not a pipeline shape; valid: {}",
+                Shape::NAMES.join(", ")
+            ))
+        }),
+    }
+}
+
+/// Whether the flows come through the proxy (`dut.controller`).
+fn via_proxy(dut: &DutSection) -> Result<bool, LabError> {
+    match dut.controller.as_deref() {
+        None | Some("ofctl") => Ok(false),
+        Some("proxy") => Ok(true),
+        Some(c) => Err(LabError::Unsupported(format!(
+            "dut.controller = \"{c}\" is not known; valid: ofctl (flows by ovs-ofctl), proxy (nflab's controller through the proxy)"
+        ))),
+    }
+}
+
+/// `dut.shape`, `dut.depth` and `dut.controller` against each other.
+fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
+    let shape = shape(dut)?;
+    let proxied = via_proxy(dut)?;
+    let n = dut.bridges.unwrap_or(1);
+    if let Some(d) = dut.depth {
+        if shape != Shape::Staged {
+            return Err(LabError::Unsupported(
+                "dut.depth applies to dut.shape = \"staged\" only".into(),
+            ));
+        }
+        if !(1..=n).contains(&d) {
+            return Err(LabError::Unsupported(format!(
+                "dut.depth = {d} is not in 1..{n} (dut.bridges)"
+            )));
+        }
+    }
+    if proxied && shape != Shape::Unidirectional {
+        return Err(LabError::Unsupported(format!(
+            "dut.controller = \"proxy\" needs dut.shape = \"unidirectional\" (the emulated switch's table 0 is on the first bridge, so frames enter there and leave on the last), not \"{}\"",
+            dut.shape.as_deref().unwrap_or("bidirectional")
+        )));
+    }
+    if let Some(d) = dut.priority_dscp {
+        if dut.egress_rate_bps.is_none() {
+            return Err(LabError::Unsupported(
+                "dut.priority_dscp needs dut.egress_rate_bps (the queues sit on dut1's egress at that rate)".into(),
+            ));
+        }
+        if d > 63 {
+            return Err(LabError::Unsupported(format!(
+                "dut.priority_dscp = {d} is not a DSCP (0..63)"
+            )));
+        }
+    }
+    if dut.egress_rate_bps.is_some()
+        && (dut.hops.is_some()
+            || dut.bridges.is_some_and(|b| b > 1)
+            || dut.shape.is_some()
+            || proxied)
+    {
+        return Err(LabError::Unsupported(
+            "dut.egress_rate_bps takes a single bridge with its own flows: leave dut.hops, dut.bridges, dut.shape and dut.controller out".into(),
+        ));
+    }
+    if dut.egress_rate_bps == Some(0) {
+        return Err(LabError::Unsupported(
+            "dut.egress_rate_bps = 0: the egress rate is at least 1 bit/s".into(),
+        ));
+    }
+    if let Some(c) = dut.hop_cables {
+        let hops = dut.hops.unwrap_or(0);
+        if dut.hops.is_none() || !(hops..=MAX_HOPS).contains(&c) {
+            return Err(LabError::Unsupported(format!(
+                "dut.hop_cables = {c} needs dut.hops and must be in dut.hops ({hops})..{MAX_HOPS}"
+            )));
+        }
+    }
+    if dut.hops.is_some() && (dut.shape.is_some() || proxied) {
+        return Err(LabError::Unsupported(
+            "dut.hops (FLOWer) takes a single bridge with its own flows: leave dut.shape and dut.controller out".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Start OvS in the DuT namespace of `topo` with `br0` cabling dut0 and dut1.
 pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     check(dut)?;
@@ -129,31 +231,35 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         .ok_or_else(|| LabError::Topology("the ovs DuT needs a DuT namespace".into()))?;
     let err = |e: nflab_sdn::SdnError| LabError::Other(format!("ovs DuT: {e}"));
     let ovs = Ovs::start(Some(&ns)).map_err(err)?;
+    if dut.realtime == Some(true) {
+        // Above the generator's and recorder's default threads, below the
+        // kernel's per-CPU threads.
+        ovs.vswitchd_realtime(40).map_err(err)?;
+    }
     let stages = dut.bridges.unwrap_or(1);
-    if stages > 1 {
-        for i in 0..stages {
-            let br = format!("br{i}");
-            ovs.add_bridge(&br, &BridgeOptions::default())
-                .map_err(err)?;
-            if i == 0 {
-                ovs.add_port(&br, "dut0", 1).map_err(err)?;
-            } else {
-                let (me, peer) = (format!("pb{i}l"), format!("pb{}r", i - 1));
-                ovs.add_patch(&br, &me, &peer, 1).map_err(err)?;
-            }
-            if i + 1 == stages {
-                ovs.add_port(&br, "dut1", 2).map_err(err)?;
-            } else {
-                let (me, peer) = (format!("pb{i}r"), format!("pb{}l", i + 1));
-                ovs.add_patch(&br, &me, &peer, 2).map_err(err)?;
-            }
-            for flow in FLOWS {
-                ovs.ofctl(&["add-flow", &br, flow]).map_err(err)?;
-            }
-        }
+    let shape = shape(dut)?;
+    if via_proxy(dut)? {
+        let log = ovs.dir().join("control.log").display().to_string();
+        let proxied = nflab_sdn::netns::NetnsGuard::run(Some(&ns), || {
+            Proxied::start(&ovs, stages, Some(log))
+        })
+        .and_then(|r| r)
+        .map_err(err)?;
         return Ok(OvsDut {
             ovs,
             bridges: stages,
+            proxy: Some(proxied),
+            queues: false,
+        });
+    }
+    if stages > 1 || dut.shape.is_some() {
+        let depth = dut.depth.unwrap_or(stages);
+        pipeline::build(&ovs, &pipeline::plan(stages, shape, depth), None).map_err(err)?;
+        return Ok(OvsDut {
+            ovs,
+            bridges: stages,
+            proxy: None,
+            queues: false,
         });
     }
     ovs.add_bridge(BRIDGE, &BridgeOptions::default())
@@ -161,7 +267,8 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
     ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
     let hops = dut.hops.unwrap_or(0);
-    for i in 0..hops {
+    // Cables beyond `hops` are on the bridge, unused by the flows.
+    for i in 0..dut.hop_cables.unwrap_or(hops).max(hops) {
         let (a, b) = (format!("h{i}a"), format!("h{i}b"));
         for args in [
             vec![
@@ -175,10 +282,28 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         ovs.add_port(BRIDGE, &a, 10 + 2 * i as u16).map_err(err)?;
         ovs.add_port(BRIDGE, &b, 11 + 2 * i as u16).map_err(err)?;
     }
-    for flow in cycle_flows(hops) {
+    let flows = match dut.egress_rate_bps {
+        Some(rate_bps) => {
+            let q = EgressQos {
+                rate_bps,
+                priority_dscp: dut.priority_dscp,
+            };
+            nflab_sdn::qos::apply(&ovs, "dut1", &q).map_err(err)?;
+            let mut f = nflab_sdn::qos::flows(&q, 1, 2);
+            f.push(FLOWS[1].to_string());
+            f
+        }
+        None => cycle_flows(hops),
+    };
+    for flow in flows {
         ovs.ofctl(&["add-flow", BRIDGE, &flow]).map_err(err)?;
     }
-    Ok(OvsDut { ovs, bridges: 1 })
+    Ok(OvsDut {
+        ovs,
+        bridges: 1,
+        proxy: None,
+        queues: dut.egress_rate_bps.is_some(),
+    })
 }
 
 impl OvsDut {
@@ -189,6 +314,11 @@ impl OvsDut {
 
     /// Read the counters, then stop both daemons.
     pub fn stop(self) -> OvsStats {
+        let proxy_error = self
+            .proxy
+            .map(Proxied::stop)
+            .and_then(Result::err)
+            .map(|e| format!("the proxy: {e}"));
         let version = std::process::Command::new("ovs-vswitchd")
             .arg("--version")
             .output()
@@ -225,17 +355,23 @@ impl OvsDut {
             .collect::<Result<Vec<_>, _>>()
             .map(|v| v.concat());
         let ports = self.ovs.ofctl(&["dump-ports", BRIDGE]);
+        let queues = self
+            .queues
+            .then(|| nflab_sdn::qos::class_packets(&self.ovs, "dut1").ok())
+            .flatten();
         let error = flows
             .as_ref()
             .err()
             .or(ports.as_ref().err())
-            .map(|e| e.to_string());
+            .map(|e| e.to_string())
+            .or(proxy_error);
         self.ovs.stop();
         OvsStats {
             kind: "ovs".into(),
             version,
             flows: flows.unwrap_or_default(),
             ports: ports.unwrap_or_default(),
+            queues,
             error,
         }
     }
@@ -274,6 +410,50 @@ mod tests {
             (
                 &|d: &mut DutSection| d.batch = Some(4),
                 "dut.batch does not apply",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.hops = Some(8);
+                    d.hop_cables = Some(4)
+                },
+                "dut.hop_cables = 4 needs dut.hops and must be in dut.hops (8)..64",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(3);
+                    d.depth = Some(2)
+                },
+                "dut.depth applies to dut.shape = \"staged\" only",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(3);
+                    d.shape = Some("staged".into());
+                    d.depth = Some(4)
+                },
+                "dut.depth = 4 is not in 1..3",
+            ),
+            (
+                &|d: &mut DutSection| d.shape = Some("ring".into()),
+                "dut.shape = \"ring\" is not a pipeline shape; valid: bidirectional, unidirectional, staged",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.bridges = Some(2);
+                    d.controller = Some("proxy".into())
+                },
+                "dut.controller = \"proxy\" needs dut.shape = \"unidirectional\"",
+            ),
+            (
+                &|d: &mut DutSection| d.priority_dscp = Some(46),
+                "dut.priority_dscp needs dut.egress_rate_bps",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.egress_rate_bps = Some(1_000_000);
+                    d.bridges = Some(2)
+                },
+                "dut.egress_rate_bps takes a single bridge",
             ),
         ] {
             let e = dut(set).unwrap_err();

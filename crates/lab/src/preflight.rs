@@ -13,10 +13,21 @@ impl Spec {
                 "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
             )))
         };
-        if (self.dut.hops.is_some() || self.dut.bridges.is_some()) && self.dut.kind != DutKind::Ovs
+        let d = &self.dut;
+        let ovs_keys = [
+            d.hops.is_some() || d.hop_cables.is_some(),
+            d.bridges.is_some(),
+            d.shape.is_some(),
+        ];
+        let qos_keys = [d.egress_rate_bps.is_some(), d.priority_dscp.is_some()];
+        if (ovs_keys.contains(&true)
+            || qos_keys.contains(&true)
+            || d.depth.is_some()
+            || d.controller.is_some())
+            && d.kind != DutKind::Ovs
         {
             return Err(LabError::Unsupported(
-                "dut.hops and dut.bridges apply to dut.kind = \"ovs\" only".into(),
+                "dut.hops, dut.hop_cables, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
             ));
         }
         if self.dut.realtime == Some(true) {

@@ -289,6 +289,7 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
                 &BridgeOptions {
                     controller: Some("tcp:127.0.0.1:6653".into()),
                     datapath_id: Some(dpid),
+                    protocols: None,
                 },
             )
             .map_err(err)?;

@@ -243,10 +243,34 @@ pub struct DutSection {
     /// bridge before it leaves (docs/sdn.md); absent: dut0 → dut1 directly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hops: Option<u32>,
+    /// ovs (FLOWer): veth cables looped on the bridge (default `hops`); the
+    /// frame uses the first `hops` of them. A fixed number keeps the cost of
+    /// one polling round of ovs-vswitchd the same for every `hops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_cables: Option<u32>,
     /// ovs: a staged pipeline of this many bridges joined by patch ports
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridges: Option<u32>,
+    /// ovs: how the bridges are cabled, "bidirectional" (default),
+    /// "unidirectional" or "staged" (docs/sdn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// ovs, staged: how many stages a frame visits (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// ovs: who installs the flows, "ofctl" (default) or "proxy" (nflab's
+    /// controller through the TableVisor-class proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    /// ovs: rate of dut1's egress (OvS `linux-htb` QoS), bits/s: the
+    /// bottleneck where realtime and background frames queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_rate_bps: Option<u64>,
+    /// ovs, with `egress_rate_bps`: frames with this DSCP go to a priority
+    /// queue served before the others (docs/sdn.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_dscp: Option<u8>,
     /// udp-relay: `[dut.relay]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<nflab_apps::relay::RelayConfig>,
@@ -276,7 +300,13 @@ impl Default for DutSection {
             extern_dispatch: None,
             link: None,
             hops: None,
+            hop_cables: None,
             bridges: None,
+            shape: None,
+            depth: None,
+            controller: None,
+            egress_rate_bps: None,
+            priority_dscp: None,
             relay: None,
         }
     }

@@ -59,6 +59,7 @@ mod ncs;
 #[cfg(feature = "png")]
 mod png;
 pub mod prrt;
+pub mod sdn;
 pub mod svg;
 
 pub use figures::Figure;
@@ -77,6 +78,9 @@ pub enum ReportError {
         /// The ids it has.
         have: String,
     },
+    /// An input file is missing or not what it should be (one sentence).
+    #[error("{0}")]
+    Input(String),
     /// Writing a file failed.
     #[error("cannot write {path}: {source}")]
     Write {

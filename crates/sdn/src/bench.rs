@@ -10,6 +10,10 @@
 //!   (MORE flag clear). The reply must list exactly the k flows just
 //!   installed, or the run fails.
 //!
+//! The harness has one thread per connection (directly: one per bridge),
+//! started together, so the baseline sends and reads in parallel as the
+//! proxy does with its thread per switch.
+//!
 //! Each repetition starts from empty tables (delete all + barrier). Means
 //! and 95 % Student-t intervals come from `nflab_analyze::crossrun`.
 
@@ -82,9 +86,9 @@ pub struct BenchReport {
 }
 
 /// One controller connection of the harness.
-struct Peer {
-    w: TcpStream,
-    r: Reader,
+pub(crate) struct Peer {
+    pub(crate) w: TcpStream,
+    pub(crate) r: Reader,
 }
 
 impl Peer {
@@ -110,7 +114,7 @@ impl Peer {
         Ok((p, dpid))
     }
 
-    fn wait_barrier(&mut self, xid: u32) -> Result<(), SdnError> {
+    pub(crate) fn wait_barrier(&mut self, xid: u32) -> Result<(), SdnError> {
         loop {
             let (m, _) = self.r.expect("a barrier reply")?;
             match m.body {
@@ -229,6 +233,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
             &BridgeOptions {
                 controller: Some(target.clone()),
                 datapath_id: Some(dpid(i)),
+                protocols: None,
             },
         )?;
     }
@@ -272,31 +277,26 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
             p.wait_barrier(x + 2)?;
         }
         let barrier = Message::new(x + 3, Body::BarrierRequest).encode();
-        let t0 = Instant::now();
-        for (p, b) in peers.iter_mut().zip(&batches) {
-            if !b.is_empty() {
-                send_raw(&mut p.w, b)?;
-            }
-            send_raw(&mut p.w, &barrier)?;
-        }
-        for p in &mut peers {
-            p.wait_barrier(x + 3)?;
-        }
-        install.push(t0.elapsed().as_secs_f64());
+        install.push(
+            in_parallel(&mut peers, &batches, |p, batch| {
+                if !batch.is_empty() {
+                    send_raw(&mut p.w, batch)?;
+                }
+                send_raw(&mut p.w, &barrier)?;
+                p.wait_barrier(x + 3).map(|_| 0)
+            })?
+            .0,
+        );
         let req = Message::new(
             x + 4,
             Body::MultipartRequest(mp::FLOW, 0, FlowStatsRequest::all().encode()),
         )
         .encode();
-        let t0 = Instant::now();
-        for p in &mut peers {
+        let (secs, flows) = in_parallel(&mut peers, &batches, |p, _| {
             send_raw(&mut p.w, &req)?;
-        }
-        let mut flows = 0;
-        for p in &mut peers {
-            flows += p.wait_stats(x + 4)?;
-        }
-        stats.push(t0.elapsed().as_secs_f64() * 1e3);
+            p.wait_stats(x + 4)
+        })?;
+        stats.push(secs * 1e3);
         if flows != opts.flowmods {
             return Err(SdnError::Protocol(format!(
                 "the flow statistics list {flows} flows after installing {}",
@@ -320,10 +320,48 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
     })
 }
 
+/// Run `work` on every peer at once, one thread each (as the proxy has one
+/// thread per switch, so the direct baseline is as parallel as the proxy):
+/// the threads start together, and the time is from their start to the
+/// last one's end. Returns it with the sum of what `work` returned.
+fn in_parallel(
+    peers: &mut [Peer],
+    batches: &[Vec<u8>],
+    work: impl Fn(&mut Peer, &[u8]) -> Result<usize, SdnError> + Sync,
+) -> Result<(f64, usize), SdnError> {
+    let go = std::sync::Barrier::new(peers.len() + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = peers
+            .iter_mut()
+            .zip(batches)
+            .map(|(p, b)| {
+                let (go, work) = (&go, &work);
+                s.spawn(move || {
+                    go.wait();
+                    let r = work(p, b);
+                    (r, Instant::now())
+                })
+            })
+            .collect();
+        let t0 = Instant::now();
+        go.wait();
+        let mut total = 0;
+        let mut end = t0;
+        for h in handles {
+            let (r, t) = h
+                .join()
+                .map_err(|_| SdnError::Protocol("a harness thread panicked".into()))?;
+            total += r?;
+            end = end.max(t);
+        }
+        Ok((end.duration_since(t0).as_secs_f64(), total))
+    })
+}
+
 /// Accept until every slot has a switch that answered a barrier: a switch
 /// whose first connection attempt timed out on its side (a busy
 /// ovs-vswitchd) connects again, and the later connection wins.
-fn connect_all(
+pub(crate) fn connect_all(
     listener: &TcpListener,
     n: usize,
     slot_of: impl Fn(u64) -> Option<usize>,

@@ -23,13 +23,20 @@ impl Reader {
 
     /// The next message and its raw bytes; `None` at a clean end of stream.
     pub fn next_message(&mut self) -> Result<Option<(Message, Vec<u8>)>, SdnError> {
+        let Some(raw) = self.next_raw()? else {
+            return Ok(None);
+        };
+        let msg = Message::decode(&raw).map_err(|e| SdnError::Protocol(e.to_string()))?;
+        Ok(Some((msg, raw)))
+    }
+
+    /// The next whole message's bytes, any OpenFlow version (the header is
+    /// the same in all); `None` at a clean end of stream.
+    pub fn next_raw(&mut self) -> Result<Option<Vec<u8>>, SdnError> {
         loop {
             match frame_len(&self.buf) {
                 Ok(Some(len)) => {
-                    let raw: Vec<u8> = self.buf.drain(..len).collect();
-                    let msg =
-                        Message::decode(&raw).map_err(|e| SdnError::Protocol(e.to_string()))?;
-                    return Ok(Some((msg, raw)));
+                    return Ok(Some(self.buf.drain(..len).collect()));
                 }
                 Ok(None) => {}
                 Err(e) => return Err(SdnError::Protocol(e.to_string())),

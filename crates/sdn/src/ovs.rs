@@ -40,6 +40,8 @@ pub struct BridgeOptions {
     pub controller: Option<String>,
     /// OpenFlow datapath id (16 hex digits); OvS picks one when absent.
     pub datapath_id: Option<u64>,
+    /// OpenFlow version it speaks, e.g. "OpenFlow10" (default "OpenFlow13").
+    pub protocols: Option<String>,
 }
 
 impl Ovs {
@@ -233,7 +235,10 @@ impl Ovs {
             "bridge".into(),
             name.into(),
             "datapath_type=netdev".into(),
-            "protocols=OpenFlow13".into(),
+            format!(
+                "protocols={}",
+                opts.protocols.as_deref().unwrap_or("OpenFlow13")
+            ),
             "fail_mode=secure".into(),
             // No hidden in-band flows in the tables the benchmark counts.
             "other-config:disable-in-band=true".into(),
@@ -327,6 +332,20 @@ impl Ovs {
             .iter()
             .filter_map(|d| read_pid(&self.dir.join(format!("{d}.pid"))))
             .collect()
+    }
+
+    /// Run every thread of ovs-vswitchd under SCHED_FIFO at `priority`
+    /// (`chrt`), so a busy host does not hold frames up while the main
+    /// thread, which forwards for the userspace datapath's non-PMD ports,
+    /// waits to be scheduled. The threads it starts later inherit the policy.
+    pub fn vswitchd_realtime(&self, priority: u8) -> Result<(), SdnError> {
+        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
+            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?;
+        crate::netns::run(
+            "chrt",
+            &["-f", "-a", "-p", &priority.to_string(), &pid.to_string()],
+        )?;
+        Ok(())
     }
 
     /// Stop both daemons (ovs-vswitchd first) and remove the run directory.

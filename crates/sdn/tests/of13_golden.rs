@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use nflab_sdn::of13::message::{typ, Body, ErrorMsg, Features, Message, PortStatus};
 use nflab_sdn::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
 use nflab_sdn::of13::oxm::field;
-use nflab_sdn::of13::{frame_len, Action, FlowMod, Instruction, Match, Oxm};
+use nflab_sdn::of13::{frame_len, Action, FlowMod, FlowRemoved, Instruction, Match, Oxm};
 
 fn golden() -> HashMap<String, Vec<u8>> {
     let text = include_str!("fixtures/of13/golden.json");
@@ -146,6 +146,28 @@ fn expected() -> Vec<(&'static str, Message)> {
                 Body::PortStatus(PortStatus {
                     reason: 2,
                     port: port(2, 2, "dut1", PORT_STATE_LINK_DOWN),
+                }),
+            ),
+        ),
+        (
+            "flow_removed",
+            Message::new(
+                11,
+                Body::FlowRemoved(FlowRemoved {
+                    cookie: 0x42,
+                    priority: 100,
+                    reason: 0,
+                    table_id: 1,
+                    duration_sec: 5,
+                    duration_nsec: 600,
+                    idle_timeout: 10,
+                    hard_timeout: 0,
+                    packet_count: 9,
+                    byte_count: 576,
+                    matches: Match::new(vec![
+                        Oxm::basic(field::IN_PORT, &1u32.to_be_bytes()),
+                        Oxm::basic(field::ETH_TYPE, &0x0800u16.to_be_bytes()),
+                    ]),
                 }),
             ),
         ),

@@ -223,6 +223,7 @@ fn the_emulated_switch_over_two_bridges() {
             &BridgeOptions {
                 controller: Some(target.clone()),
                 datapath_id: Some(dpid),
+                protocols: None,
             },
         )
         .unwrap();

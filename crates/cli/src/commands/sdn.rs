@@ -1,4 +1,4 @@
-//! `nflab sdn bench|proxy|acl` (docs/sdn.md): thin wiring over nflab-sdn and
+//! `nflab sdn bench|proxy|acl|flower-fit|report` (docs/sdn.md): thin wiring over nflab-sdn and
 //! nflab-lab's ACL use case.
 
 use std::path::PathBuf;
@@ -45,6 +45,11 @@ enum Action {
         /// JSON output.
         #[arg(long)]
         json: bool,
+    },
+    /// The SDN figures as report.html from what bench/sdn/run.sh wrote into DIR.
+    Report {
+        /// Directory with bench.jsonl (and flower.json, qos.json).
+        dir: PathBuf,
     },
     /// The ACL use case: N ACL × M MAC rules from an os-ken app through the proxy.
     Acl {
@@ -111,15 +116,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string(&f)?);
             } else {
                 println!(
-                    "per hop {:.0} ± {:.0} ns (R² {:.4}), jitter per hop {:.1} ± {:.1} ns, {} runs",
+                    "per hop {:.0} ± {:.0} ns (R² {:.4}; median {:.0} ± {:.0} ns, R² {:.4}), jitter per hop {:.1} ± {:.1} ns, {} runs",
                     f.per_hop_ns.slope,
                     f.per_hop_ns.slope_ci,
                     f.per_hop_ns.r2,
+                    f.per_hop_p50_ns.slope,
+                    f.per_hop_p50_ns.slope_ci,
+                    f.per_hop_p50_ns.r2,
                     f.jitter_per_hop_ns.slope,
                     f.jitter_per_hop_ns.slope_ci,
                     f.points.len()
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Report { dir } => {
+            let path = nflab_report::sdn::write(&dir)?;
+            println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
         Action::Acl {

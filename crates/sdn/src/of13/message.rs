@@ -3,6 +3,7 @@
 use super::buf::{Put, Reader};
 use super::flow::FlowMod;
 use super::multipart::Port;
+use super::removed::FlowRemoved;
 use super::{CodecError, HEADER_LEN, VERSION};
 
 /// Message types (`ofp_type`).
@@ -142,6 +143,8 @@ pub enum Body {
     PortStatus(PortStatus),
     /// OFPT_FLOW_MOD.
     FlowMod(FlowMod),
+    /// OFPT_FLOW_REMOVED.
+    FlowRemoved(FlowRemoved),
     /// OFPT_MULTIPART_REQUEST: type, flags, raw body.
     MultipartRequest(u16, u16, Vec<u8>),
     /// OFPT_MULTIPART_REPLY: type, flags (bit 0: more), raw body.
@@ -173,6 +176,7 @@ impl Body {
             Body::SetConfig(..) => SET_CONFIG,
             Body::PortStatus(_) => PORT_STATUS,
             Body::FlowMod(_) => FLOW_MOD,
+            Body::FlowRemoved(_) => FLOW_REMOVED,
             Body::MultipartRequest(..) => MULTIPART_REQUEST,
             Body::MultipartReply(..) => MULTIPART_REPLY,
             Body::BarrierRequest => BARRIER_REQUEST,
@@ -227,6 +231,7 @@ impl Message {
                 p.port.encode(&mut out);
             }
             Body::FlowMod(f) => f.encode(&mut out),
+            Body::FlowRemoved(f) => f.encode(&mut out),
             Body::MultipartRequest(t, flags, d) | Body::MultipartReply(t, flags, d) => {
                 out.put_u16(*t);
                 out.put_u16(*flags);
@@ -294,6 +299,7 @@ impl Message {
                 })
             }
             FLOW_MOD => Body::FlowMod(FlowMod::decode(body)?),
+            FLOW_REMOVED => Body::FlowRemoved(FlowRemoved::decode(body)?),
             MULTIPART_REQUEST | MULTIPART_REPLY => {
                 let mt = b.u16()?;
                 let flags = b.u16()?;

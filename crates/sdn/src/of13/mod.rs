@@ -12,11 +12,13 @@ pub mod flow;
 pub mod message;
 pub mod multipart;
 pub mod oxm;
+pub mod removed;
 
 pub use flow::{Action, FlowMod, Instruction};
 pub use message::{Body, ErrorMsg, Features, Message, PortStatus};
 pub use multipart::{FlowStats, FlowStatsRequest, Port};
 pub use oxm::{Match, Oxm};
+pub use removed::FlowRemoved;
 
 /// Wire version of OpenFlow 1.3.
 pub const VERSION: u8 = 0x04;

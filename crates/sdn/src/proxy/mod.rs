@@ -11,7 +11,9 @@
 //! back runs the same apps in reverse order.
 
 pub mod config;
+pub mod switch10;
 pub mod translate;
+pub mod v10;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -28,13 +30,16 @@ use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULT
 use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
 
 pub use config::ProxyConfig;
-use translate::{flow_mod_down, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps};
+use translate::{
+    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps,
+};
 
 /// xids of the proxy's own requests to switches (never the controller's).
 const INTERNAL_XID: u32 = 0xf000_0000;
 
 enum Event {
-    SwitchUp(usize, u64, TcpStream, Vec<Port>),
+    /// Switch, connection id, writer, ports, whether it speaks OpenFlow 1.0.
+    SwitchUp(usize, u64, TcpStream, Vec<Port>, bool),
     FromSwitch(usize, Message, Vec<u8>),
     /// Switch, connection id: a late "down" of a replaced connection is ignored.
     SwitchDown(usize, u64),
@@ -158,6 +163,13 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
         .map_err(|e| SdnError::io("switch connection", e))?;
     let mut r = Reader::new(stream.try_clone().map_err(|e| SdnError::io("switch", e))?);
     send(&mut w, &Message::new(INTERNAL_XID, Body::Hello(vec![])))?;
+    // The switch's HELLO says its version: 1.0 (0x01) takes the 1.0 path.
+    let hello = r
+        .next_raw()?
+        .ok_or_else(|| SdnError::Protocol("the switch closed before its HELLO".into()))?;
+    if hello.first() == Some(&crate::of10::VERSION) {
+        return switch_conn_v10(w, r, dpids, tx);
+    }
     send(
         &mut w,
         &Message::new(INTERNAL_XID + 1, Body::FeaturesRequest),
@@ -205,12 +217,66 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
             _ => {}
         }
     }
-    static NEXT_CONN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let _ = tx.send(Event::SwitchUp(idx, conn, w, ports));
+    let _ = tx.send(Event::SwitchUp(idx, conn, w, ports, false));
     while let Ok(Some((m, raw))) = r.next_message() {
         if tx.send(Event::FromSwitch(idx, m, raw)).is_err() {
             break;
+        }
+    }
+    let _ = tx.send(Event::SwitchDown(idx, conn));
+    Ok(())
+}
+
+static NEXT_CONN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The rest of [`switch_conn`] for a switch that speaks only OpenFlow 1.0:
+/// features (with its ports) in 1.0, then each message turned into 1.3.
+fn switch_conn_v10(
+    mut w: TcpStream,
+    mut r: Reader,
+    dpids: &[u64],
+    tx: &Sender<Event>,
+) -> Result<(), SdnError> {
+    use crate::of10::{Body as B10, Message10};
+    let proto = |e: crate::of13::CodecError| SdnError::Protocol(format!("OpenFlow 1.0: {e}"));
+    send_raw(
+        &mut w,
+        &Message10::new(INTERNAL_XID + 1, B10::FeaturesRequest).encode(),
+    )?;
+    let features = loop {
+        let raw = r.next_raw()?.ok_or_else(|| {
+            SdnError::Protocol(
+                "the connection closed while waiting for the switch's features".into(),
+            )
+        })?;
+        let m = Message10::decode(&raw).map_err(proto)?;
+        match m.body {
+            B10::FeaturesReply(f) => break f,
+            B10::EchoRequest(d) => {
+                send_raw(&mut w, &Message10::new(m.xid, B10::EchoReply(d)).encode())?
+            }
+            _ => {}
+        }
+    };
+    let Some(idx) = dpids.iter().position(|d| *d == features.datapath_id) else {
+        return Err(SdnError::Config(format!(
+            "a switch with datapath id {:#018x} connected, which no [[switch]] names",
+            features.datapath_id
+        )));
+    };
+    let ports = features.ports.iter().map(v10::port_up_desc).collect();
+    let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+    let _ = tx.send(Event::SwitchUp(idx, conn, w, ports, true));
+    while let Ok(Some(raw)) = r.next_raw() {
+        let Ok(m) = Message10::decode(&raw) else {
+            break;
+        };
+        if let Some(m13) = switch10::up(m) {
+            let raw13 = m13.encode();
+            if tx.send(Event::FromSwitch(idx, m13, raw13)).is_err() {
+                break;
+            }
         }
     }
     let _ = tx.send(Event::SwitchDown(idx, conn));
@@ -245,6 +311,8 @@ struct SwitchState {
     conn: u64,
     writer: TcpStream,
     ports: Vec<Port>,
+    /// Speaks OpenFlow 1.0: what is sent to it goes through [`switch10::down`].
+    v10: bool,
 }
 
 /// A multipart request fanned out: which switches still owe their last part.
@@ -371,14 +439,38 @@ impl Core {
             let name = self.cfg.switches[sw].name.clone();
             self.log_line("down", &name, raw);
         }
-        if let Some(s) = &mut self.switches[sw] {
+        let Some(s) = &mut self.switches[sw] else {
+            return;
+        };
+        if !s.v10 {
             let _ = send_raw(&mut s.writer, raw);
+            return;
+        }
+        let Ok(m) = Message::decode(raw) else { return };
+        match switch10::down(&m) {
+            Ok(switch10::Down::Send(m10)) => {
+                let _ = send_raw(&mut s.writer, &m10.encode());
+            }
+            Ok(switch10::Down::EmptyReply(t)) => {
+                let reply = Message::new(m.xid, Body::MultipartReply(t, 0, vec![]));
+                let bytes = reply.encode();
+                let _ = self.tx.send(Event::FromSwitch(sw, reply, bytes));
+            }
+            Ok(switch10::Down::Drop) => {}
+            Err((typ, code)) if m.xid < INTERNAL_XID => {
+                let e = Message::error_for(raw, m.xid, typ, code);
+                self.send_controller(&e);
+            }
+            Err((typ, code)) => eprintln!(
+                "proxy: switch \"{}\" speaks OpenFlow 1.0, which cannot take a rule of the proxy's own (error type {typ} code {code})",
+                self.cfg.switches[sw].name
+            ),
         }
     }
 
     fn handle(&mut self, ev: Event, stop: &Arc<AtomicBool>) {
         match ev {
-            Event::SwitchUp(i, conn, w, ports) => {
+            Event::SwitchUp(i, conn, w, ports, v10) => {
                 let was_known = self.controller.is_some();
                 if let Some(old) = &self.switches[i] {
                     let _ = old.writer.shutdown(std::net::Shutdown::Both);
@@ -387,6 +479,7 @@ impl Core {
                     conn,
                     writer: w,
                     ports,
+                    v10,
                 });
                 if was_known {
                     // A switch came back: its ports are up again, its entry rules gone.
@@ -715,6 +808,11 @@ impl Core {
                         "proxy: switch \"{}\" refused a rule of the proxy's own (error type {} code {})",
                         self.cfg.switches[i].name, e.typ, e.code
                     );
+                }
+            }
+            Body::FlowRemoved(fr) => {
+                if let Some(fr) = flow_removed_up(&self.maps, i, fr) {
+                    self.send_controller(&Message::new(xid, Body::FlowRemoved(fr)));
                 }
             }
             Body::Other(typ::PACKET_IN, body) => {

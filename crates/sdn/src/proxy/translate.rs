@@ -359,6 +359,27 @@ fn restore_cross_goto(
     }
 }
 
+/// A switch's FLOW_REMOVED in the controller's view: table and `in_port`
+/// global; `None` for the proxy's own entry rules and tables the controller
+/// does not see.
+pub fn flow_removed_up(
+    maps: &Maps,
+    sw: usize,
+    mut fr: crate::of13::FlowRemoved,
+) -> Option<crate::of13::FlowRemoved> {
+    if fr.cookie == PROXY_COOKIE {
+        return None;
+    }
+    fr.table_id = *maps.tables_back.get(&(sw, fr.table_id))?;
+    for f in &mut fr.matches.fields {
+        if f.is(field::IN_PORT) && f.mask.is_none() {
+            let l = u32::from_be_bytes(f.value.as_slice().try_into().ok()?);
+            f.value = maps.ports_back.get(&(sw, l))?.to_be_bytes().to_vec();
+        }
+    }
+    Some(fr)
+}
+
 /// A switch's PACKET_IN body in the controller's view (table and ingress
 /// port global), or `None` when its table is not one the controller sees.
 pub fn packet_in_up(maps: &Maps, sw: usize, body: &[u8]) -> Option<Vec<u8>> {
@@ -485,6 +506,34 @@ local = 9
         // A table the controller does not see: not forwarded.
         body[7] = 5;
         assert!(packet_in_up(&m, 1, &body).is_none());
+    }
+
+    #[test]
+    fn flow_removed_comes_back_in_global_terms_and_entry_rules_stay_hidden() {
+        let m = maps();
+        let fr = crate::of13::FlowRemoved {
+            cookie: 0x42,
+            priority: 100,
+            reason: 0,
+            table_id: 3, // s2's local table 3 = global table 1
+            duration_sec: 5,
+            duration_nsec: 0,
+            idle_timeout: 10,
+            hard_timeout: 0,
+            packet_count: 9,
+            byte_count: 576,
+            matches: Match::new(vec![Oxm::basic(field::IN_PORT, &9u32.to_be_bytes())]),
+        };
+        let up = flow_removed_up(&m, 1, fr.clone()).unwrap();
+        assert_eq!((up.table_id, up.matches.in_port()), (1, Some(2)));
+        assert_eq!((up.cookie, up.packet_count), (0x42, 9));
+        let own = crate::of13::FlowRemoved {
+            cookie: PROXY_COOKIE,
+            ..fr.clone()
+        };
+        assert!(flow_removed_up(&m, 1, own).is_none());
+        let unseen = crate::of13::FlowRemoved { table_id: 5, ..fr };
+        assert!(flow_removed_up(&m, 1, unseen).is_none());
     }
 
     #[test]
