@@ -1279,15 +1279,15 @@ mod tests {
         let window = WINDOW_BYTES / TREX_RECORD_BYTES;
         // (first record, length) of each run at 50 µs; everything else at 10 µs.
         let runs = [
-            (0, 3),                        // opens the file
-            (part - 1, 1),                 // ends a part: 1 + 1 joined, length 2
-            (part, 1),                     // starts the next
-            (2 * part - 2, 4),             // crosses a border
-            (3 * part - 1, 2 * part + 2),  // longer than a whole part
-            (6 * part, 1),                 // alone at a part's start: too short
-            (window - 3, 5),               // crosses the first window border
-            (2 * window - 2, 2),           // ends at a window border
-            (n - 4, 4),                    // still open at the end of the file
+            (0, 3),                       // opens the file
+            (part - 1, 1),                // ends a part: 1 + 1 joined, length 2
+            (part, 1),                    // starts the next
+            (2 * part - 2, 4),            // crosses a border
+            (3 * part - 1, 2 * part + 2), // longer than a whole part
+            (6 * part, 1),                // alone at a part's start: too short
+            (window - 3, 5),              // crosses the first window border
+            (2 * window - 2, 2),          // ends at a window border
+            (n - 4, 4),                   // still open at the end of the file
         ];
         let mut lat_us = vec![10.0; n];
         for &(a, len) in &runs {

@@ -45,4 +45,3 @@ pub fn ks_p_value(d: f64, n: usize, m: usize) -> f64 {
     }
     (2.0 * sum).clamp(0.0, 1.0)
 }
-

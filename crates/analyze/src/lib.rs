@@ -50,14 +50,14 @@ mod engine;
 pub mod export;
 mod fast;
 pub mod import;
-pub mod ks;
 mod input;
+pub mod ks;
 pub mod linfit;
 mod metrics;
 pub mod order_ci;
 pub mod proportion;
-pub mod record_table;
 pub mod prrt;
+pub mod record_table;
 mod spec;
 mod trex;
 

@@ -43,11 +43,7 @@ pub fn read_record_table(path: &Path, reorder_window: u64) -> Result<RecordTable
         ..Options::default()
     };
     let cfg = AnalysisConfig::default();
-    let mut engine = Engine::new(
-        &cfg,
-        &opts,
-        upfront.as_ref().map(|t| t.sent.as_slice()),
-    );
+    let mut engine = Engine::new(&cfg, &opts, upfront.as_ref().map(|t| t.sent.as_slice()));
     let (mut records, mut measured) = (Vec::new(), Vec::new());
     let mut block = Vec::with_capacity(1 << 16);
     while reader.next_block(&mut block)? {

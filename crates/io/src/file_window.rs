@@ -115,7 +115,14 @@ mod tests {
         let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(&path, &data).unwrap();
         let f = File::open(&path).unwrap();
-        for (off, len) in [(0, 20_000), (1, 5), (4095, 2), (4096, 8192), (12_345, 7_655), (7, 0)] {
+        for (off, len) in [
+            (0, 20_000),
+            (1, 5),
+            (4095, 2),
+            (4096, 8192),
+            (12_345, 7_655),
+            (7, 0),
+        ] {
             let w = FileWindow::map(&f, off as u64, len).unwrap();
             assert_eq!(w.bytes(), &data[off..off + len], "{off}+{len}");
         }
