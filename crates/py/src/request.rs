@@ -245,7 +245,6 @@ impl Request {
             tx_gaps: self.tx_gaps,
             // The anomalies-only pass keeps no windows; its export has no interval log.
             interval_log: self.export.is_some() && !self.anomalies_only,
-            ..Options::default()
         };
         let export = match &self.export {
             None => None,
