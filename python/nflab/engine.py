@@ -27,9 +27,9 @@ Analysis = _engine.Analysis
 #: (repeatable flags take a list), plus ``series_ns`` and ``tx_gaps`` (drawing data that leaves
 #: the summary alone).
 OPTIONS = (
-    "anomalies", "format", "percentiles", "hdr_digits", "exact_limit", "exact", "hdr", "window",
+    "anomalies", "no_anomalies", "format", "percentiles", "hdr_digits", "exact_limit", "exact", "hdr", "window",
     "trim", "deadline", "worst", "per_flow", "reorder_window", "anomaly_events", "sla",
-    "anomalies_only", "threads", "confidence", "series_ns", "tx_gaps",
+    "anomalies_only", "threads", "confidence", "export", "export_format", "bins", "series_ns", "tx_gaps",
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -73,11 +73,15 @@ def analyze(paths: Union[PathLike, Sequence[PathLike]], **options) -> Result:
     directories (each ``runs/*/records.nfr``) or, with ``format="pcap"``, PRE POST capture
     pairs, exactly as ``nflab analyze --json PATHS`` with the same options: ``anomalies=["2:250us"]``
     is ``--anomaly 2:250us``, ``window="1s"`` is ``--window 1s``, ``per_flow=True`` is
-    ``--per-flow`` (see :data:`OPTIONS`). A bad option or input raises ``ValueError`` with one
+    ``--per-flow``, ``export="out"`` is ``--export out`` (its tables, summary.json and
+    latency.hlog, ``out/NNN/`` per input when there are several; ``export_format``, ``bins``)
+    (see :data:`OPTIONS`). A bad option or input raises ``ValueError`` with one
     sentence naming it."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = [os.fspath(p) for p in paths]
+    if options.get("export") is not None:
+        options["export"] = os.fspath(options["export"])
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(f"unknown analysis option {unknown[0]!r}; options are {', '.join(OPTIONS)}")

@@ -2,9 +2,12 @@
 
 The format is specified in ``docs/formats.md``: a header (magic ``NFLABREC``,
 version, JSON metadata, CRC32), then blocks of up to 65 536 records of 40
-bytes each, and a JSON trailer block with the sent counts. A damaged tail is
-not an error: like the Rust reader, :func:`read_records` returns every record
-before the bad block and says why it stopped in ``tail``.
+bytes each, and a JSON trailer block with the sent counts. :func:`read_records`
+reads through the engine (``crates/analyze``, ``record_table``): a damaged
+tail is not an error, every record before the bad block is returned and
+``tail`` says why reading stopped, and which records are measured (warm-up,
+duplicate copies and packets later than the reorder window are not) is the
+engine's decision, the one every statistic is computed on.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, Optional, Union
 
 import numpy as np
+
+from . import _engine
 
 MAGIC = b"NFLABREC"
 BLOCK_MAGIC = b"NFBK"
@@ -24,8 +29,6 @@ VERSION = 1
 KIND_RECORDS = 1
 KIND_TRAILER = 2
 RECORD_BYTES = 40
-MAX_BLOCK_RECORDS = 65536
-MAX_JSON_BYTES = 16 * 1024 * 1024
 
 #: One record as a numpy dtype (little-endian, 40 bytes).
 RECORD_DTYPE = np.dtype(
@@ -40,6 +43,10 @@ RECORD_DTYPE = np.dtype(
     ]
 )
 assert RECORD_DTYPE.itemsize == RECORD_BYTES
+
+#: The engine's columns (name, little-endian dtype), as ``_engine.read_records`` returns them.
+_COLUMNS = {"seq": "<u8", "flow": "<u2", "tx_ns": "<u8", "rx_ns": "<u8", "wire_len": "<u2", "flags": "<u2",
+            "measured": "u1"}
 
 
 class RecordFormatError(ValueError):
@@ -56,6 +63,8 @@ class RecordFile:
     #: ``"complete"``, ``"no-trailer"`` or ``"truncated: <reason>"``.
     tail: str
     discarded_bytes: int = 0
+    #: ``measured_mask[i]``: the engine measures ``records[i]``.
+    measured_mask: Optional[np.ndarray] = None
 
     @property
     def complete(self) -> bool:
@@ -74,100 +83,27 @@ class RecordFile:
         return sum(max(0, int(s.get("sent", 0)) - int(s.get("warmup", 0))) for s in self.trailer.get("sent", []))
 
     def measured(self) -> np.ndarray:
-        """Records without warm-up packets and without duplicate copies (first copy kept)."""
-        r = self.records
-        if len(r) == 0:
-            return r
-        warm = self.warmup()
-        if warm:
-            w = np.zeros(len(r), dtype=np.uint64)
-            for flow, wu in warm.items():
-                w[r["flow"] == flow] = wu
-            r = r[r["seq"] >= w]
-        key = r["seq"].astype(np.uint64) * np.uint64(65536) + r["flow"].astype(np.uint64)
-        _, first = np.unique(key, return_index=True)
-        return r[np.sort(first)]
+        """The records the engine measures, in file order: without warm-up packets, duplicate
+        copies (the first is kept) and packets later than the reorder window."""
+        if self.measured_mask is None:
+            raise ValueError("this RecordFile was not read by read_records: the engine has not marked it")
+        return self.records[self.measured_mask]
 
 
-def read_records(path: Union[str, Path]) -> RecordFile:
-    """Read a whole ``.nfr`` file."""
+def read_records(path: Union[str, Path], reorder_window: int = 65_536) -> RecordFile:
+    """Read a whole ``.nfr`` file through the engine (``reorder_window``: sequence numbers per
+    flow, as ``nflab analyze --reorder-window``)."""
     path = Path(path)
-    data = path.read_bytes()
-    if len(data) < 16 or data[:8] != MAGIC:
-        raise RecordFormatError(f"{path} is not an nflab record file (no NFLABREC magic)")
-    version, meta_len = struct.unpack_from("<II", data, 8)
-    if version != VERSION:
-        raise RecordFormatError(f"{path}: record format version {version}, this reader knows {VERSION}")
-    if meta_len > MAX_JSON_BYTES or 16 + meta_len + 4 > len(data):
-        raise RecordFormatError(f"{path}: header cut short or metadata too large")
-    meta_bytes = data[16 : 16 + meta_len]
-    (crc,) = struct.unpack_from("<I", data, 16 + meta_len)
-    if zlib.crc32(meta_bytes) != crc:
-        raise RecordFormatError(f"{path}: metadata CRC mismatch")
     try:
-        meta = json.loads(meta_bytes)
+        meta, trailer, tail, discarded, cols = _engine.read_records(str(path), int(reorder_window))
     except ValueError as e:
-        raise RecordFormatError(f"{path}: metadata is not JSON ({e})") from None
-    if not isinstance(meta, dict):
-        raise RecordFormatError(f"{path}: metadata is not a JSON object")
-
-    off = 16 + meta_len + 4
-    chunks: List[np.ndarray] = []
-    trailer = None
-    tail = "no-trailer"
-    discarded = 0
-    index = 0
-    while off < len(data):
-        if trailer is not None:
-            tail = "truncated: unexpected bytes after the trailer block"
-            discarded = len(data) - off
-            break
-        if off + 16 > len(data):
-            tail = f"truncated: block {index} header cut short at byte {off}"
-            discarded = len(data) - off
-            break
-        magic = data[off : off + 4]
-        kind = data[off + 4]
-        count, bcrc = struct.unpack_from("<II", data, off + 8)
-        more = "corruption in the middle of the file"
-        if magic != BLOCK_MAGIC or kind not in (KIND_RECORDS, KIND_TRAILER):
-            tail = f"truncated: block {index} at byte {off} has a bad magic or kind"
-            discarded = len(data) - off
-            break
-        size = count * RECORD_BYTES if kind == KIND_RECORDS else count
-        limit = MAX_BLOCK_RECORDS if kind == KIND_RECORDS else MAX_JSON_BYTES
-        if count > limit:
-            tail = f"truncated: block {index} at byte {off} has an implausible count {count}"
-            discarded = len(data) - off
-            break
-        start = off + 16
-        if start + size > len(data):
-            tail = f"truncated: block {index} payload cut short at byte {off}"
-            discarded = len(data) - off
-            break
-        payload = data[start : start + size]
-        if zlib.crc32(payload) != bcrc:
-            last = start + size == len(data)
-            tail = f"truncated: block {index} at byte {off} fails its CRC" + ("" if last else f" ({more})")
-            discarded = len(data) - off
-            break
-        if kind == KIND_RECORDS:
-            if count:
-                chunks.append(np.frombuffer(payload, dtype=RECORD_DTYPE).copy())
-        else:
-            try:
-                trailer = json.loads(payload)
-            except ValueError:
-                tail = f"truncated: trailer JSON of block {index} is invalid"
-                discarded = len(data) - off
-                break
-            tail = "complete"
-        off = start + size
-        index += 1
-    records = np.concatenate(chunks) if chunks else np.zeros(0, dtype=RECORD_DTYPE)
-    if tail.startswith("truncated") and trailer is not None and "after the trailer" not in tail:
-        trailer = None
-    return RecordFile(meta=meta, records=records, trailer=trailer, tail=tail, discarded_bytes=discarded)
+        raise RecordFormatError(str(e)) from None
+    c = {name: np.frombuffer(b, dtype=_COLUMNS[name]) for name, b in cols}
+    records = np.zeros(len(c["seq"]), dtype=RECORD_DTYPE)
+    for name in ("seq", "flow", "tx_ns", "rx_ns", "wire_len", "flags"):
+        records[name] = c[name]
+    return RecordFile(meta=json.loads(meta), records=records, trailer=json.loads(trailer) if trailer else None,
+                      tail=tail, discarded_bytes=int(discarded), measured_mask=c["measured"].astype(bool))
 
 
 def write_records(

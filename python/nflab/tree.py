@@ -296,13 +296,16 @@ class Experiment:
 
     def engine_options(self, run: Union[str, Run]) -> Dict[str, Any]:
         """The options the report analyses a run with (``figures/analysis.json`` → ``command``):
-        ``--worst 500 --window <window_ns>ns --anomaly-events 100000 --anomaly …``, plus the
+        ``--worst 500 --window <window_ns>ns --anomaly-events 100000 --anomaly …`` (or
+        ``--no-anomalies``), plus the
         drawing data (``series_ns``: 16 384 slices of the run, ``tx_gaps``)."""
         r = self.run(run) if isinstance(run, str) else run
         sp = _engine.prescan_span(str(r.path / "records.nfr")) if (r.path / "records.nfr").is_file() else None
         span = max(sp[1] - sp[0], 0) if sp else 0
+        specs = [a for a in self.anomaly_specs() if _parses(a)]
+        # No definition: none computed (the report's command says --no-anomalies), not the defaults.
         return {"worst": WORST_N, "window": f"{self.window_ns}ns", "anomaly_events": MAX_ANOMALIES,
-                "anomalies": [a for a in self.anomaly_specs() if _parses(a)],
+                "anomalies": specs, "no_anomalies": not specs or None,
                 "series_ns": max(-(-span // TIME_SLICES), 1), "tx_gaps": True}
 
     def analysis(self, run: Union[str, Run]):

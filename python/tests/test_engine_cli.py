@@ -88,6 +88,7 @@ OPTION_CASES = [
     (["--trim", "10ms,20ms", "--deadline", "300us"], {"trim": "10ms,20ms", "deadline": "300us"}),
     (["--reorder-window", "8", "--anomaly-events", "3"], {"reorder_window": 8, "anomaly_events": 3}),
     (["--sla", "p99.9<=350us,loss<=1e-5"], {"sla": "p99.9<=350us,loss<=1e-5"}),
+    (["--no-anomalies"], {"no_anomalies": True}),
 ]
 
 
@@ -100,6 +101,8 @@ def test_every_option_agrees_with_the_cli(nflab_bin, tmp_path, flags, options):
         assert s["packets"]["lost"] > 0 and s["packets"]["duplicated"] == 1 and s["packets"]["reordered"] > 0
     if "hdr" in options:
         assert s["percentiles"]["method"] == "hdr"
+    # No definition computes none; without any flag the two default definitions.
+    assert len(s["anomalies"]) == (0 if "no_anomalies" in options else len(options.get("anomalies", [0, 0])))
 
 
 def test_fixture_runs_one_by_one_and_across_runs(nflab_bin):
@@ -205,3 +208,29 @@ def test_the_report_and_python_read_the_same_analysis(nflab_bin, experiment, tmp
         assert rep["runs"], "the report analysed no run"
         for name, summary in rep["runs"].items():
             same_bits(exp.analysis(name).value, summary, f"{tree.name}/{name}")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_export_writes_the_clis_files(nflab_bin, tmp_path, fmt):
+    """``nflab.analyze(..., export=DIR)`` writes the same files, byte for byte, as
+    ``nflab analyze --export DIR``, one directory per input when there are several."""
+    a = lossy_run(tmp_path / "a.nfr", n=3000, flows=1)
+    b = lossy_run(tmp_path / "b.nfr", n=3000, flows=1, seed=8)
+    for paths in ([a], [a, b]):
+        cli_dir, py_dir = tmp_path / f"cli-{fmt}-{len(paths)}", tmp_path / f"py-{fmt}-{len(paths)}"
+        out = subprocess.run([nflab_bin, "analyze", "--json", "--export", str(cli_dir), "--export-format", fmt,
+                              "--bins", "linear:1us", *map(str, paths)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        r = nflab.analyze(paths, export=py_dir, export_format=fmt, bins="linear:1us")
+        assert r.json == out.stdout.rstrip("\n")
+        cli_files = sorted(p.relative_to(cli_dir) for p in cli_dir.rglob("*") if p.is_file())
+        py_files = sorted(p.relative_to(py_dir) for p in py_dir.rglob("*") if p.is_file())
+        assert cli_files == py_files and any(f.name == "latency_cdf." + fmt for f in cli_files)
+        if len(paths) == 2:
+            assert {f.parts[0] for f in cli_files} == {"000", "001"}
+        for f in cli_files:
+            if f.suffix == ".hlog":  # the interval log's header carries the time it was written
+                continue
+            assert (cli_dir / f).read_bytes() == (py_dir / f).read_bytes(), f
+    with pytest.raises(ValueError, match="bins"):
+        nflab.analyze([a], export=tmp_path / "x", bins="cubic:3")

@@ -200,3 +200,15 @@ def test_spark_pipeline_matches_polars(population, polars_result, spark):
     ks_a = {(t["a"], t["b"]): t["statistic"] for t in polars_result["ks_inter_sequence"]}
     ks_b = {(t["a"], t["b"]): t["statistic"] for t in r["ks_inter_sequence"]}
     assert ks_a.keys() == ks_b.keys()
+
+
+def test_exponential_fit_quantiles_are_the_engines_nearest_rank():
+    """Gaps of 1..10 s (shuffled): the mean 5.5 s and the 10..90 % quantiles by nearest rank
+    (rank ⌈q·10⌉: 1, 2, …, 9 s), as the engine defines percentiles everywhere."""
+    from nflab.iot import classify
+
+    gaps_s = [3, 7, 1, 10, 5, 2, 9, 4, 8, 6]
+    times_ms = np.cumsum([0] + [g * 1000 for g in gaps_s])
+    r = classify.exponential_fit(times_ms)
+    assert r["n"] == 10 and r["mean_s"] == 5.5
+    assert r["empirical_s"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]

@@ -57,7 +57,7 @@ def test_truncated_tail_keeps_whole_blocks(tmp_path):
     data = p.read_bytes()
     p.write_bytes(data[: len(data) - 2000])  # cut inside the third block (and lose the trailer)
     f = read_records(p)
-    assert f.tail.startswith("truncated") and "cut short" in f.tail
+    assert f.tail.startswith("truncated") and "ends inside the block payload" in f.tail
     assert len(f.records) == 8192 and f.trailer is None
     # No trailer at all, but whole blocks: "no-trailer".
     write_records(p, arr, trailer=None)
@@ -82,3 +82,20 @@ def test_not_a_record_file(tmp_path):
     p.write_bytes(b"hello world, not records")
     with pytest.raises(RecordFormatError, match="not an nflab record file"):
         read_records(p)
+
+
+def test_measured_is_the_engines_decision(tmp_path):
+    """Warm-up, a duplicate copy and a packet later than the reorder window are left out, and
+    what is left is the packet count the engine's summary reports."""
+    import nflab
+
+    rows = [(0, 0, 0, 1000), (1, 0, 10, 1010), (2, 0, 20, 1020), (4, 0, 40, 1040), (5, 0, 50, 1050),
+            (5, 0, 50, 1050), (20, 0, 200, 1200), (3, 0, 30, 1030), (0, 1, 25, 1025)]
+    p = tmp_path / "m.nfr"
+    write_records(p, rows, trailer={"sent": [{"flow": 0, "sent": 21, "warmup": 2}, {"flow": 1, "sent": 1, "warmup": 0}]})
+    f = read_records(p, reorder_window=8)
+    assert [(int(r["seq"]), int(r["flow"])) for r in f.measured()] == [(2, 0), (4, 0), (5, 0), (20, 0), (0, 1)]
+    s = nflab.analyze(p, reorder_window=8).summary
+    assert s["packets"]["received"] == len(f.measured())
+    # With the default window seq 3 is merely reordered, and measured.
+    assert len(read_records(p).measured()) == 6

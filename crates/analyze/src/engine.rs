@@ -362,8 +362,10 @@ impl Engine {
         }
     }
 
-    /// Feed one record (arrival order).
-    pub fn push(&mut self, r: &Record) {
+    /// Feed one record (arrival order). Returns whether it is measured: not
+    /// warm-up, not trimmed, not a duplicate copy, not later than the
+    /// reorder window (see [`crate::record_table`]).
+    pub fn push(&mut self, r: &Record) -> bool {
         self.pushes += 1;
         if self.pushes & 0xfff == 0 && self.opts.window_ns.is_some() {
             self.close_windows(false);
@@ -393,7 +395,7 @@ impl Engine {
         }
         self.flows[idx] = Some(f);
         if !accepted {
-            return;
+            return false;
         }
         // ---- arrival-order metrics ----
         self.lat.record(lat);
@@ -421,6 +423,7 @@ impl Engine {
                 self.worst.push(Reverse(key));
             }
         }
+        true
     }
 
     /// Per-flow bookkeeping of one record; `true` if it is a measured first copy.

@@ -49,6 +49,52 @@ pub enum Bins {
     Log(u32),
 }
 
+impl Bins {
+    /// `log:K` (K bins per decade) or `linear:WIDTH` (e.g. `linear:1us`), as
+    /// `nflab analyze --bins` takes it; an error names what is wrong.
+    pub fn parse(s: &str) -> Result<Bins, String> {
+        match s.split_once(':') {
+            Some(("log", k)) => k
+                .parse()
+                .map(Bins::Log)
+                .map_err(|_| format!("--bins {s:?}: {k:?} is not a whole number")),
+            Some(("linear", w)) => crate::parse_duration_ns(w)
+                .map(Bins::Linear)
+                .map_err(|e| format!("--bins {s:?}: {e}")),
+            _ => Err(format!(
+                "--bins {s:?}: write log:K (bins per decade) or linear:WIDTH (e.g. linear:1us)"
+            )),
+        }
+    }
+}
+
+/// `nflab analyze --export DIR` for one analysis: `summary.json`, the
+/// latency CDF and histogram tables, the summary's tables (windows,
+/// anomalies, worst, …) in `fmt`, and `latency.hlog` (HdrHistogram interval
+/// log) — what the CLI and the Python package write alike.
+pub fn write_exports(
+    dir: &Path,
+    a: &mut Analysis,
+    fmt: TableFormat,
+    bins: Bins,
+) -> Result<(), AnalyzeError> {
+    std::fs::create_dir_all(dir).map_err(|e| AnalyzeError::Input {
+        path: dir.to_path_buf(),
+        reason: format!("cannot create the export directory: {e}"),
+    })?;
+    let summary = dir.join("summary.json");
+    std::fs::write(&summary, a.summary.to_json_pretty()).map_err(io_err(&summary))?;
+    let mut tables = vec![
+        cdf_table(&mut a.latency, 100_000),
+        histogram_table(&mut a.latency, bins),
+    ];
+    tables.extend(summary_tables(a));
+    for t in &tables {
+        write_table(t, dir, fmt)?;
+    }
+    write_interval_log(a, &dir.join("latency.hlog"))
+}
+
 /// CDF at distinct values (exact mode, when there are at most `max_points`
 /// of them) or on the HDR percentile ladder: columns `value_ns`, `count`
 /// (cumulative), `p` (fraction <= value), `ccdf` (1 − p), `inv_ccdf`

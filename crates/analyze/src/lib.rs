@@ -52,11 +52,13 @@ mod fast;
 pub mod import;
 mod input;
 pub mod komon;
+pub mod ks;
 pub mod linfit;
 mod metrics;
 pub mod order_ci;
 pub mod proportion;
 pub mod prrt;
+pub mod record_table;
 mod spec;
 mod trex;
 

@@ -299,7 +299,13 @@ fn one_kill(
     // Resume (or, killed before the artifact tree existed, run anew).
     let resumed = match experiment_dir(&out) {
         Some(exp) => nflab()
-            .args(["run", "--resume", exp.to_str().unwrap(), "--json", "--no-png"])
+            .args([
+                "run",
+                "--resume",
+                exp.to_str().unwrap(),
+                "--json",
+                "--no-png",
+            ])
             .output()
             .unwrap(),
         None => nflab()

@@ -13,6 +13,8 @@
 //! - [`UdpIo`]: a plain UDP socket (frames are UDP payloads), batched with
 //!   `sendmmsg`/`recvmmsg`, kernel RX timestamps from `SO_TIMESTAMPNS`.
 //! - [`MemIo`]: an in-memory pair for unit tests of logic above this crate.
+//! - [`FileWindow`]: a read-only mapping of part of a file (record files read once,
+//!   without the copy `pread` makes).
 //!
 //! Small helpers sit beside them: [`clock`] (the clocks the lab stamps with),
 //! [`iface`] (index, MAC, MTU of an interface in the current thread's network
@@ -51,6 +53,7 @@ mod af_packet;
 mod af_xdp;
 mod bpf_asm;
 pub mod clock;
+mod file_window;
 pub mod iface;
 mod mem;
 pub mod probe_caps;
@@ -85,6 +88,7 @@ pub fn wait_readable(
     sys::poll_one(&fd, libc::POLLIN, timeout).map(|revents| revents != 0)
 }
 pub use af_xdp::{AfXdp, AfXdpConfig, Steer, ZeroCopy};
+pub use file_window::FileWindow;
 pub use mem::MemIo;
 pub use timestamping::{TxStamp, TxStampOptions, TxStampStatus};
 pub use udp::UdpIo;

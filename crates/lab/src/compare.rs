@@ -6,12 +6,10 @@
 //! a two-sample Kolmogorov–Smirnov test of the two latency distributions, as
 //! seed 000 does for its replicated platforms.
 //!
-//! Confidence interval of the q-quantile of n samples: the order statistics
-//! at ranks n·q ∓ 1.96·√(n·q·(1−q)) (normal approximation of the binomial
-//! count of samples below the quantile; valid for n·q·(1−q) ≳ 5, flagged
-//! otherwise). KS p-value: the asymptotic Kolmogorov distribution with the
-//! small-sample correction of Stephens (1970),
-//! λ = (√nₑ + 0.12 + 0.11/√nₑ)·D, nₑ = n·m/(n+m), p = 2 Σ (−1)^{k−1} e^{−2k²λ²}.
+//! Every statistic is the engine's (`crates/analyze`): the nearest-rank
+//! quantile (`Pct::rank`), its interval (`order_ci::quantile_ci_ranks`:
+//! order statistics at ranks ⌊n·q − 1.96·√(n·q·(1−q))⌋ and ⌈…⌉ + 1, valid
+//! for n·q·(1−q) ≳ 5, flagged otherwise) and the KS test (`ks`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,6 +17,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::app_results::{column_names, get, read_app_columns, AppColumns, AppValue};
+use nflab_analyze::order_ci::quantile_ci_ranks;
+// The KS test is the engine's; re-exported for the callers of this module.
+pub use nflab_analyze::ks::{ks_p_value, ks_statistic};
+use nflab_analyze::Pct;
+
 use crate::error::LabError;
 
 /// A quantile with its confidence interval, ns.
@@ -113,63 +116,20 @@ pub struct Comparison {
     pub ks_p: f64,
 }
 
-/// Quantile `q` of sorted `v` with a distribution-free 95 % interval.
+/// Quantile `q` of sorted `v` (nearest rank, `Pct::rank`) with the
+/// distribution-free 95 % interval of `nflab_analyze::order_ci`.
 pub fn quantile_ci(v: &[i64], q: f64) -> Option<QuantileCi> {
-    if v.is_empty() {
-        return None;
-    }
-    let n = v.len() as f64;
-    let at = |rank: f64| v[(rank.ceil().max(1.0) as usize).min(v.len()) - 1];
-    let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+    let n = v.len() as u64;
+    let pct = Pct::parse(&format!("{}", (q * 1e6).round() / 1e4))?;
+    let (lo, hi) = quantile_ci_ranks(n, q, 0.95)?;
+    let at = |rank: u64| v[rank as usize - 1];
     Some(QuantileCi {
         q,
-        value: at(n * q),
-        low: at(n * q - half),
-        high: at(n * q + half + 1.0),
-        reliable: n * q * (1.0 - q) >= 5.0,
+        value: at(pct.rank(n)),
+        low: at(lo),
+        high: at(hi),
+        reliable: n as f64 * q * (1.0 - q) >= 5.0,
     })
-}
-
-/// Two-sample KS statistic of sorted samples.
-pub fn ks_statistic(a: &[i64], b: &[i64]) -> f64 {
-    let (n, m) = (a.len(), b.len());
-    if n == 0 || m == 0 {
-        return 1.0;
-    }
-    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
-    while i < n && j < m {
-        let x = a[i].min(b[j]);
-        // Step both CDFs past every sample equal to x: ties move together.
-        while i < n && a[i] == x {
-            i += 1;
-        }
-        while j < m && b[j] == x {
-            j += 1;
-        }
-        d = d.max((i as f64 / n as f64 - j as f64 / m as f64).abs());
-    }
-    d
-}
-
-/// Asymptotic p-value of a two-sample KS statistic.
-pub fn ks_p_value(d: f64, n: usize, m: usize) -> f64 {
-    if n == 0 || m == 0 {
-        return 0.0;
-    }
-    let ne = (n * m) as f64 / (n + m) as f64;
-    let lambda = (ne.sqrt() + 0.12 + 0.11 / ne.sqrt()) * d;
-    if lambda < 1e-3 {
-        return 1.0;
-    }
-    let mut sum = 0.0;
-    for k in 1..=100 {
-        let term = (-2.0 * (k * k) as f64 * lambda * lambda).exp();
-        sum += if k % 2 == 1 { term } else { -term };
-        if term < 1e-12 {
-            break;
-        }
-    }
-    (2.0 * sum).clamp(0.0, 1.0)
 }
 
 struct Pooled {

@@ -30,7 +30,9 @@ pub fn analyse(files: &[String], req: &Request) -> Result<Vec<Analysed>, String>
     if files.is_empty() {
         return Err("no input: give record files or experiment directories".into());
     }
-    let Resolved { cfg, opts, .. } = req.resolve()?;
+    let Resolved {
+        cfg, opts, export, ..
+    } = req.resolve()?;
     let input = req.input(files)?;
     let mut out = Vec::new();
     match input {
@@ -72,6 +74,19 @@ pub fn analyse(files: &[String], req: &Request) -> Result<Vec<Analysed>, String>
                 .map_err(|e| format!("analysing {label}: {e}"))?;
                 out.push(Analysed { label, file });
             }
+        }
+    }
+    if let Some((dir, fmt, bins)) = export {
+        // As the CLI: one directory per input when there are several.
+        let several = out.len() > 1;
+        for (i, a) in out.iter_mut().enumerate() {
+            let d = if several {
+                dir.join(format!("{i:03}"))
+            } else {
+                dir.clone()
+            };
+            nflab_analyze::export::write_exports(&d, &mut a.file.analysis, fmt, bins)
+                .map_err(|e| format!("export of {}: {e}", a.label))?;
         }
     }
     Ok(out)

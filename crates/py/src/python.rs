@@ -84,6 +84,23 @@ impl PyDistribution {
     fn mse_about(&self, target: f64) -> Option<f64> {
         self.d.mse_about(target)
     }
+    /// Record one value.
+    fn record(&mut self, value: i64) {
+        self.d.record(value);
+    }
+    /// Record every value of `values`, in order.
+    fn record_many(&mut self, values: Vec<i64>) {
+        for v in values {
+            self.d.record(v);
+        }
+    }
+    /// The engine's percentile `p` (in (0, 100], nearest rank: the value a
+    /// summary reports for it), None when empty. A bad `p` raises ValueError.
+    fn percentile(&mut self, p: f64) -> PyResult<Option<i64>> {
+        let pct = nflab_analyze::Pct::parse(&p.to_string())
+            .ok_or_else(|| err(format!("percentile {p} is outside (0, 100]")))?;
+        Ok(self.d.quantiles(&[pct])[0].map(|q| q.value))
+    }
 }
 
 /// The engine's analysis of one input.
@@ -221,6 +238,76 @@ fn prescan_span(path: &str) -> Option<(u64, u64)> {
     nflab_record::prescan(std::path::Path::new(path)).and_then(|p| p.span)
 }
 
+/// `(meta_json, trailer_json, tail, discarded_bytes, columns)`: every record
+/// of an `.nfr` file as the engine reads it (record_table), `columns` a list
+/// of `(name, little-endian bytes)`: seq u64, flow u16, tx_ns u64, rx_ns u64,
+/// wire_len u16, flags u16, and measured (one byte, 1: the engine measures
+/// the record: not warm-up, not a duplicate copy, not beyond the reorder
+/// window). An unreadable file raises OSError, one that is not a record file
+/// ValueError.
+#[pyfunction]
+#[pyo3(signature = (path, reorder_window = 65_536))]
+#[allow(clippy::type_complexity)]
+fn read_records<'py>(
+    py: Python<'py>,
+    path: &str,
+    reorder_window: u64,
+) -> PyResult<(
+    String,
+    Option<String>,
+    String,
+    u64,
+    Vec<(&'static str, Bound<'py, pyo3::types::PyBytes>)>,
+)> {
+    use nflab_analyze::record_table::read_record_table;
+    use nflab_analyze::AnalyzeError;
+    use nflab_record::RecordError;
+    let t = py
+        .detach(|| read_record_table(std::path::Path::new(path), reorder_window))
+        .map_err(|e| match e {
+            AnalyzeError::Record(RecordError::Open { .. }) | AnalyzeError::Io { .. } => {
+                pyo3::exceptions::PyOSError::new_err(e.to_string())
+            }
+            other => err(other.to_string()),
+        })?;
+    let meta = serde_json::to_string(&t.meta).map_err(|e| err(e.to_string()))?;
+    let trailer = t
+        .trailer
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| err(e.to_string()))?;
+    let (tail, discarded) = match &t.tail {
+        TailState::Complete => ("complete".to_string(), 0),
+        TailState::NoTrailer => ("no-trailer".to_string(), 0),
+        TailState::Truncated {
+            reason,
+            discarded_bytes,
+        } => (format!("truncated: {reason}"), *discarded_bytes),
+    };
+    let r = &t.records;
+    let col = |b: Vec<u8>| pyo3::types::PyBytes::new(py, &b);
+    let u64s = |f: fn(&nflab_record::Record) -> u64| -> Vec<u8> {
+        r.iter().flat_map(|x| f(x).to_le_bytes()).collect()
+    };
+    let u16s = |f: fn(&nflab_record::Record) -> u16| -> Vec<u8> {
+        r.iter().flat_map(|x| f(x).to_le_bytes()).collect()
+    };
+    let columns = vec![
+        ("seq", col(u64s(|x| x.seq))),
+        ("flow", col(u16s(|x| x.flow))),
+        ("tx_ns", col(u64s(|x| x.tx_ns))),
+        ("rx_ns", col(u64s(|x| x.rx_ns))),
+        ("wire_len", col(u16s(|x| x.wire_len))),
+        ("flags", col(u16s(|x| x.flags))),
+        (
+            "measured",
+            col(t.measured.iter().map(|&m| u8::from(m)).collect()),
+        ),
+    ];
+    Ok((meta, trailer, tail, discarded, columns))
+}
+
 /// The module.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -233,5 +320,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mean_t_ci, m)?)?;
     m.add_function(wrap_pyfunction!(parse_anomaly, m)?)?;
     m.add_function(wrap_pyfunction!(prescan_span, m)?)?;
+    m.add_function(wrap_pyfunction!(read_records, m)?)?;
     Ok(())
 }

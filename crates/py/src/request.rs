@@ -5,6 +5,7 @@
 //! that both print the same JSON.
 
 use nflab_analyze::crossrun::{parse_sla, sla_percentiles, SlaClause};
+use nflab_analyze::export::{Bins, TableFormat};
 use nflab_analyze::{parse_duration_ns, AnalysisConfig, AnomalySpec, Format, Options, Pct};
 use serde::Deserialize;
 
@@ -17,6 +18,8 @@ pub const DEFAULT_ANOMALIES: [&str; 2] = ["2:250us", "2:750us"];
 pub struct Request {
     /// `--anomaly N:T[:OPTIONS]`, repeatable; empty = [`DEFAULT_ANOMALIES`].
     pub anomalies: Vec<String>,
+    /// `--no-anomalies`: no definition at all.
+    pub no_anomalies: bool,
     /// `--format`: nfr, csv, trex or pcap (default: from the file name).
     pub format: Option<String>,
     /// `--percentile P`, repeatable.
@@ -51,6 +54,13 @@ pub struct Request {
     pub threads: usize,
     /// `--confidence`.
     pub confidence: f64,
+    /// `--export DIR`: tables, summary.json and latency.hlog per input
+    /// (`DIR/NNN/` when there are several).
+    pub export: Option<String>,
+    /// `--export-format`: csv, json or parquet.
+    pub export_format: String,
+    /// `--bins`: log:K or linear:WIDTH.
+    pub bins: String,
     /// Not a CLI flag: min/max latency per slice of this much tx time
     /// (`Analysis::series`, the latency-over-time figure). Leaves the summary alone.
     pub series_ns: Option<u64>,
@@ -63,6 +73,7 @@ impl Default for Request {
     fn default() -> Self {
         Request {
             anomalies: Vec::new(),
+            no_anomalies: false,
             format: None,
             percentiles: Vec::new(),
             hdr_digits: 3,
@@ -80,6 +91,9 @@ impl Default for Request {
             anomalies_only: false,
             threads: 0,
             confidence: 0.95,
+            export: None,
+            export_format: "csv".into(),
+            bins: "log:20".into(),
             series_ns: None,
             tx_gaps: false,
         }
@@ -103,6 +117,8 @@ pub struct Resolved {
     pub opts: Options,
     /// The SLA clauses, if any.
     pub sla: Option<Vec<SlaClause>>,
+    /// Where and how `--export` writes, if asked.
+    pub export: Option<(std::path::PathBuf, TableFormat, Bins)>,
 }
 
 fn dur(key: &str, s: &str) -> Result<u64, String> {
@@ -116,9 +132,10 @@ impl Request {
         serde_json::from_str(text).map_err(|e| {
             format!(
                 "analysis options: {e}; valid keys are the long flags of `nflab analyze` \
-                 with _ for - (anomalies, format, percentiles, hdr_digits, exact_limit, exact, \
+                 with _ for - (anomalies, no_anomalies, format, percentiles, hdr_digits, exact_limit, exact, \
                  hdr, window, trim, deadline, worst, per_flow, reorder_window, anomaly_events, \
-                 sla, anomalies_only, threads, confidence) plus series_ns and tx_gaps"
+                 sla, anomalies_only, threads, confidence, export, export_format, bins) plus series_ns \
+                 and tx_gaps"
             )
         })
     }
@@ -139,7 +156,12 @@ impl Request {
 
     /// The engine's configuration and options: the CLI's mapping of its flags.
     pub fn resolve(&self) -> Result<Resolved, String> {
-        let specs: Vec<&str> = if self.anomalies.is_empty() {
+        if self.no_anomalies && !self.anomalies.is_empty() {
+            return Err("no_anomalies=True cannot be combined with anomalies".into());
+        }
+        let specs: Vec<&str> = if self.no_anomalies {
+            Vec::new()
+        } else if self.anomalies.is_empty() {
             DEFAULT_ANOMALIES.to_vec()
         } else {
             self.anomalies.iter().map(String::as_str).collect()
@@ -221,13 +243,29 @@ impl Request {
             per_flow_latency: self.per_flow,
             series_ns: self.series_ns,
             tx_gaps: self.tx_gaps,
-            ..Options::default()
+            // The anomalies-only pass keeps no windows; its export has no interval log.
+            interval_log: self.export.is_some() && !self.anomalies_only,
+        };
+        let export = match &self.export {
+            None => None,
+            Some(dir) => Some((
+                std::path::PathBuf::from(dir),
+                self.export_format
+                    .parse::<TableFormat>()
+                    .map_err(|e| format!("export_format: {e}"))?,
+                Bins::parse(&self.bins).map_err(|e| e.replacen("--bins", "bins", 1))?,
+            )),
         };
         let cfg = AnalysisConfig {
             anomalies,
             ..AnalysisConfig::default()
         };
-        Ok(Resolved { cfg, opts, sla })
+        Ok(Resolved {
+            cfg,
+            opts,
+            sla,
+            export,
+        })
     }
 }
 

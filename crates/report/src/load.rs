@@ -628,7 +628,12 @@ pub fn analyze_command(e: &Experiment) -> String {
         "nflab analyze --json --worst {WORST_N} --window {}ns --anomaly-events {MAX_ANOMALIES}",
         e.window_ns
     );
-    for a in e.anomaly_specs() {
+    let specs = e.anomaly_specs();
+    if specs.is_empty() {
+        // Without it the CLI would add its default definitions.
+        c.push_str(" --no-anomalies");
+    }
+    for a in specs {
         c.push_str(&format!(" --anomaly {a}"));
     }
     c

@@ -658,6 +658,11 @@ fn options_of(command: &str) -> (nflab_analyze::AnalysisConfig, nflab_analyze::O
     let mut opts = nflab_analyze::Options::default();
     let mut it = words[3..].iter();
     while let Some(flag) = it.next() {
+        if *flag == "--no-anomalies" {
+            // The one flag without a value.
+            assert!(cfg.anomalies.is_empty() && !command.contains("--anomaly "));
+            continue;
+        }
         let v = it.next().unwrap_or_else(|| panic!("{flag} has no value"));
         match *flag {
             "--worst" => opts.worst_n = v.parse().unwrap(),
@@ -668,6 +673,38 @@ fn options_of(command: &str) -> (nflab_analyze::AnalysisConfig, nflab_analyze::O
         }
     }
     (cfg, opts)
+}
+
+/// Runs analysed without any anomaly definition: `analysis.json` has no
+/// anomaly, and its `command` says so (`--no-anomalies`), not the CLI's
+/// default definitions, so running it prints the same summaries.
+#[test]
+fn without_anomaly_definitions_the_command_says_no_anomalies() {
+    let base = common::tmpdir("no-anomalies");
+    let exp = common::experiment(&base);
+    for run in std::fs::read_dir(exp.join("runs")).unwrap() {
+        let p = run.unwrap().path().join("params.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["analysis"].as_object_mut().unwrap().remove("anomalies");
+        std::fs::write(&p, v.to_string()).unwrap();
+    }
+    write_report(&exp).unwrap();
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(exp.join("figures/analysis.json")).unwrap())
+            .unwrap();
+    let command = a["command"].as_str().unwrap();
+    assert!(command.ends_with(" --no-anomalies"), "{command}");
+    let (cfg, opts) = options_of(command);
+    assert!(cfg.anomalies.is_empty());
+    let runs = a["runs"].as_object().unwrap();
+    assert!(!runs.is_empty());
+    for (name, got) in runs {
+        assert_eq!(got["anomalies"], serde_json::json!([]), "run {name}");
+        let records = exp.join("runs").join(name).join("records.nfr");
+        let want = nflab_analyze::analyze_file_with(&records, &cfg, &opts, None).unwrap();
+        assert_eq!(got, &serde_json::to_value(&want.analysis.summary).unwrap());
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from .. import engine
 from . import schema as S
 
 FEATURES = ("error_rate", "reject_rate", "periodicity")
@@ -101,18 +102,23 @@ def exponential_fit(times_ms) -> dict | None:
     """The aggregated arrival process of a set of devices: interarrival times of
     the superposition against an exponential of the same mean (scipy's one-sample
     KS; the mean is estimated, so the p-value is optimistic), the 10–90 %
-    quantiles of both (the seed's Q-Q plot) and the largest |ACF| of the
+    quantiles of both (the seed's Q-Q plot; the empirical ones nearest-rank, from
+    the engine) and the largest |ACF| of the
     interarrival times over lags 1..1000."""
     t = np.sort(np.asarray(times_ms, dtype=np.int64))
     if t.size < 3:
         return None
-    gaps = np.diff(t) / 1000.0
-    mean = float(gaps.mean())
+    gaps_ms = np.diff(t)
+    # The mean and the empirical quantiles are the engine's (exact, nearest rank).
+    d = engine.distribution(exact_limit=max(int(gaps_ms.size), 1 << 24))
+    d.record_many(gaps_ms.tolist())
+    mean = d.mean() / 1000.0
     if mean <= 0:
         return None
+    gaps = gaps_ms / 1000.0
     r = stats.kstest(gaps, "expon", args=(0, mean))
     qs = np.arange(0.1, 0.91, 0.1)
-    emp = np.quantile(gaps, qs)
+    emp = np.array([d.percentile(round(100 * q, 6)) / 1000.0 for q in qs])
     fit = stats.expon(scale=mean).ppf(qs)
     g = gaps - mean
     # Lag by lag (dot products of views): an FFT over the whole trace would need

@@ -28,6 +28,9 @@ pub struct Args {
     /// T: 250us, p50*3, min+100us, mean*1.03; OPTIONS: gt, lost=break|inf|skip.
     #[arg(long = "anomaly", value_name = "N:T")]
     anomalies: Vec<AnomalySpec>,
+    /// No anomaly definition at all (without it and without --anomaly: 2:250us and 2:750us).
+    #[arg(long, conflicts_with = "anomalies")]
+    no_anomalies: bool,
     /// Print the summary.json object(s) on stdout.
     #[arg(long)]
     json: bool,
@@ -132,20 +135,10 @@ fn dur(flag: &str, s: &str) -> anyhow::Result<u64> {
     parse_duration_ns(s).with_context(|| format!("--{flag} {s:?}"))
 }
 
-fn parse_bins(s: &str) -> anyhow::Result<Bins> {
-    match s.split_once(':') {
-        Some(("log", k)) => {
-            Ok(Bins::Log(k.parse().with_context(|| {
-                format!("--bins {s:?}: {k:?} is not a whole number")
-            })?))
-        }
-        Some(("linear", w)) => Ok(Bins::Linear(dur("bins", w)?)),
-        _ => bail!("--bins {s:?}: write log:K (bins per decade) or linear:WIDTH (e.g. linear:1us)"),
-    }
-}
-
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let anomalies = if args.anomalies.is_empty() {
+    let anomalies = if args.no_anomalies {
+        Vec::new()
+    } else if args.anomalies.is_empty() {
         vec!["2:250us".parse()?, "2:750us".parse()?]
     } else {
         args.anomalies.clone()
@@ -179,7 +172,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--window must be longer than 0");
     }
     let export_format: TableFormat = args.export_format.parse().map_err(anyhow::Error::msg)?;
-    let bins = parse_bins(&args.bins)?;
+    let bins = Bins::parse(&args.bins).map_err(anyhow::Error::msg)?;
     let opts = Options {
         percentiles,
         exact_limit: if args.exact {
@@ -278,7 +271,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 dir.clone()
             };
-            write_exports(&dir, &mut analysis, export_format, bins)?;
+            export::write_exports(&dir, &mut analysis, export_format, bins)?;
         }
         if let Some(s) = &sla {
             let v = evaluate_sla(s, &analysis.summary);
@@ -341,28 +334,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn write_exports(
-    dir: &Path,
-    a: &mut nflab_analyze::Analysis,
-    fmt: TableFormat,
-    bins: Bins,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create export directory {}", dir.display()))?;
-    std::fs::write(dir.join("summary.json"), a.summary.to_json_pretty())
-        .with_context(|| format!("cannot write {}", dir.join("summary.json").display()))?;
-    let mut tables = vec![
-        export::cdf_table(&mut a.latency, 100_000),
-        export::histogram_table(&mut a.latency, bins),
-    ];
-    tables.extend(export::summary_tables(a));
-    for t in &tables {
-        export::write_table(t, dir, fmt)?;
-    }
-    export::write_interval_log(a, &dir.join("latency.hlog"))?;
-    Ok(())
 }
 
 fn across_runs(out: &[(PathBuf, Summary)], level: f64) -> serde_json::Value {
