@@ -32,8 +32,14 @@ pub fn check_writable(dir: &Path, what: &str) -> Result<(), LabError> {
             dir.display()
         ))
     };
-    std::fs::create_dir_all(dir).map_err(|e| refuse(e.to_string()))?;
-    let probe = dir.join(format!(".nflab-write-check-{}", std::process::id()));
+    // Probe the directory, or the nearest ancestor that exists, where it is still to be
+    // made: a check that refuses must leave nothing behind, not even an empty directory.
+    let existing = dir
+        .ancestors()
+        .find(|a| a.is_dir() || a.as_os_str().is_empty())
+        .filter(|a| !a.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = existing.join(format!(".nflab-write-check-{}", std::process::id()));
     let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
     let _ = std::fs::remove_file(&probe);
     written.map_err(|e| refuse(e.to_string()))
