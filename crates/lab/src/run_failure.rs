@@ -36,9 +36,12 @@ pub fn check_writable(dir: &Path, what: &str) -> Result<(), LabError> {
     // made: a check that refuses must leave nothing behind, not even an empty directory.
     let existing = dir
         .ancestors()
-        .find(|a| a.is_dir() || a.as_os_str().is_empty())
+        .find(|a| a.exists() || a.as_os_str().is_empty())
         .filter(|a| !a.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
+        return Err(refuse(format!("{} is not a directory", existing.display())));
+    }
     let probe = existing.join(format!(".nflab-write-check-{}", std::process::id()));
     let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
     let _ = std::fs::remove_file(&probe);
@@ -102,12 +105,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_missing_parent_is_created_and_a_file_in_the_way_refused() {
+    fn a_missing_directory_is_checked_without_being_made_and_a_file_in_the_way_refused() {
         let base = std::env::temp_dir().join(format!("nflab-writable-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
         check_writable(&base.join("a/b"), "the output directory").unwrap();
-        assert!(base.join("a/b").is_dir());
-        assert_eq!(std::fs::read_dir(base.join("a/b")).unwrap().count(), 0);
+        // Nothing left behind: neither the directory nor the probe.
+        assert!(!base.join("a").exists());
+        assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0);
         std::fs::write(base.join("file"), "x").unwrap();
         let e = check_writable(&base.join("file/sub"), "the output directory")
             .unwrap_err()
