@@ -6,25 +6,13 @@
 //! Needs root and OpenSSH (client and server); without them the tests fail
 //! naming the packages (scripts/deps.sh test installs them).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+mod common;
 
-fn ip(args: &[&str]) {
-    let mut v = vec!["ip"];
-    v.extend_from_slice(args);
-    assert!(sh(&v), "ip {} failed", args.join(" "));
-}
+use common::sshlab::{ip, keygen, ns_read, sh};
 
 /// Namespaces, sshd and files of the test; all removed on drop.
 struct Lab {
@@ -45,28 +33,6 @@ impl Drop for Lab {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn ns_read(ns: &str, args: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn keygen(path: &Path) {
-    assert!(sh(&[
-        "ssh-keygen",
-        "-q",
-        "-t",
-        "ed25519",
-        "-N",
-        "",
-        "-f",
-        path.to_str().unwrap()
-    ]));
 }
 
 #[test]

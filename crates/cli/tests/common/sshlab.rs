@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn sh(args: &[&str]) -> bool {
+/// Run a command quietly; whether it succeeded.
+pub fn sh(args: &[&str]) -> bool {
     Command::new(args[0])
         .args(&args[1..])
         .stdout(Stdio::null())
@@ -19,7 +20,8 @@ fn sh(args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-fn ip(args: &[&str]) {
+/// `ip ARGS`, which must succeed.
+pub fn ip(args: &[&str]) {
     let mut v = vec!["ip"];
     v.extend_from_slice(args);
     assert!(sh(&v), "ip {} failed", args.join(" "));
