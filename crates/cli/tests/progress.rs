@@ -180,16 +180,19 @@ fn events_tell_the_study_and_match_results_parquet() {
 
 #[test]
 fn events_to_stdout_and_json_together_are_refused() {
-    let o = nflab()
-        .args(["run", "x.toml", "--json", "--events", "-"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = stderr(&o);
-    assert!(
-        err.contains("--events") && err.trim().lines().count() == 1,
-        "{err}"
-    );
+    // `--events jsonl` (the spelling) and `--events -` both mean stdout.
+    for dest in ["-", "jsonl"] {
+        let o = nflab()
+            .args(["run", "x.toml", "--json", "--events", dest])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{dest}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("--events") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
 }
 
 /// A two-run study for the terminal tests (the bar's line needs time to show).

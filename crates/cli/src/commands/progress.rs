@@ -128,7 +128,7 @@ pub struct JsonLines {
 impl JsonLines {
     /// To a file, or stdout for "-".
     pub fn open(dest: &Path) -> anyhow::Result<JsonLines> {
-        let out: Box<dyn Write + Send> = if dest.as_os_str() == "-" {
+        let out: Box<dyn Write + Send> = if events_to_stdout(dest) {
             Box::new(std::io::stdout())
         } else {
             Box::new(std::fs::File::create(dest).with_context(|| {
@@ -157,6 +157,12 @@ impl Observer for JsonLines {
 }
 
 /// The observers of `nflab run`: the bar when stderr is a terminal, and the
+/// Whether `--events DEST` means standard output: `jsonl` (the format's name,
+/// as issue #21 spells the flag) or `-`.
+pub fn events_to_stdout(dest: &Path) -> bool {
+    dest.as_os_str() == "-" || dest.as_os_str() == "jsonl"
+}
+
 /// JSON lines when asked for.
 pub fn observers(
     terminal: bool,

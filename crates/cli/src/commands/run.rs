@@ -1,6 +1,7 @@
 //! `nflab run SPEC.toml`
 
 use std::io::IsTerminal;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -25,7 +26,7 @@ pub struct Args {
     /// List the runs the spec expands to, and do nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Stream the study's events as JSON lines to FILE (- for stdout): study
+    /// Stream the study's events as JSON lines to FILE (`jsonl` or - for stdout): study
     /// start, run start/end, progress samples, study end (docs/experiments.md).
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
@@ -56,9 +57,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if args.json && args.events.as_deref() == Some(Path::new("-")) {
+    if args.json
+        && args
+            .events
+            .as_deref()
+            .is_some_and(super::progress::events_to_stdout)
+    {
         anyhow::bail!(
-            "--events - and --json both write to stdout: give --events a file name, or drop --json"
+            "--events jsonl (or -) and --json both write to stdout: give --events a file name, or drop --json"
         );
     }
     let stop = super::stop_flag()?;
@@ -103,23 +109,38 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print!("{}", results::format_table(&result.runs));
+        // JSON lines on stdout stay parseable: the table then goes to stderr.
+        let events_on_stdout = args
+            .events
+            .as_deref()
+            .is_some_and(super::progress::events_to_stdout);
+        let mut out: Box<dyn std::io::Write> = if events_on_stdout {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
+        write!(out, "{}", results::format_table(&result.runs))?;
         if !result.rfc2544.is_empty() {
-            println!();
-            print!("{}", nflab_lab::rfc2544::format_verdicts(&result.rfc2544));
+            writeln!(out)?;
+            write!(
+                out,
+                "{}",
+                nflab_lab::rfc2544::format_verdicts(&result.rfc2544)
+            )?;
         }
-        println!("\n{}", latency_line(&result.runs));
+        writeln!(out, "\n{}", latency_line(&result.runs))?;
         if result.resumed_runs > 0 {
-            println!(
+            writeln!(
+                out,
                 "resumed: {} runs were complete already and kept",
                 result.resumed_runs
-            );
+            )?;
         }
-        println!("artifacts: {}", result.dir.display());
+        writeln!(out, "artifacts: {}", result.dir.display())?;
         if let Some((path, method)) = &model {
-            println!("model:     {} ({method})", path.display());
+            writeln!(out, "model:     {} ({method})", path.display())?;
         }
-        println!("report:    {}", report.display());
+        writeln!(out, "report:    {}", report.display())?;
     }
     if !result.failed_runs.is_empty() {
         // experiment.on_run_failure = "continue": the study went on; each failure said once.
