@@ -26,7 +26,7 @@ mkdir -p target
 export NFLAB_SKIP_LOG="$PWD/target/skipped-tests.txt"
 : >"$NFLAB_SKIP_LOG"
 set +e
-cargo test --workspace --locked 2>&1 | tee target/test-output.txt
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee target/test-output.txt
 status=${PIPESTATUS[0]}
 # The Python package (python/): loads artifact trees, draws the figures.
 if [ "$status" -eq 0 ]; then

@@ -73,16 +73,30 @@ mod tests {
     #[test]
     fn a_helper_naming_a_dead_owners_namespace_is_killed_and_others_are_not() {
         use std::os::unix::process::ExitStatusExt;
-        // pid 4294967294 never runs (above pid_max): a dead owner.
-        let mut orphan = std::process::Command::new("sh")
-            .args(["-c", "sleep 30", "nflab-4294967294-0-lg"])
-            .spawn()
-            .unwrap();
+        // pid 4294967294 never runs (above pid_max): a dead owner. "; :"
+        // keeps the shell from exec-ing sleep, which would drop the name from
+        // its command line; the wait covers the moment between fork and exec,
+        // when the child's command line is still this test's (CI found both).
+        let spawn_naming = |name: &str| {
+            let child = std::process::Command::new("sh")
+                .args(["-c", "sleep 30; :", name])
+                .spawn()
+                .unwrap();
+            let cmdline = format!("/proc/{}/cmdline", child.id());
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !std::fs::read(&cmdline).is_ok_and(|c| String::from_utf8_lossy(&c).contains(name))
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name} never showed in {cmdline}"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            child
+        };
+        let mut orphan = spawn_naming("nflab-4294967294-0-lg");
         let alive_owner = format!("nflab-{}-0-lg", std::process::id());
-        let mut ours = std::process::Command::new("sh")
-            .args(["-c", "sleep 30", &alive_owner])
-            .spawn()
-            .unwrap();
+        let mut ours = spawn_naming(&alive_owner);
         let killed = kill_helpers_of_dead_owners();
         assert!(killed.contains(&orphan.id()), "{killed:?}");
         assert!(!killed.contains(&ours.id()), "{killed:?}");
