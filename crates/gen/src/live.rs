@@ -83,8 +83,12 @@ pub fn run_live(ifname: &str, plan: &GenPlan, stop: &AtomicBool) -> Result<GenRe
     let (mut sent, mut warmup) = (0u64, 0u64);
     let mut first_measured = None;
     let mut last_tx = 0u64;
-    // Frames per ns the last call achieved (a first guess of 1 Mpps).
-    let mut rate = 1e-3;
+    // Frames per ns the last call achieved; none before the first call, which
+    // sends the fewest frames to measure it. A guess (1 Mpps once) made the
+    // first call fill the whole warm-up: on a host whose cores another
+    // generator saturated, that call took longer than the run and no frame
+    // counted as measured.
+    let mut rate: Option<f64> = None;
     loop {
         if stop.load(Ordering::Relaxed) {
             report.interrupted = true;
@@ -100,7 +104,7 @@ pub fn run_live(ifname: &str, plan: &GenPlan, stop: &AtomicBool) -> Result<GenRe
         } else {
             end_ns.map_or(u64::MAX, |e| t0 + e)
         };
-        let fit = ((boundary - now) as f64 * rate) as u64;
+        let fit = rate.map_or(0, |r| ((boundary - now) as f64 * r) as u64);
         let n = fit
             .clamp(MIN_FRAMES_PER_CALL, u64::from(MAX_FRAMES_PER_CALL))
             .min(limit - sent);
@@ -108,7 +112,7 @@ pub fn run_live(ifname: &str, plan: &GenPlan, stop: &AtomicBool) -> Result<GenRe
         let t_call = clock::monotonic_ns();
         live.send(n as u32)?;
         let took = clock::monotonic_ns().saturating_sub(t_call).max(1);
-        rate = n as f64 / took as f64;
+        rate = Some(n as f64 / took as f64);
         sent += n;
         if now < warmup_end {
             warmup += n;
