@@ -146,11 +146,17 @@ fn endpoint(
         .vanish_after_ns
         .map(|v| start_ns.saturating_add(v))
         .filter(|&v| v < end_ns + drain_ns);
+    if let Some(v) = vanish_ns {
+        driver.vanish_at(v);
+    }
     let send_end = vanish_ns.map_or(end_ns, |v| v.min(end_ns));
     while next < send_end && !stop.load(Ordering::Relaxed) {
         driver.run_until(next, &mut received).map_err(&io)?;
+        let m1 = now_ns();
+        if driver.vanished(m1) {
+            break;
+        }
         if driver.endpoint.sender.state() == SenderState::Running {
-            let m1 = now_ns();
             // A full queue is counted by the sender; a lost peer ends sending.
             let _ = driver.endpoint.sender.send(&payload, m1);
             sent_m1.push(m1);

@@ -84,6 +84,7 @@ pub struct UdpDriver {
     /// Datagrams the socket refused to send (counted, not retried).
     pub tx_errors: u64,
     vantage: Option<SocketVantage>,
+    vanish_ns: Option<u64>,
 }
 
 /// m3 and m4 of the messages this end sent and received, when asked for.
@@ -120,7 +121,20 @@ impl UdpDriver {
             tx_hook_dropped: 0,
             tx_errors: 0,
             vantage: None,
+            vanish_ns: None,
         })
+    }
+
+    /// End this side at `at_ns`, as a crashed process: from then on [`Self::run_until`]
+    /// returns at once, before it sends, takes or hands over anything — also when the
+    /// thread wakes up late, which would otherwise deliver messages after the instant.
+    pub fn vanish_at(&mut self, at_ns: u64) {
+        self.vanish_ns = Some(at_ns);
+    }
+
+    /// Whether the side has vanished by `now_ns`.
+    pub fn vanished(&self, now_ns: u64) -> bool {
+        self.vanish_ns.is_some_and(|v| now_ns >= v)
     }
 
     /// Drop each outgoing datagram with `probability`, drawn from a generator seeded with
@@ -187,8 +201,14 @@ impl UdpDriver {
     pub fn run_until(&mut self, until_ns: u64, out: &mut Vec<Received>) -> io::Result<()> {
         let mut rx = vec![0u8; 65_536];
         loop {
+            if self.vanished(now_ns()) {
+                return Ok(());
+            }
             self.flush();
             let now = now_ns();
+            if self.vanished(now) {
+                return Ok(());
+            }
             while let Some(delivery) = self.endpoint.receiver.recv(now, self.window_ns) {
                 // m6 is the instant the window released it: the loop hands it over at once.
                 out.push(Received {
