@@ -161,7 +161,7 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
     let ports: Vec<(u32, String)> = Port::decode_all(&body)
         .unwrap()
         .into_iter()
-        .map(|p| (p.port_no, p.name))
+        .map(|p| (p.port_no, p.name.to_string()))
         .collect();
     assert_eq!(
         ports,

@@ -28,6 +28,8 @@ use crate::conn::{send, send_raw, Reader};
 use crate::error::SdnError;
 use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULTIPART_MORE};
 use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
+use crate::of13::stats::{port_stats_request, AggregateStats};
+use crate::of13::PortName;
 
 pub use config::ProxyConfig;
 use translate::{
@@ -319,6 +321,8 @@ struct SwitchState {
 struct PendingMultipart {
     typ: u16,
     waiting: BTreeSet<usize>,
+    /// AGGREGATE: the sum so far (the controller gets one body, the total).
+    aggregate: AggregateStats,
 }
 
 struct Core {
@@ -452,12 +456,23 @@ impl Core {
                 let _ = send_raw(&mut s.writer, &m10.encode());
             }
             Ok(switch10::Down::EmptyReply(t)) => {
-                let reply = Message::new(m.xid, Body::MultipartReply(t, 0, vec![]));
+                // 1.0 has no PORT_DESC: its ports came with its features.
+                let mut body = Vec::new();
+                if t == mp::PORT_DESC {
+                    for p in &s.ports {
+                        p.encode(&mut body);
+                    }
+                }
+                let reply = Message::new(m.xid, Body::MultipartReply(t, 0, body));
                 let bytes = reply.encode();
                 let _ = self.tx.send(Event::FromSwitch(sw, reply, bytes));
             }
             Ok(switch10::Down::Drop) => {}
             Err((typ, code)) if m.xid < INTERNAL_XID => {
+                // A refused statistics request ends there: no parts follow the error.
+                if matches!(m.body, Body::MultipartRequest(..)) {
+                    self.multiparts.remove(&m.xid);
+                }
                 let e = Message::error_for(raw, m.xid, typ, code);
                 self.send_controller(&e);
             }
@@ -581,7 +596,7 @@ impl Core {
                 let mut p = known.unwrap_or(Port {
                     port_no: l,
                     hw_addr: [0; 6],
-                    name: format!("{}-{l}", self.cfg.switches[s].name),
+                    name: PortName::new(&format!("{}-{l}", self.cfg.switches[s].name)),
                     config: 0,
                     state: PORT_STATE_LINK_DOWN,
                     curr: 0,
@@ -717,6 +732,25 @@ impl Core {
                     } else {
                         return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART));
                     }
+                } else if t == mp::PORT_STATS {
+                    // One port: its switch only, asked for its local number.
+                    let Some(port) = body.get(..4) else {
+                        return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_LEN));
+                    };
+                    match u32::from_be_bytes([port[0], port[1], port[2], port[3]]) {
+                        crate::of13::OFPP_ANY => {
+                            targets = self
+                                .connected()
+                                .into_iter()
+                                .map(|i| (i, body.clone()))
+                                .collect()
+                        }
+                        g => match self.maps.ports.get(&g) {
+                            Some(&(s, l)) => targets.push((s, port_stats_request(l))),
+                            // OFPBRC_BAD_PORT
+                            None => return self.refuse(raw, xid, (error::BAD_REQUEST, 11)),
+                        },
+                    }
                 } else {
                     targets = self
                         .connected()
@@ -724,6 +758,8 @@ impl Core {
                         .map(|i| (i, body.clone()))
                         .collect();
                 }
+                // A switch that is down answers nothing: leave it out.
+                targets.retain(|(i, _)| self.switches[*i].is_some());
                 if targets.is_empty() {
                     return self
                         .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
@@ -733,6 +769,7 @@ impl Core {
                     PendingMultipart {
                         typ: t,
                         waiting: targets.iter().map(|(i, _)| *i).collect(),
+                        aggregate: AggregateStats::default(),
                     },
                 );
                 for (i, b) in targets {
@@ -793,10 +830,26 @@ impl Core {
                     p.waiting.remove(&i);
                 }
                 let all_done = p.waiting.is_empty();
+                if t == mp::AGGREGATE {
+                    // One body for the emulated switch: the sum over its switches.
+                    if let Ok(a) = AggregateStats::decode(&body) {
+                        p.aggregate = p.aggregate.sum(&a);
+                    }
+                    if !all_done {
+                        return;
+                    }
+                }
+                let total = p.aggregate;
                 if all_done {
                     self.multiparts.remove(&xid);
                 }
-                let body = self.multipart_up(i, t, body);
+                let body = if t == mp::AGGREGATE {
+                    let mut b = Vec::with_capacity(AggregateStats::LEN);
+                    total.encode(&mut b);
+                    b
+                } else {
+                    self.multipart_up(i, t, body)
+                };
                 let flags = if all_done { 0 } else { MULTIPART_MORE };
                 self.send_controller(&Message::new(xid, Body::MultipartReply(t, flags, body)));
             }
