@@ -3,15 +3,20 @@
 //! controller sees one 1.3 switch; its FLOW_MODs, barriers and flow-stats
 //! requests reach the 1.0 switch in 1.0, what the switch answers (flow
 //! stats, FLOW_REMOVED) comes back in 1.3 and global terms, and what 1.0
-//! cannot do (GOTO_TABLE) is refused with a 1.3 error.
+//! cannot do (GOTO_TABLE) is refused with a 1.3 error. Port, table and
+//! aggregate statistics of the 1.0 switch reach the controller as 1.3
+//! multipart with the bridge's own numbers (`ovs-ofctl dump-ports` /
+//! `dump-tables`) and the frames the test sent.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use nflab_sdn::conn::{send, Reader};
 use nflab_sdn::netns::{run, NetnsGuard, PrivateNetns};
 use nflab_sdn::of13::message::{Body, Message, MULTIPART_MORE};
 use nflab_sdn::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port};
+use nflab_sdn::of13::stats::{port_stats_request, AggregateStats, PortStats, TableStats};
+use nflab_sdn::of13::OFPP_ANY;
 use nflab_sdn::of13::oxm::field;
 use nflab_sdn::of13::{Action, FlowMod, Instruction, Match, Oxm};
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
@@ -80,14 +85,40 @@ fn out(port: u32) -> Vec<Instruction> {
     }])]
 }
 
-#[test]
-fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
-    if !(nflab_testkit::require_root()
-        && nflab_testkit::require_tool("ovs-vswitchd", "openvswitch-switch"))
-    {
-        return;
-    }
-    let ns = PrivateNetns::create("sdnv10").unwrap();
+/// Two bridges in a private namespace behind a proxy: "new" (1.3, dpid
+/// 0xc1, y1 = port 1) and "old" (1.0 only, 0xc2, y2 = port 1, y3 = port 2);
+/// y1–y2 is a veth cable between them, y4 (the peer of y3) is a host
+/// interface with 198.18.99.1/24 and a permanent neighbour 198.18.99.2, so
+/// datagrams sent from it are frames into the old bridge's port 2 and
+/// nothing else is (IPv6 is off in the namespace: no ND, no MLD).
+/// Fields drop in order: controller, proxy, OvS, namespace.
+struct Lab {
+    c: Ctl,
+    handle: proxy::ProxyHandle,
+    ovs: Ovs,
+    ns: PrivateNetns,
+}
+
+fn ready() -> bool {
+    nflab_testkit::require_root()
+        && nflab_testkit::require_tool("ovs-vswitchd", "openvswitch-switch")
+}
+
+fn lab(tag: &str) -> Lab {
+    let ns = PrivateNetns::create(tag).unwrap();
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns.name(),
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ],
+    )
+    .unwrap();
     for (a, b) in [("y1", "y2"), ("y3", "y4")] {
         run(
             "ip",
@@ -109,6 +140,28 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
             run("ip", &["-n", ns.name(), "link", "set", dev, "up"]).unwrap();
         }
     }
+    run(
+        "ip",
+        &["-n", ns.name(), "addr", "add", "198.18.99.1/24", "dev", "y4"],
+    )
+    .unwrap();
+    run(
+        "ip",
+        &[
+            "-n",
+            ns.name(),
+            "neigh",
+            "add",
+            "198.18.99.2",
+            "lladdr",
+            "02:4e:46:00:99:02",
+            "dev",
+            "y4",
+            "nud",
+            "permanent",
+        ],
+    )
+    .unwrap();
     let ovs = Ovs::start(Some(ns.name())).unwrap();
     let guard = NetnsGuard::enter(ns.name()).unwrap();
     let ctl_listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -138,12 +191,25 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
     }
     let (s, _) = ctl_listener.accept().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut c = Ctl {
+    let c = Ctl {
         w: s.try_clone().unwrap(),
         r: Reader::new(s),
     };
     drop(guard);
+    Lab { c, handle, ovs, ns }
+}
 
+#[test]
+fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
+    if !ready() {
+        return;
+    }
+    let Lab {
+        mut c,
+        handle,
+        ovs,
+        ns: _ns,
+    } = lab("sdnv10");
     c.send(Message::new(1, Body::Hello(vec![])));
     c.send(Message::new(2, Body::FeaturesRequest));
     let Body::FeaturesReply(f) = c.next().body else {
@@ -248,6 +314,258 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
         (0x10, 1, 0)
     );
     assert_eq!(removed.matches.in_port(), Some(2));
+
+    drop(c);
+    handle.stop().unwrap();
+    ovs.stop();
+}
+
+/// Frames sent from y4 into the old (1.0) bridge's port 2.
+const FRAMES: u64 = 25;
+/// UDP payload bytes: a frame is 14 + 20 + 8 + 100 = 142 bytes.
+const PAYLOAD: usize = 100;
+const FRAME_LEN: u64 = 142;
+
+/// Collect every part of a multipart reply of type `t` to `xid`.
+fn multipart(c: &mut Ctl, xid: u32, t: u16) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        let m = c.next();
+        let Body::MultipartReply(got, flags, body) = m.body else {
+            panic!("{m:?}")
+        };
+        assert_eq!((m.xid, got), (xid, t));
+        all.extend(body);
+        if flags & MULTIPART_MORE == 0 {
+            return all;
+        }
+    }
+}
+
+/// `ovs-ofctl dump-ports` as port → the twelve counters in wire order
+/// (`?`, a counter the switch does not keep, is all ones as on the wire).
+fn ofctl_ports(text: &str) -> Vec<(String, [u64; 12])> {
+    let num = |line: &str, key: &str| -> u64 {
+        let v = line
+            .split(&format!("{key}="))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {key} in {line:?}"));
+        let v = v.split([',', ' ']).next().unwrap();
+        if v == "?" {
+            u64::MAX
+        } else {
+            v.parse().unwrap()
+        }
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let Some(rest) = t.strip_prefix("port ") else {
+            continue;
+        };
+        let name = rest.split(':').next().unwrap().trim().to_string();
+        let (rx, tx) = (t, lines[i + 1]);
+        out.push((
+            name,
+            [
+                num(rx, "pkts"),
+                num(tx, "pkts"),
+                num(rx, "bytes"),
+                num(tx, "bytes"),
+                num(rx, "drop"),
+                num(tx, "drop"),
+                num(rx, "errs"),
+                num(tx, "errs"),
+                num(rx, "frame"),
+                num(rx, "over"),
+                num(rx, "crc"),
+                num(tx, "coll"),
+            ],
+        ));
+    }
+    out
+}
+
+fn counters(p: &PortStats) -> [u64; 12] {
+    let c = p.counters;
+    [
+        c.rx_packets,
+        c.tx_packets,
+        c.rx_bytes,
+        c.tx_bytes,
+        c.rx_dropped,
+        c.tx_dropped,
+        c.rx_errors,
+        c.tx_errors,
+        c.rx_frame_err,
+        c.rx_over_err,
+        c.rx_crc_err,
+        c.collisions,
+    ]
+}
+
+/// `key=<number>` in `text` after `from`.
+fn field_after(text: &str, from: &str, key: &str) -> u64 {
+    let at = text.find(from).unwrap_or_else(|| panic!("no {from} in {text}"));
+    let rest = &text[at..];
+    let v = rest
+        .split(&format!("{key}="))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key} after {from} in {text}"));
+    v.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_1_0_switchs_port_table_and_aggregate_statistics_reach_the_controller() {
+    if !ready() {
+        return;
+    }
+    let Lab {
+        mut c,
+        handle,
+        ovs,
+        ns,
+    } = lab("sdnv10st");
+    c.send(Message::new(1, Body::Hello(vec![])));
+    // Global table 1 is the old switch: in_port 2 (global 3) → output 2 (global 2).
+    let fm = FlowMod::add(
+        1,
+        50,
+        Match::new(vec![Oxm::basic(field::IN_PORT, &3u32.to_be_bytes())]),
+        out(2),
+    );
+    c.send(Message::new(10, Body::FlowMod(fm)));
+    c.send(Message::new(11, Body::BarrierRequest));
+    assert_eq!(c.next(), Message::new(11, Body::BarrierReply));
+
+    // FRAMES datagrams from y4: FRAMES frames of FRAME_LEN bytes into old
+    // port 2, out of old port 1 (and on to "new", which has no flows).
+    let tx = NetnsGuard::run(Some(ns.name()), || UdpSocket::bind("198.18.99.1:0"))
+        .unwrap()
+        .unwrap();
+    for i in 0..FRAMES {
+        let mut payload = vec![0u8; PAYLOAD];
+        payload[..8].copy_from_slice(&i.to_be_bytes());
+        tx.send_to(&payload, "198.18.99.2:9").unwrap();
+    }
+    // The flow's counters reach OpenFlow when OvS's revalidator runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let flows = ovs.ofctl_as("OpenFlow10", &["dump-flows", "old"]).unwrap();
+        if flows.contains(&format!("n_packets={FRAMES},")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flow never counted {FRAMES} packets: {flows}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Port statistics of every port: the controller's numbers are the
+    // bridge's, port for port, in global terms; the frames sent are there.
+    c.send(Message::new(
+        20,
+        Body::MultipartRequest(mp::PORT_STATS, 0, port_stats_request(OFPP_ANY)),
+    ));
+    let got = PortStats::decode_all(&multipart(&mut c, 20, mp::PORT_STATS)).unwrap();
+    let mut nos: Vec<u32> = got.iter().map(|p| p.port_no).collect();
+    nos.sort();
+    assert_eq!(nos, [1, 2, 3], "{got:?}");
+    let text = ovs.ofctl_as("OpenFlow10", &["dump-ports", "old"]).unwrap();
+    let bridge = ofctl_ports(&text);
+    let of = |global: u32| *got.iter().find(|p| p.port_no == global).unwrap();
+    for (global, local) in [(2, "1"), (3, "2")] {
+        let want = bridge
+            .iter()
+            .find(|(n, _)| n == local)
+            .unwrap_or_else(|| panic!("no port {local} in {text}"))
+            .1;
+        assert_eq!(counters(&of(global)), want, "global port {global}: {text}");
+    }
+    let (y3, y2) = (of(3).counters, of(2).counters);
+    assert_eq!((y3.rx_packets, y3.rx_bytes), (FRAMES, FRAMES * FRAME_LEN));
+    assert_eq!((y2.tx_packets, y2.tx_bytes), (FRAMES, FRAMES * FRAME_LEN));
+    assert_eq!(of(3).duration_sec, 0, "1.0 keeps no port duration");
+
+    // One port: asked of its switch only, by its local number.
+    c.send(Message::new(
+        21,
+        Body::MultipartRequest(mp::PORT_STATS, 0, port_stats_request(3)),
+    ));
+    let one = PortStats::decode_all(&multipart(&mut c, 21, mp::PORT_STATS)).unwrap();
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert_eq!((one[0].port_no, one[0].counters), (3, y3));
+
+    // Table statistics: global table 1 is the old switch's table 0, with
+    // the numbers `ovs-ofctl dump-tables` shows: one flow, every frame matched.
+    c.send(Message::new(
+        22,
+        Body::MultipartRequest(mp::TABLE, 0, vec![]),
+    ));
+    let tables = TableStats::decode_all(&multipart(&mut c, 22, mp::TABLE)).unwrap();
+    let mut ids: Vec<u8> = tables.iter().map(|t| t.table_id).collect();
+    ids.sort();
+    assert_eq!(ids, [0, 1], "{tables:?}");
+    let t1 = tables.iter().find(|t| t.table_id == 1).unwrap();
+    let dump = ovs.ofctl_as("OpenFlow10", &["dump-tables", "old"]).unwrap();
+    assert_eq!(
+        (
+            u64::from(t1.active_count),
+            t1.lookup_count,
+            t1.matched_count
+        ),
+        (
+            field_after(&dump, "0:", "active"),
+            field_after(&dump, "0:", "lookup"),
+            field_after(&dump, "0:", "matched")
+        ),
+        "{dump}"
+    );
+    assert_eq!((t1.active_count, t1.matched_count), (1, FRAMES), "{dump}");
+
+    // Aggregate over every table: one body, the sum over both switches
+    // ("new" has no flows): the frames sent, one flow.
+    c.send(Message::new(
+        23,
+        Body::MultipartRequest(mp::AGGREGATE, 0, FlowStatsRequest::all().encode()),
+    ));
+    let a = AggregateStats::decode(&multipart(&mut c, 23, mp::AGGREGATE)).unwrap();
+    let want = AggregateStats {
+        packet_count: FRAMES,
+        byte_count: FRAMES * FRAME_LEN,
+        flow_count: 1,
+    };
+    assert_eq!(a, want);
+    // … and filtered by a match the 1.0 switch applies: in_port 3 finds
+    // the flow, in_port 2 none.
+    for (xid, port, want) in [(24, 3u32, want), (25, 2, AggregateStats::default())] {
+        let mut req = FlowStatsRequest::all();
+        req.table_id = 1;
+        req.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &port.to_be_bytes())]);
+        c.send(Message::new(
+            xid,
+            Body::MultipartRequest(mp::AGGREGATE, 0, req.encode()),
+        ));
+        let a = AggregateStats::decode(&multipart(&mut c, xid, mp::AGGREGATE)).unwrap();
+        assert_eq!(a, want, "in_port {port}");
+    }
+    // Flow stats agree.
+    c.send(Message::new(
+        26,
+        Body::MultipartRequest(mp::FLOW, 0, FlowStatsRequest::all().encode()),
+    ));
+    let flows = FlowStats::decode_all(&multipart(&mut c, 26, mp::FLOW)).unwrap();
+    assert_eq!(flows.len(), 1, "{flows:?}");
+    assert_eq!(
+        (flows[0].table_id, flows[0].packet_count, flows[0].byte_count),
+        (1, FRAMES, FRAMES * FRAME_LEN)
+    );
 
     drop(c);
     handle.stop().unwrap();

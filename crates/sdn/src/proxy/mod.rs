@@ -33,7 +33,8 @@ use crate::of13::PortName;
 
 pub use config::ProxyConfig;
 use translate::{
-    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps,
+    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down,
+    stats_request_down, EntryRule, Maps,
 };
 
 /// xids of the proxy's own requests to switches (never the controller's).
@@ -717,21 +718,20 @@ impl Core {
             ) => {
                 let mut targets: Vec<(usize, Vec<u8>)> = Vec::new();
                 if t == mp::FLOW || t == mp::AGGREGATE {
-                    let Ok(mut req) = FlowStatsRequest::decode(&body) else {
+                    let Ok(req) = FlowStatsRequest::decode(&body) else {
                         return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_LEN));
                     };
-                    if req.table_id == crate::of13::OFPTT_ALL {
-                        targets = self
-                            .connected()
-                            .into_iter()
-                            .map(|i| (i, body.clone()))
-                            .collect();
-                    } else if let Some(&(s, l)) = self.maps.tables.get(&req.table_id) {
-                        req.table_id = l;
-                        targets.push((s, req.encode()));
-                    } else {
+                    if req.table_id != crate::of13::OFPTT_ALL
+                        && !self.maps.tables.contains_key(&req.table_id)
+                    {
                         return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART));
                     }
+                    // Each switch that can hold such flows, asked in its own terms.
+                    targets = (0..self.switches.len())
+                        .filter_map(|i| {
+                            stats_request_down(&self.maps, i, &req).map(|r| (i, r.encode()))
+                        })
+                        .collect();
                 } else if t == mp::PORT_STATS {
                     // One port: its switch only, asked for its local number.
                     let Some(port) = body.get(..4) else {
