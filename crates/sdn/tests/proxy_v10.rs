@@ -16,7 +16,9 @@ use nflab_sdn::netns::{run, NetnsGuard, PrivateNetns};
 use nflab_sdn::of13::message::{Body, Message, MULTIPART_MORE};
 use nflab_sdn::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port};
 use nflab_sdn::of13::stats::{port_stats_request, AggregateStats, PortStats, TableStats};
-use nflab_sdn::of13::OFPP_ANY;
+use nflab_sdn::of13::buf::Reader as ByteReader;
+use nflab_sdn::of13::stats::Desc;
+use nflab_sdn::of13::{NO_BUFFER, OFPP_ANY, OFPP_CONTROLLER};
 use nflab_sdn::of13::oxm::field;
 use nflab_sdn::of13::{Action, FlowMod, Instruction, Match, Oxm};
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
@@ -104,7 +106,37 @@ fn ready() -> bool {
         && nflab_testkit::require_tool("ovs-vswitchd", "openvswitch-switch")
 }
 
-fn lab(tag: &str) -> Lab {
+/// One switch, the old (1.0) bridge, passed through unchanged.
+const TRANSPARENT: &str = r#"
+[proxy]
+listen = "127.0.0.1:0"
+controller = "CONTROLLER"
+datapath_id = 0xe3
+apps = ["transparent"]
+connect_timeout_s = 60
+
+[[switch]]
+name = "old"
+datapath_id = 0xc2
+
+[[table]]
+id = 0
+switch = "old"
+local = 0
+
+[[port]]
+id = 1
+switch = "old"
+local = 1
+[[port]]
+id = 2
+switch = "old"
+local = 2
+"#;
+
+/// The two bridges behind the multi-switch proxy (`CONFIG`), or, with
+/// `transparent`, only the old one behind a transparent proxy.
+fn lab(tag: &str, transparent: bool) -> Lab {
     let ns = PrivateNetns::create(tag).unwrap();
     run(
         "ip",
@@ -165,17 +197,18 @@ fn lab(tag: &str) -> Lab {
     let ovs = Ovs::start(Some(ns.name())).unwrap();
     let guard = NetnsGuard::enter(ns.name()).unwrap();
     let ctl_listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let text = CONFIG.replace(
+    let text = if transparent { TRANSPARENT } else { CONFIG }.replace(
         "CONTROLLER",
         &ctl_listener.local_addr().unwrap().to_string(),
     );
     let cfg: ProxyConfig = toml::from_str(&text).unwrap();
     let handle = proxy::start(cfg).unwrap();
     let target = format!("tcp:{}", handle.listen);
-    for (br, dpid, proto, ports) in [
+    let bridges = [
         ("new", 0xc1, "OpenFlow13", vec![("y1", 1)]),
         ("old", 0xc2, "OpenFlow10", vec![("y2", 1), ("y3", 2)]),
-    ] {
+    ];
+    for (br, dpid, proto, ports) in bridges.into_iter().skip(usize::from(transparent)) {
         ovs.add_bridge(
             br,
             &BridgeOptions {
@@ -209,7 +242,7 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
         handle,
         ovs,
         ns: _ns,
-    } = lab("sdnv10");
+    } = lab("sdnv10", false);
     c.send(Message::new(1, Body::Hello(vec![])));
     c.send(Message::new(2, Body::FeaturesRequest));
     let Body::FeaturesReply(f) = c.next().body else {
@@ -430,7 +463,7 @@ fn a_1_0_switchs_port_table_and_aggregate_statistics_reach_the_controller() {
         handle,
         ovs,
         ns,
-    } = lab("sdnv10st");
+    } = lab("sdnv10st", false);
     c.send(Message::new(1, Body::Hello(vec![])));
     // Global table 1 is the old switch: in_port 2 (global 3) → output 2 (global 2).
     let fm = FlowMod::add(
@@ -565,6 +598,199 @@ fn a_1_0_switchs_port_table_and_aggregate_statistics_reach_the_controller() {
     assert_eq!(
         (flows[0].table_id, flows[0].packet_count, flows[0].byte_count),
         (1, FRAMES, FRAMES * FRAME_LEN)
+    );
+
+    drop(c);
+    handle.stop().unwrap();
+    ovs.stop();
+}
+
+fn punt(table: u8, cookie: u64, in_port: u32) -> FlowMod {
+    let mut fm = FlowMod::add(
+        table,
+        20,
+        Match::new(vec![
+            Oxm::basic(field::IN_PORT, &in_port.to_be_bytes()),
+            Oxm::basic(field::ETH_TYPE, &0x88b5u16.to_be_bytes()),
+        ]),
+        vec![Instruction::ApplyActions(vec![Action::Output {
+            port: OFPP_CONTROLLER,
+            max_len: 0xffff,
+        }])],
+    );
+    fm.cookie = cookie;
+    fm
+}
+
+/// A 1.3 PACKET_OUT of `frame` (no buffer, in_port CONTROLLER) out of `port`.
+fn packet_out(port: u32, frame: &[u8]) -> Body {
+    let mut acts = Vec::new();
+    Action::encode_list(
+        &[Action::Output {
+            port,
+            max_len: 0,
+        }],
+        &mut acts,
+    );
+    let mut po = Vec::new();
+    po.extend_from_slice(&NO_BUFFER.to_be_bytes());
+    po.extend_from_slice(&OFPP_CONTROLLER.to_be_bytes());
+    po.extend_from_slice(&(acts.len() as u16).to_be_bytes());
+    po.extend_from_slice(&[0; 6]);
+    po.extend_from_slice(&acts);
+    po.extend_from_slice(frame);
+    Body::Other(13, po)
+}
+
+/// The next PACKET_IN: (buffer_id, total_len, table, in_port, data after the match).
+fn packet_in(c: &mut Ctl) -> (u32, u16, u8, Option<u32>, Vec<u8>) {
+    let m = c.next();
+    let Body::Other(10, body) = m.body else {
+        panic!("{m:?}")
+    };
+    let mut r = ByteReader::new(&body, "packet-in");
+    let buffer_id = r.u32().unwrap();
+    let total_len = r.u16().unwrap();
+    r.skip(1).unwrap();
+    let table = r.u8().unwrap();
+    r.skip(8).unwrap();
+    let in_port = Match::decode(&mut r).unwrap().in_port();
+    r.skip(2).unwrap();
+    (buffer_id, total_len, table, in_port, r.rest().to_vec())
+}
+
+/// PACKET_OUT and PACKET_IN through the proxy with a real 1.0 bridge: a
+/// PACKET_OUT the 1.0 switch sends crosses the y2–y1 cable and comes back
+/// as the 1.3 switch's PACKET_IN; a frame the 1.3 switch sends the other
+/// way comes back as the 1.0 switch's PACKET_IN, in 1.3 and global terms
+/// (table 1, port 2); both frames unchanged.
+#[test]
+fn packet_in_and_packet_out_of_a_1_0_switch_on_a_real_bridge() {
+    if !ready() {
+        return;
+    }
+    let Lab {
+        mut c,
+        handle,
+        ovs,
+        ns: _ns,
+    } = lab("sdnv10pk", false);
+    c.send(Message::new(1, Body::Hello(vec![])));
+    // Frames of type 0x88b5 go to the controller: on "new" from global
+    // port 1 (table 0), on "old" from global port 2 (table 1, 1.0).
+    c.send(Message::new(2, Body::FlowMod(punt(0, 0x13, 1))));
+    c.send(Message::new(3, Body::FlowMod(punt(1, 0x10, 2))));
+    c.send(Message::new(4, Body::BarrierRequest));
+    assert_eq!(c.next(), Message::new(4, Body::BarrierReply));
+    let frame = |text: &[u8]| {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[2, 0x4e, 0x46, 0, 0, 9, 0x88, 0xb5]);
+        f.extend_from_slice(text);
+        f.resize(64, 0xa5);
+        f
+    };
+    // Out of global port 2: the 1.0 switch's PACKET_OUT (old port 1).
+    let a = frame(b"nflab 1.0 packet-out");
+    c.send(Message::new(10, packet_out(2, &a)));
+    let (_, total, table, in_port, data) = packet_in(&mut c);
+    assert_eq!((table, in_port), (0, Some(1)), "from the 1.3 switch");
+    assert_eq!((usize::from(total), data), (a.len(), a.clone()));
+    // Out of global port 1 (new): it reaches the 1.0 switch's port 1 and
+    // comes back as its 1.0 PACKET_IN, read as 1.3.
+    let b = frame(b"nflab 1.0 packet-in");
+    c.send(Message::new(11, packet_out(1, &b)));
+    let (buffer_id, total, table, in_port, data) = packet_in(&mut c);
+    assert_eq!((table, in_port), (1, Some(2)), "from the 1.0 switch");
+    assert_eq!(buffer_id, NO_BUFFER);
+    assert_eq!((usize::from(total), data), (b.len(), b.clone()));
+    // Both crossed the cable once each: the bridges' own counters say so.
+    let ports = ovs.ofctl_as("OpenFlow10", &["dump-ports", "old"]).unwrap();
+    let old1 = ofctl_ports(&ports)
+        .into_iter()
+        .find(|(n, _)| n == "1")
+        .unwrap()
+        .1;
+    assert_eq!((old1[0], old1[1]), (1, 1), "old port 1 rx/tx packets: {ports}");
+
+    drop(c);
+    handle.stop().unwrap();
+    ovs.stop();
+}
+
+/// A transparent proxy in front of a 1.0 bridge: the controller's DESC,
+/// PORT_DESC and PORT_STATS requests are answered with the bridge's own
+/// description (`ovs-ofctl dump-desc`), its ports (from its 1.0 features)
+/// and its counters, in 1.3.
+#[test]
+fn a_transparent_proxy_gives_a_1_0_bridges_description_and_ports() {
+    if !ready() {
+        return;
+    }
+    let Lab {
+        mut c,
+        handle,
+        ovs,
+        ns,
+    } = lab("sdnv10tr", true);
+    c.send(Message::new(1, Body::Hello(vec![])));
+    c.send(Message::new(2, Body::MultipartRequest(mp::DESC, 0, vec![])));
+    let d = Desc::decode(&multipart(&mut c, 2, mp::DESC)).unwrap();
+    let text = ovs.ofctl_as("OpenFlow10", &["dump-desc", "old"]).unwrap();
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(d.mfr_desc, line("Manufacturer:"), "{text}");
+    assert_eq!(d.hw_desc, line("Hardware:"), "{text}");
+    assert_eq!(d.sw_desc, line("Software:"), "{text}");
+    assert_eq!(d.dp_desc, line("DP Description:"), "{text}");
+    c.send(Message::new(
+        3,
+        Body::MultipartRequest(mp::PORT_DESC, 0, vec![]),
+    ));
+    let mut ports: Vec<(u32, String)> = Port::decode_all(&multipart(&mut c, 3, mp::PORT_DESC))
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.port_no, p.name.to_string()))
+        .collect();
+    ports.sort();
+    assert_eq!(
+        ports,
+        [
+            (1, "y2".to_string()),
+            (2, "y3".into()),
+            (0xffff_fffe, "old".into())
+        ]
+    );
+    // Frames into port 2, counted in port 2's statistics (local numbers).
+    let tx = NetnsGuard::run(Some(ns.name()), || UdpSocket::bind("198.18.99.1:0"))
+        .unwrap()
+        .unwrap();
+    for _ in 0..FRAMES {
+        tx.send_to(&[0u8; PAYLOAD], "198.18.99.2:9").unwrap();
+    }
+    // (Asked again until the counters have caught up, at most 15 s.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let mut xid = 4;
+    let got = loop {
+        c.send(Message::new(
+            xid,
+            Body::MultipartRequest(mp::PORT_STATS, 0, port_stats_request(2)),
+        ));
+        let got = PortStats::decode_all(&multipart(&mut c, xid, mp::PORT_STATS)).unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        if got[0].counters.rx_packets >= FRAMES || std::time::Instant::now() > deadline {
+            break got;
+        }
+        xid += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        (got[0].port_no, got[0].counters.rx_packets, got[0].counters.rx_bytes),
+        (2, FRAMES, FRAMES * FRAME_LEN)
     );
 
     drop(c);

@@ -544,6 +544,17 @@ impl Core {
                     let name = self.cfg.switches[i].name.clone();
                     self.log_line("up", &name, &raw);
                 }
+                if let Body::PortStatus(ps) = &m.body {
+                    // Keep the switch's port list current (add, delete,
+                    // modify) in every mode: a 1.0 switch's PORT_DESC is
+                    // answered from it.
+                    if let Some(st) = &mut self.switches[i] {
+                        st.ports.retain(|p| p.port_no != ps.port.port_no);
+                        if ps.reason != 1 {
+                            st.ports.push(ps.port.clone());
+                        }
+                    }
+                }
                 if self.transparent {
                     if m.xid < INTERNAL_XID || matches!(m.body, Body::PortStatus(_)) {
                         if self.log_outer {
@@ -874,13 +885,6 @@ impl Core {
                 }
             }
             Body::PortStatus(mut ps) => {
-                // Keep the switch's port list current: add, delete, modify.
-                if let Some(st) = &mut self.switches[i] {
-                    st.ports.retain(|p| p.port_no != ps.port.port_no);
-                    if ps.reason != 1 {
-                        st.ports.push(ps.port.clone());
-                    }
-                }
                 if let Some(&g) = self.maps.ports_back.get(&(i, ps.port.port_no)) {
                     ps.port.port_no = g;
                     self.send_controller(&Message::new(xid, Body::PortStatus(ps)));

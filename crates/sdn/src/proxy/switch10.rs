@@ -20,6 +20,9 @@ use crate::of13::multipart::mp;
 use crate::of13::oxm::field;
 use crate::of13::{Action, Body, ErrorMsg, Match, Message, Oxm, PortStatus};
 
+/// OFPR_NO_MATCH: the reason of a 1.0 PACKET_IN for a table miss.
+const OFPR_NO_MATCH: u8 = 0;
+
 /// What to do with a message the core sends a 1.0 switch.
 #[derive(Debug, PartialEq)]
 pub enum Down {
@@ -129,6 +132,10 @@ pub fn up(m: Message10) -> Option<Message> {
         }
         B10::StatsReply(t, flags, _) => Body::MultipartReply(t, flags, vec![]),
         B10::FlowRemoved(f) => Body::FlowRemoved(v10::flow_removed_up(&f)),
+        // A frame that matched no flow: a 1.0 switch sends it to the
+        // controller, a 1.3 switch without a table-miss flow drops it. The
+        // controller speaks 1.3, so it does not see these.
+        B10::PacketIn(_, _, _, OFPR_NO_MATCH, _) => return None,
         B10::PacketIn(buffer_id, total_len, in_port, reason, frame) => {
             let mut b = Vec::new();
             b.put_u32(buffer_id);
@@ -252,10 +259,10 @@ mod tests {
         };
         let e = crate::of13::FlowStats::decode_all(&body).unwrap();
         assert_eq!((e[0].cookie, e[0].matches.in_port()), (7, Some(1)));
-        // PACKET_IN: in_port as an OXM match, the frame after it.
+        // PACKET_IN (reason OFPR_ACTION): in_port as an OXM match, the frame after it.
         let pin = up(Message10::new(
             0,
-            B10::PacketIn(u32::MAX, 3, 2, 0, vec![9, 8, 7]),
+            B10::PacketIn(u32::MAX, 3, 2, 1, vec![9, 8, 7]),
         ))
         .unwrap();
         let Body::Other(10, b) = pin.body else {
@@ -264,5 +271,13 @@ mod tests {
         let mut r = Reader::new(&b[16..], "t");
         assert_eq!(Match::decode(&mut r).unwrap().in_port(), Some(2));
         assert_eq!(r.rest(), &[0, 0, 9, 8, 7]);
+        // A table miss (OFPR_NO_MATCH): 1.3 drops it, so the controller does not see it.
+        assert_eq!(
+            up(Message10::new(
+                0,
+                B10::PacketIn(u32::MAX, 3, 2, OFPR_NO_MATCH, vec![9, 8, 7])
+            )),
+            None
+        );
     }
 }
