@@ -10,11 +10,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nflab_sdn::of10::Message10;
 use nflab_sdn::of13::buf::Reader;
 use nflab_sdn::of13::message::Body;
 use nflab_sdn::of13::multipart::{mp, FlowStats, Port};
 use nflab_sdn::of13::{frame_len, Match, Message};
-use nflab_sdn::of10::Message10;
 use nflab_sdn::proxy::switch10;
 use nflab_sdn::proxy::translate::{flow_mod_down, packet_in_up, packet_out_down, Maps};
 use nflab_sdn::proxy::ProxyConfig;
@@ -48,7 +48,10 @@ fn of10_message(bytes: &[u8]) {
     };
     let wire = m.encode();
     let again = Message10::decode(&wire).expect("an encoded 1.0 message decodes");
-    assert_eq!(again, m, "1.0 message changed in an encode/decode round trip");
+    assert_eq!(
+        again, m,
+        "1.0 message changed in an encode/decode round trip"
+    );
     assert_eq!(again.encode(), wire, "1.0 encoding is not stable");
     if let Some(up) = switch10::up(m) {
         round_trip(&up);

@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 
-use nflab_sdn::of10::{
-    flow_stats_request, Action10, Body, Features10, FlowMod10, FlowRemoved10, FlowStats10, Match10,
-    Message10, PhyPort, OFPFW_ALL, OFPP_CONTROLLER, OFPP_NONE, OFPST_FLOW, REPLY_MORE,
-};
 use nflab_sdn::of10::stats::{
     port_stats_request, PortStats10, TableStats10, OFPST_AGGREGATE, OFPST_DESC, OFPST_PORT,
     OFPST_TABLE,
+};
+use nflab_sdn::of10::{
+    flow_stats_request, Action10, Body, Features10, FlowMod10, FlowRemoved10, FlowStats10, Match10,
+    Message10, PhyPort, OFPFW_ALL, OFPP_CONTROLLER, OFPP_NONE, OFPST_FLOW, REPLY_MORE,
 };
 use nflab_sdn::of13::message::Body as Body13;
 use nflab_sdn::of13::multipart::mp;
@@ -228,7 +228,20 @@ fn stats_messages() -> Vec<(&'static str, Message10)> {
     let mut port_stats = Vec::new();
     let counters: Vec<u64> = (1..=12).collect();
     port_stats_entry(1, &counters).encode(&mut port_stats);
-    let local = [10, 20, 640, 1280, 0, 0, 0, 0, u64::MAX, u64::MAX, u64::MAX, 0];
+    let local = [
+        10,
+        20,
+        640,
+        1280,
+        0,
+        0,
+        0,
+        0,
+        u64::MAX,
+        u64::MAX,
+        u64::MAX,
+        0,
+    ];
     port_stats_entry(0xfffe, &local).encode(&mut port_stats);
     let mut name = [0u8; 32];
     name[..10].copy_from_slice(b"classifier");
@@ -337,9 +350,16 @@ fn os_kens_1_0_statistics_read_as_1_3_multipart_with_the_same_numbers() {
     let ports = PortStats::decode_all(&body).unwrap();
     assert_eq!(ports.len(), 2);
     assert_eq!((ports[0].port_no, ports[1].port_no), (1, 0xffff_fffe));
-    assert_eq!(ports[0].counters, port_stats_entry(1, &(1..=12).collect::<Vec<_>>()).counters);
     assert_eq!(
-        (ports[1].counters.rx_bytes, ports[1].counters.rx_crc_err, ports[1].duration_sec),
+        ports[0].counters,
+        port_stats_entry(1, &(1..=12).collect::<Vec<_>>()).counters
+    );
+    assert_eq!(
+        (
+            ports[1].counters.rx_bytes,
+            ports[1].counters.rx_crc_err,
+            ports[1].duration_sec
+        ),
         (640, u64::MAX, 0)
     );
     let (t, body) = up("table_stats_reply");
@@ -356,7 +376,10 @@ fn os_kens_1_0_statistics_read_as_1_3_multipart_with_the_same_numbers() {
     let (t, body) = up("desc_stats_reply");
     assert_eq!(t, mp::DESC);
     let d = Desc::decode(&body).unwrap();
-    assert_eq!((d.mfr_desc.as_str(), d.sw_desc.as_str()), ("Nicira, Inc.", "3.1.0"));
+    assert_eq!(
+        (d.mfr_desc.as_str(), d.sw_desc.as_str()),
+        ("Nicira, Inc.", "3.1.0")
+    );
     let (t, body) = up("aggregate_stats_reply");
     assert_eq!(t, mp::AGGREGATE);
     assert_eq!(

@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use nflab_sdn::conn::{send, Reader};
 use nflab_sdn::netns::{run, NetnsGuard, PrivateNetns};
+use nflab_sdn::of13::buf::Reader as ByteReader;
 use nflab_sdn::of13::message::{Body, Message, MULTIPART_MORE};
 use nflab_sdn::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port};
-use nflab_sdn::of13::stats::{port_stats_request, AggregateStats, PortStats, TableStats};
-use nflab_sdn::of13::buf::Reader as ByteReader;
-use nflab_sdn::of13::stats::Desc;
-use nflab_sdn::of13::{NO_BUFFER, OFPP_ANY, OFPP_CONTROLLER};
 use nflab_sdn::of13::oxm::field;
+use nflab_sdn::of13::stats::Desc;
+use nflab_sdn::of13::stats::{port_stats_request, AggregateStats, PortStats, TableStats};
 use nflab_sdn::of13::{Action, FlowMod, Instruction, Match, Oxm};
+use nflab_sdn::of13::{NO_BUFFER, OFPP_ANY, OFPP_CONTROLLER};
 use nflab_sdn::ovs::{BridgeOptions, Ovs};
 use nflab_sdn::proxy::{self, ProxyConfig};
 
@@ -174,7 +174,15 @@ fn lab(tag: &str, transparent: bool) -> Lab {
     }
     run(
         "ip",
-        &["-n", ns.name(), "addr", "add", "198.18.99.1/24", "dev", "y4"],
+        &[
+            "-n",
+            ns.name(),
+            "addr",
+            "add",
+            "198.18.99.1/24",
+            "dev",
+            "y4",
+        ],
     )
     .unwrap();
     run(
@@ -440,7 +448,9 @@ fn counters(p: &PortStats) -> [u64; 12] {
 
 /// `key=<number>` in `text` after `from`.
 fn field_after(text: &str, from: &str, key: &str) -> u64 {
-    let at = text.find(from).unwrap_or_else(|| panic!("no {from} in {text}"));
+    let at = text
+        .find(from)
+        .unwrap_or_else(|| panic!("no {from} in {text}"));
     let rest = &text[at..];
     let v = rest
         .split(&format!("{key}="))
@@ -596,7 +606,11 @@ fn a_1_0_switchs_port_table_and_aggregate_statistics_reach_the_controller() {
     let flows = FlowStats::decode_all(&multipart(&mut c, 26, mp::FLOW)).unwrap();
     assert_eq!(flows.len(), 1, "{flows:?}");
     assert_eq!(
-        (flows[0].table_id, flows[0].packet_count, flows[0].byte_count),
+        (
+            flows[0].table_id,
+            flows[0].packet_count,
+            flows[0].byte_count
+        ),
         (1, FRAMES, FRAMES * FRAME_LEN)
     );
 
@@ -625,13 +639,7 @@ fn punt(table: u8, cookie: u64, in_port: u32) -> FlowMod {
 /// A 1.3 PACKET_OUT of `frame` (no buffer, in_port CONTROLLER) out of `port`.
 fn packet_out(port: u32, frame: &[u8]) -> Body {
     let mut acts = Vec::new();
-    Action::encode_list(
-        &[Action::Output {
-            port,
-            max_len: 0,
-        }],
-        &mut acts,
-    );
+    Action::encode_list(&[Action::Output { port, max_len: 0 }], &mut acts);
     let mut po = Vec::new();
     po.extend_from_slice(&NO_BUFFER.to_be_bytes());
     po.extend_from_slice(&OFPP_CONTROLLER.to_be_bytes());
@@ -710,7 +718,11 @@ fn packet_in_and_packet_out_of_a_1_0_switch_on_a_real_bridge() {
         .find(|(n, _)| n == "1")
         .unwrap()
         .1;
-    assert_eq!((old1[0], old1[1]), (1, 1), "old port 1 rx/tx packets: {ports}");
+    assert_eq!(
+        (old1[0], old1[1]),
+        (1, 1),
+        "old port 1 rx/tx packets: {ports}"
+    );
 
     drop(c);
     handle.stop().unwrap();
@@ -789,7 +801,11 @@ fn a_transparent_proxy_gives_a_1_0_bridges_description_and_ports() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(
-        (got[0].port_no, got[0].counters.rx_packets, got[0].counters.rx_bytes),
+        (
+            got[0].port_no,
+            got[0].counters.rx_packets,
+            got[0].counters.rx_bytes
+        ),
         (2, FRAMES, FRAMES * FRAME_LEN)
     );
 

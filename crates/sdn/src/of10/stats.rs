@@ -39,7 +39,9 @@ impl PortStats10 {
     /// Every entry of a reply body.
     pub fn decode_all(data: &[u8]) -> Result<Vec<PortStats10>, CodecError> {
         if data.len() % Self::LEN != 0 {
-            return Err(CodecError::BadLength("1.0 port stats not a multiple of 104"));
+            return Err(CodecError::BadLength(
+                "1.0 port stats not a multiple of 104",
+            ));
         }
         let mut r = Reader::new(data, "1.0 port stats");
         let mut v = Vec::new();
@@ -101,7 +103,9 @@ impl TableStats10 {
     /// Every entry of a reply body.
     pub fn decode_all(data: &[u8]) -> Result<Vec<TableStats10>, CodecError> {
         if data.len() % Self::LEN != 0 {
-            return Err(CodecError::BadLength("1.0 table stats not a multiple of 64"));
+            return Err(CodecError::BadLength(
+                "1.0 table stats not a multiple of 64",
+            ));
         }
         let mut r = Reader::new(data, "1.0 table stats");
         let mut v = Vec::new();

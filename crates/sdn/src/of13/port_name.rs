@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(PortName::new("abcdefghijklmnop"), "abcdefghijklmno");
         // Not UTF-8: lossy for people, the bytes unchanged.
         let odd = PortName([0xff; 16]);
-        assert_eq!(odd.as_str().chars().filter(|c| *c == '\u{fffd}').count(), 16);
+        assert_eq!(
+            odd.as_str().chars().filter(|c| *c == '\u{fffd}').count(),
+            16
+        );
         assert_eq!(odd.bytes(), &[0xff; 16]);
         assert!(format!("{odd:?}").contains("ff, ff"));
         // A cut never splits a character.

@@ -342,6 +342,9 @@ mod tests {
         d.encode(&mut b);
         assert_eq!(b.len(), Desc::LEN);
         let back = Desc::decode(&b).unwrap();
-        assert_eq!((back.mfr_desc.as_str(), back.dp_desc.len()), ("Nicira, Inc.", 255));
+        assert_eq!(
+            (back.mfr_desc.as_str(), back.dp_desc.len()),
+            ("Nicira, Inc.", 255)
+        );
     }
 }

@@ -229,7 +229,10 @@ mod tests {
         };
         let mut r = Reader::new(body, "t");
         assert_eq!(of10::Match10::decode(&mut r).unwrap().in_port, 2);
-        assert_eq!((r.u8().unwrap(), r.u8().unwrap(), r.u16().unwrap()), (0xff, 0, 3));
+        assert_eq!(
+            (r.u8().unwrap(), r.u8().unwrap(), r.u16().unwrap()),
+            (0xff, 0, 3)
+        );
         // A flow-stats reply of 1.0 reads as 1.3 entries.
         let mut entry = Vec::new();
         FlowStats10 {

@@ -534,11 +534,17 @@ local = 9
         one.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &2u32.to_be_bytes())]);
         assert_eq!(stats_request_down(&m, 0, &one), None);
         let s2 = stats_request_down(&m, 1, &one).unwrap();
-        assert_eq!((s2.table_id, s2.out_port, s2.matches.in_port()), (3, 9, Some(9)));
+        assert_eq!(
+            (s2.table_id, s2.out_port, s2.matches.in_port()),
+            (3, 9, Some(9))
+        );
         // A port of s1 over all tables: only s1 can hold such flows.
         let mut p1 = all;
         p1.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &1u32.to_be_bytes())]);
-        assert_eq!(stats_request_down(&m, 0, &p1).unwrap().matches.in_port(), Some(7));
+        assert_eq!(
+            stats_request_down(&m, 0, &p1).unwrap().matches.in_port(),
+            Some(7)
+        );
         assert_eq!(stats_request_down(&m, 1, &p1), None);
     }
 

@@ -316,10 +316,9 @@ pub fn flow_stats_request_down(body: &[u8]) -> Result<Vec<u8>, Refusal> {
 /// A 1.3 port-stats request body (port u32, OFPP_ANY: all) as 1.0's
 /// (OFPP_NONE: all).
 pub fn port_stats_request_down(body: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let port = body
-        .get(..4)
-        .ok_or((error::BAD_REQUEST, error::BAD_LEN))?;
-    let port = port_down(u32::from_be_bytes([port[0], port[1], port[2], port[3]])).ok_or(BAD_PORT)?;
+    let port = body.get(..4).ok_or((error::BAD_REQUEST, error::BAD_LEN))?;
+    let port =
+        port_down(u32::from_be_bytes([port[0], port[1], port[2], port[3]])).ok_or(BAD_PORT)?;
     Ok(of10::stats::port_stats_request(port))
 }
 
