@@ -2,8 +2,9 @@
 //! bridge with `protocols=OpenFlow10`) beside one that speaks 1.3: the
 //! controller sees one 1.3 switch; its FLOW_MODs, barriers and flow-stats
 //! requests reach the 1.0 switch in 1.0, what the switch answers (flow
-//! stats, FLOW_REMOVED) comes back in 1.3 and global terms, and what 1.0
-//! cannot do (GOTO_TABLE) is refused with a 1.3 error. Port, table and
+//! stats, FLOW_REMOVED — the 1.3 switch's too) comes back in 1.3 and
+//! global terms, and what 1.0 cannot do (GOTO_TABLE) is refused with a 1.3
+//! error. Port, table and
 //! aggregate statistics of the 1.0 switch reach the controller as 1.3
 //! multipart with the bridge's own numbers (`ovs-ofctl dump-ports` /
 //! `dump-tables`) and the frames the test sent.
@@ -342,19 +343,33 @@ fn a_switch_that_speaks_only_openflow_1_0_behind_the_proxy() {
         .iter()
         .any(|f| f.is(field::IPV4_DST) && f.mask.as_deref() == Some(&[255, 255, 0, 0][..])));
 
-    // No traffic: the 1.0 flow times out after 1 s and its FLOW_REMOVED
-    // reaches the controller as 1.3, in global terms.
-    let removed = loop {
-        let m = c.next();
-        if let Body::FlowRemoved(fr) = m.body {
-            break fr;
-        }
-    };
-    assert_eq!(
-        (removed.cookie, removed.table_id, removed.reason),
-        (0x10, 1, 0)
+    // The 1.3 switch's counterpart: global table 0, in_port 1, idle 1 s,
+    // OFPFF_SEND_FLOW_REM.
+    let mut fm13 = FlowMod::add(
+        0,
+        60,
+        Match::new(vec![Oxm::basic(field::IN_PORT, &1u32.to_be_bytes())]),
+        out(1),
     );
-    assert_eq!(removed.matches.in_port(), Some(2));
+    fm13.cookie = 0x13;
+    fm13.idle_timeout = 1;
+    fm13.flags = 1;
+    c.send(Message::new(15, Body::FlowMod(fm13)));
+
+    // No traffic: both flows time out after 1 s and their FLOW_REMOVEDs
+    // reach the controller as 1.3, in global terms (the 1.0 one converted).
+    let mut removed = Vec::new();
+    while removed.len() < 2 {
+        if let Body::FlowRemoved(fr) = c.next().body {
+            removed.push(fr);
+        }
+    }
+    removed.sort_by_key(|f| f.cookie);
+    let seen: Vec<_> = removed
+        .iter()
+        .map(|f| (f.cookie, f.table_id, f.reason, f.matches.in_port()))
+        .collect();
+    assert_eq!(seen, [(0x10, 1, 0, Some(2)), (0x13, 0, 0, Some(1))]);
 
     drop(c);
     handle.stop().unwrap();
