@@ -513,6 +513,16 @@ impl Core {
                     w.remove(&i);
                 }
                 self.finish_barriers();
+                // Statistics it owes complete without it: as if its last part came, empty.
+                let owed: Vec<(u32, u16)> = self
+                    .multiparts
+                    .iter()
+                    .filter(|(_, p)| p.waiting.contains(&i))
+                    .map(|(x, p)| (*x, p.typ))
+                    .collect();
+                for (xid, t) in owed {
+                    self.on_switch(i, Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                }
             }
             Event::ControllerUp(w) => {
                 self.controller = Some(w);
