@@ -601,8 +601,10 @@ fn a_1_0_switchs_port_table_and_aggregate_statistics_reach_the_controller() {
     };
     assert_eq!(a, want);
     // … and filtered by a match the 1.0 switch applies: in_port 3 finds
-    // the flow, in_port 2 none.
-    for (xid, port, want) in [(24, 3u32, want), (25, 2, AggregateStats::default())] {
+    // the flow, in_port 2 none; in_port 1 is the other switch's, so no
+    // switch can hold such a flow in table 1: zeros without asking.
+    let none = AggregateStats::default();
+    for (xid, port, want) in [(24, 3u32, want), (25, 2, none), (27, 1, none)] {
         let mut req = FlowStatsRequest::all();
         req.table_id = 1;
         req.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &port.to_be_bytes())]);

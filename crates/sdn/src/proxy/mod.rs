@@ -782,8 +782,13 @@ impl Core {
                 // A switch that is down answers nothing: leave it out.
                 targets.retain(|(i, _)| self.switches[*i].is_some());
                 if targets.is_empty() {
+                    // No switch to ask: no entries, or an aggregate of zeros.
+                    let mut body = Vec::new();
+                    if t == mp::AGGREGATE {
+                        AggregateStats::default().encode(&mut body);
+                    }
                     return self
-                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, body)));
                 }
                 self.multiparts.insert(
                     xid,
