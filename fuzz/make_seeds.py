@@ -143,6 +143,10 @@ import json
 with open(os.path.join(HERE, "..", "crates", "sdn", "tests", "fixtures", "of13", "golden.json")) as f:
     for name, hexbytes in json.load(f).items():
         put("openflow", name, bytes.fromhex(hexbytes))
+# OpenFlow 1.0: the golden messages of crates/sdn/tests/fixtures/of10 (a switch behind the proxy).
+with open(os.path.join(HERE, "..", "crates", "sdn", "tests", "fixtures", "of10", "golden.json")) as f:
+    for name, hexbytes in json.load(f).items():
+        put("openflow", "of10_" + name, bytes.fromhex(hexbytes))
 # A PACKET_IN (type 10) from table 0 with an in_port match, and a PACKET_OUT (13).
 pin_match = struct.pack("!HH", 1, 12) + struct.pack("!HBBI", 0x8000, 0, 4, 1) + b"\0" * 4
 pin = struct.pack("!IHBBQ", 0xFFFFFFFF, 14, 0, 0, 0) + pin_match + b"\0\0" + bytes(14)

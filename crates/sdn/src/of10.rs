@@ -1,14 +1,19 @@
 //! OpenFlow 1.0 (wire version 0x01): the messages a proxy needs towards a
 //! switch that speaks only 1.0 — HELLO, ERROR, ECHO, FEATURES (with the
-//! ports), FLOW_MOD (the fixed 40-byte `ofp_match`, actions), STATS (flow
-//! stats typed, others raw), PACKET_IN/OUT, FLOW_REMOVED, BARRIER. No I/O;
+//! ports), FLOW_MOD (the fixed 40-byte `ofp_match`, actions), STATS (flow,
+//! port and table statistics typed, in [`stats`] those that differ from
+//! 1.3's; bodies raw in [`Body`]), PACKET_IN/OUT, FLOW_REMOVED, BARRIER. No I/O;
 //! golden bytes from os-ken's `ofproto_v1_0_parser` in
 //! `tests/fixtures/of10/` (`cargo test -p nflab-sdn --test of10_golden`).
 //! Other types decode as [`Body::Other`] with their bytes.
 //!
-//! The proxy does not speak it to switches yet (docs/sdn.md).
+//! The proxy speaks it to a switch that answers its HELLO in 1.0
+//! (`proxy/switch10.rs`, docs/sdn.md).
+
+pub mod stats;
 
 use crate::of13::buf::{Put, Reader};
+use crate::of13::port_name::PortName;
 use crate::of13::CodecError;
 
 /// Wire version of OpenFlow 1.0.
@@ -42,7 +47,7 @@ pub mod typ {
     pub const PACKET_IN: u8 = 10;
     /// OFPT_FLOW_REMOVED.
     pub const FLOW_REMOVED: u8 = 11;
-    /// OFPT_PORT_STATUS (kept raw: reason, 7 pad bytes, a [`super::PhyPort`]).
+    /// OFPT_PORT_STATUS (reason, 7 pad bytes, a [`super::PhyPort`]).
     pub const PORT_STATUS: u8 = 12;
     /// OFPT_PACKET_OUT.
     pub const PACKET_OUT: u8 = 13;
@@ -224,8 +229,8 @@ pub struct PhyPort {
     pub port_no: u16,
     /// MAC address.
     pub hw_addr: [u8; 6],
-    /// Name (up to 15 bytes).
-    pub name: String,
+    /// Name: the 16 bytes as received (text up to the first NUL).
+    pub name: PortName,
     /// OFPPC_* bits.
     pub config: u32,
     /// OFPPS_* bits (1: link down).
@@ -245,10 +250,7 @@ impl PhyPort {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u16(self.port_no);
         out.extend_from_slice(&self.hw_addr);
-        let mut name = [0u8; 16];
-        let n = self.name.len().min(15);
-        name[..n].copy_from_slice(&self.name.as_bytes()[..n]);
-        out.extend_from_slice(&name);
+        out.extend_from_slice(self.name.bytes());
         for v in [
             self.config,
             self.state,
@@ -266,12 +268,12 @@ impl PhyPort {
         let port_no = r.u16()?;
         let mut hw_addr = [0; 6];
         hw_addr.copy_from_slice(r.bytes(6)?);
-        let raw = r.bytes(16)?;
-        let end = raw.iter().position(|b| *b == 0).unwrap_or(16);
+        let name = PortName::from_slice(r.bytes(PortName::LEN)?)
+            .ok_or(CodecError::Truncated("1.0 port name"))?;
         Ok(PhyPort {
             port_no,
             hw_addr,
-            name: String::from_utf8_lossy(&raw[..end]).into_owned(),
+            name,
             config: r.u32()?,
             state: r.u32()?,
             curr: r.u32()?,
@@ -452,6 +454,8 @@ pub enum Body {
     PacketIn(u32, u16, u16, u8, Vec<u8>),
     /// OFPT_FLOW_REMOVED.
     FlowRemoved(FlowRemoved10),
+    /// OFPT_PORT_STATUS: OFPPR_* reason (ADD 0, DELETE 1, MODIFY 2), the port.
+    PortStatus(u8, PhyPort),
     /// OFPT_PACKET_OUT: buffer_id, in_port, actions, frame.
     PacketOut(u32, u16, Vec<Action10>, Vec<u8>),
     /// OFPT_FLOW_MOD.
@@ -504,6 +508,7 @@ impl Message10 {
             Body::FeaturesReply(_) => FEATURES_REPLY,
             Body::PacketIn(..) => PACKET_IN,
             Body::FlowRemoved(_) => FLOW_REMOVED,
+            Body::PortStatus(..) => PORT_STATUS,
             Body::PacketOut(..) => PACKET_OUT,
             Body::FlowMod(_) => FLOW_MOD,
             Body::StatsRequest(..) => STATS_REQUEST,
@@ -562,6 +567,11 @@ impl Message10 {
                 out.pad(2);
                 out.put_u64(f.packet_count);
                 out.put_u64(f.byte_count);
+            }
+            Body::PortStatus(reason, port) => {
+                out.put_u8(*reason);
+                out.pad(7);
+                port.encode(&mut out);
             }
             Body::PacketOut(buffer_id, in_port, actions, frame) => {
                 out.put_u32(*buffer_id);
@@ -672,6 +682,11 @@ impl Message10 {
                     packet_count: b.u64()?,
                     byte_count: b.u64()?,
                 })
+            }
+            PORT_STATUS => {
+                let reason = b.u8()?;
+                b.skip(7)?;
+                Body::PortStatus(reason, PhyPort::decode(&mut b)?)
             }
             PACKET_OUT => {
                 let buffer_id = b.u32()?;

@@ -198,7 +198,13 @@ impl Ovs {
 
     /// `ovs-ofctl -O OpenFlow13` against a bridge of this instance.
     pub fn ofctl(&self, args: &[&str]) -> Result<String, SdnError> {
-        let mut all = vec!["-O", "OpenFlow13"];
+        self.ofctl_as("OpenFlow13", args)
+    }
+
+    /// `ovs-ofctl -O PROTOCOLS` (e.g. `OpenFlow10` for a bridge that speaks
+    /// only 1.0) against a bridge of this instance.
+    pub fn ofctl_as(&self, protocols: &str, args: &[&str]) -> Result<String, SdnError> {
+        let mut all = vec!["-O", protocols];
         all.extend_from_slice(args);
         self.tool("ovs-ofctl", &all)
     }

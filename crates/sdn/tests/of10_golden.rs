@@ -5,10 +5,19 @@
 
 use std::collections::HashMap;
 
+use nflab_sdn::of10::stats::{
+    port_stats_request, PortStats10, TableStats10, OFPST_AGGREGATE, OFPST_DESC, OFPST_PORT,
+    OFPST_TABLE,
+};
 use nflab_sdn::of10::{
     flow_stats_request, Action10, Body, Features10, FlowMod10, FlowRemoved10, FlowStats10, Match10,
     Message10, PhyPort, OFPFW_ALL, OFPP_CONTROLLER, OFPP_NONE, OFPST_FLOW, REPLY_MORE,
 };
+use nflab_sdn::of13::message::Body as Body13;
+use nflab_sdn::of13::multipart::mp;
+use nflab_sdn::of13::stats::{AggregateStats, Desc, PortCounters, PortStats, TableStats};
+use nflab_sdn::of13::PortName;
+use nflab_sdn::proxy::switch10;
 
 fn golden() -> HashMap<String, Vec<u8>> {
     let text = include_str!("fixtures/of10/golden.json");
@@ -109,7 +118,7 @@ fn expected() -> Vec<(&'static str, Message10)> {
         flags: 0,
         actions: vec![],
     };
-    vec![
+    let mut v = vec![
         ("hello", Message10::new(1, Body::Hello(vec![]))),
         (
             "echo_request",
@@ -196,7 +205,198 @@ fn expected() -> Vec<(&'static str, Message10)> {
             "error_bad_type",
             Message10::new(99, Body::Error(1, 1, vec![1, 0x19, 0, 8, 0, 0, 0, 0x63])),
         ),
+        (
+            "port_status_full_name",
+            Message10::new(
+                0,
+                Body::PortStatus(
+                    2,
+                    PhyPort {
+                        name: PortName(*b"abcdefghijklmnop"),
+                        ..port(7, "", 0)
+                    },
+                ),
+            ),
+        ),
+    ];
+    v.extend(stats_messages());
+    v
+}
+
+/// Port, table, description and aggregate statistics, built with the typed bodies.
+fn stats_messages() -> Vec<(&'static str, Message10)> {
+    let mut port_stats = Vec::new();
+    let counters: Vec<u64> = (1..=12).collect();
+    port_stats_entry(1, &counters).encode(&mut port_stats);
+    let local = [
+        10,
+        20,
+        640,
+        1280,
+        0,
+        0,
+        0,
+        0,
+        u64::MAX,
+        u64::MAX,
+        u64::MAX,
+        0,
+    ];
+    port_stats_entry(0xfffe, &local).encode(&mut port_stats);
+    let mut name = [0u8; 32];
+    name[..10].copy_from_slice(b"classifier");
+    let mut table = Vec::new();
+    TableStats10 {
+        table_id: 0,
+        name,
+        wildcards: OFPFW_ALL,
+        max_entries: 1_000_000,
+        active_count: 3,
+        lookup_count: 100,
+        matched_count: 90,
+    }
+    .encode(&mut table);
+    let mut desc = Vec::new();
+    Desc {
+        mfr_desc: "Nicira, Inc.".into(),
+        hw_desc: "Open vSwitch".into(),
+        sw_desc: "3.1.0".into(),
+        serial_num: "None".into(),
+        dp_desc: "None".into(),
+    }
+    .encode(&mut desc);
+    let mut aggregate = Vec::new();
+    AggregateStats {
+        packet_count: 9,
+        byte_count: 576,
+        flow_count: 2,
+    }
+    .encode(&mut aggregate);
+    let all = flow_stats_request(&Match10::all(), 0xff, OFPP_NONE);
+    vec![
+        (
+            "port_stats_request",
+            Message10::new(
+                20,
+                Body::StatsRequest(OFPST_PORT, 0, port_stats_request(OFPP_NONE)),
+            ),
+        ),
+        (
+            "port_stats_reply",
+            Message10::new(20, Body::StatsReply(OFPST_PORT, 0, port_stats)),
+        ),
+        (
+            "table_stats_request",
+            Message10::new(21, Body::StatsRequest(OFPST_TABLE, 0, vec![])),
+        ),
+        (
+            "table_stats_reply",
+            Message10::new(21, Body::StatsReply(OFPST_TABLE, 0, table)),
+        ),
+        (
+            "desc_stats_request",
+            Message10::new(22, Body::StatsRequest(OFPST_DESC, 0, vec![])),
+        ),
+        (
+            "desc_stats_reply",
+            Message10::new(22, Body::StatsReply(OFPST_DESC, 0, desc)),
+        ),
+        (
+            "aggregate_stats_request",
+            Message10::new(23, Body::StatsRequest(OFPST_AGGREGATE, 0, all)),
+        ),
+        (
+            "aggregate_stats_reply",
+            Message10::new(23, Body::StatsReply(OFPST_AGGREGATE, 0, aggregate)),
+        ),
     ]
+}
+
+fn port_stats_entry(port_no: u16, c: &[u64]) -> PortStats10 {
+    PortStats10 {
+        port_no,
+        counters: PortCounters {
+            rx_packets: c[0],
+            tx_packets: c[1],
+            rx_bytes: c[2],
+            tx_bytes: c[3],
+            rx_dropped: c[4],
+            tx_dropped: c[5],
+            rx_errors: c[6],
+            tx_errors: c[7],
+            rx_frame_err: c[8],
+            rx_over_err: c[9],
+            rx_crc_err: c[10],
+            collisions: c[11],
+        },
+    }
+}
+
+/// What the proxy makes of os-ken's 1.0 statistics replies: the 1.3 bodies
+/// with the same numbers (ports widened, OFPP_LOCAL kept reserved).
+#[test]
+fn os_kens_1_0_statistics_read_as_1_3_multipart_with_the_same_numbers() {
+    let g = golden();
+    let up = |name: &str| {
+        let m = switch10::up(Message10::decode(&g[name]).unwrap()).unwrap();
+        let Body13::MultipartReply(t, flags, body) = m.body else {
+            panic!("{name}: {m:?}")
+        };
+        assert_eq!(flags, 0, "{name}");
+        (t, body)
+    };
+    let (t, body) = up("port_stats_reply");
+    assert_eq!(t, mp::PORT_STATS);
+    let ports = PortStats::decode_all(&body).unwrap();
+    assert_eq!(ports.len(), 2);
+    assert_eq!((ports[0].port_no, ports[1].port_no), (1, 0xffff_fffe));
+    assert_eq!(
+        ports[0].counters,
+        port_stats_entry(1, &(1..=12).collect::<Vec<_>>()).counters
+    );
+    assert_eq!(
+        (
+            ports[1].counters.rx_bytes,
+            ports[1].counters.rx_crc_err,
+            ports[1].duration_sec
+        ),
+        (640, u64::MAX, 0)
+    );
+    let (t, body) = up("table_stats_reply");
+    assert_eq!(t, mp::TABLE);
+    assert_eq!(
+        TableStats::decode_all(&body).unwrap(),
+        [TableStats {
+            table_id: 0,
+            active_count: 3,
+            lookup_count: 100,
+            matched_count: 90
+        }]
+    );
+    let (t, body) = up("desc_stats_reply");
+    assert_eq!(t, mp::DESC);
+    let d = Desc::decode(&body).unwrap();
+    assert_eq!(
+        (d.mfr_desc.as_str(), d.sw_desc.as_str()),
+        ("Nicira, Inc.", "3.1.0")
+    );
+    let (t, body) = up("aggregate_stats_reply");
+    assert_eq!(t, mp::AGGREGATE);
+    assert_eq!(
+        AggregateStats::decode(&body).unwrap(),
+        AggregateStats {
+            packet_count: 9,
+            byte_count: 576,
+            flow_count: 2
+        }
+    );
+    // The port status with a 16-byte name: the 1.3 port keeps all 16 bytes.
+    let m = switch10::up(Message10::decode(&g["port_status_full_name"]).unwrap()).unwrap();
+    let Body13::PortStatus(ps) = m.body else {
+        panic!("{m:?}")
+    };
+    assert_eq!(ps.port.name.bytes(), b"abcdefghijklmnop");
+    assert_eq!(ps.port.port_no, 7);
 }
 
 #[test]

@@ -259,8 +259,11 @@ fn the_emulated_switch_over_two_bridges() {
         panic!("{m:?}")
     };
     let ports = Port::decode_all(&body).unwrap();
-    let got: Vec<(u32, &str)> = ports.iter().map(|p| (p.port_no, p.name.as_str())).collect();
-    assert_eq!(got, [(1, "x1"), (2, "x2")]);
+    let got: Vec<(u32, String)> = ports
+        .iter()
+        .map(|p| (p.port_no, p.name.to_string()))
+        .collect();
+    assert_eq!(got, [(1, "x1".to_string()), (2, "x2".into())]);
 
     // A message this switch does not do (GROUP_MOD): an OpenFlow error, as a switch sends.
     let group_mod = Message::new(5, Body::Other(15, vec![0, 0, 0, 0, 0, 0, 0, 1]));

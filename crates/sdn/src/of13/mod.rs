@@ -12,12 +12,15 @@ pub mod flow;
 pub mod message;
 pub mod multipart;
 pub mod oxm;
+pub mod port_name;
 pub mod removed;
+pub mod stats;
 
 pub use flow::{Action, FlowMod, Instruction};
 pub use message::{Body, ErrorMsg, Features, Message, PortStatus};
 pub use multipart::{FlowStats, FlowStatsRequest, Port};
 pub use oxm::{Match, Oxm};
+pub use port_name::PortName;
 pub use removed::FlowRemoved;
 
 /// Wire version of OpenFlow 1.3.

@@ -3,6 +3,7 @@
 use super::buf::{Put, Reader};
 use super::flow::Instruction;
 use super::oxm::Match;
+use super::port_name::PortName;
 use super::CodecError;
 
 /// Multipart types.
@@ -188,8 +189,8 @@ pub struct Port {
     pub port_no: u32,
     /// MAC.
     pub hw_addr: [u8; 6],
-    /// Name (up to 15 bytes).
-    pub name: String,
+    /// Name: the 16 bytes as received (text up to the first NUL).
+    pub name: PortName,
     /// OFPPC_* bits.
     pub config: u32,
     /// OFPPS_* bits (1: link down).
@@ -221,10 +222,7 @@ impl Port {
         out.pad(4);
         out.extend_from_slice(&self.hw_addr);
         out.pad(2);
-        let mut name = [0u8; 16];
-        let n = self.name.len().min(15);
-        name[..n].copy_from_slice(&self.name.as_bytes()[..n]);
-        out.extend_from_slice(&name);
+        out.extend_from_slice(self.name.bytes());
         for v in [
             self.config,
             self.state,
@@ -246,12 +244,12 @@ impl Port {
         let mut hw_addr = [0u8; 6];
         hw_addr.copy_from_slice(r.bytes(6)?);
         r.skip(2)?;
-        let raw = r.bytes(16)?;
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(16);
+        let name = PortName::from_slice(r.bytes(PortName::LEN)?)
+            .ok_or(CodecError::Truncated("port name"))?;
         Ok(Port {
             port_no,
             hw_addr,
-            name: String::from_utf8_lossy(&raw[..end]).into_owned(),
+            name,
             config: r.u32()?,
             state: r.u32()?,
             curr: r.u32()?,

@@ -28,10 +28,13 @@ use crate::conn::{send, send_raw, Reader};
 use crate::error::SdnError;
 use crate::of13::message::{error, typ, Body, Features, Message, PortStatus, MULTIPART_MORE};
 use crate::of13::multipart::{mp, FlowStats, FlowStatsRequest, Port, PORT_STATE_LINK_DOWN};
+use crate::of13::stats::{port_stats_request, AggregateStats};
+use crate::of13::PortName;
 
 pub use config::ProxyConfig;
 use translate::{
-    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down, EntryRule, Maps,
+    flow_mod_down, flow_removed_up, flow_stats_up, packet_in_up, packet_out_down,
+    stats_request_down, EntryRule, Maps,
 };
 
 /// xids of the proxy's own requests to switches (never the controller's).
@@ -319,6 +322,8 @@ struct SwitchState {
 struct PendingMultipart {
     typ: u16,
     waiting: BTreeSet<usize>,
+    /// AGGREGATE: the sum so far (the controller gets one body, the total).
+    aggregate: AggregateStats,
 }
 
 struct Core {
@@ -452,12 +457,23 @@ impl Core {
                 let _ = send_raw(&mut s.writer, &m10.encode());
             }
             Ok(switch10::Down::EmptyReply(t)) => {
-                let reply = Message::new(m.xid, Body::MultipartReply(t, 0, vec![]));
+                // 1.0 has no PORT_DESC: its ports came with its features.
+                let mut body = Vec::new();
+                if t == mp::PORT_DESC {
+                    for p in &s.ports {
+                        p.encode(&mut body);
+                    }
+                }
+                let reply = Message::new(m.xid, Body::MultipartReply(t, 0, body));
                 let bytes = reply.encode();
                 let _ = self.tx.send(Event::FromSwitch(sw, reply, bytes));
             }
             Ok(switch10::Down::Drop) => {}
             Err((typ, code)) if m.xid < INTERNAL_XID => {
+                // A refused statistics request ends there: no parts follow the error.
+                if matches!(m.body, Body::MultipartRequest(..)) {
+                    self.multiparts.remove(&m.xid);
+                }
                 let e = Message::error_for(raw, m.xid, typ, code);
                 self.send_controller(&e);
             }
@@ -497,6 +513,16 @@ impl Core {
                     w.remove(&i);
                 }
                 self.finish_barriers();
+                // Statistics it owes complete without it: as if its last part came, empty.
+                let owed: Vec<(u32, u16)> = self
+                    .multiparts
+                    .iter()
+                    .filter(|(_, p)| p.waiting.contains(&i))
+                    .map(|(x, p)| (*x, p.typ))
+                    .collect();
+                for (xid, t) in owed {
+                    self.on_switch(i, Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                }
             }
             Event::ControllerUp(w) => {
                 self.controller = Some(w);
@@ -527,6 +553,17 @@ impl Core {
                 if self.log_inner {
                     let name = self.cfg.switches[i].name.clone();
                     self.log_line("up", &name, &raw);
+                }
+                if let Body::PortStatus(ps) = &m.body {
+                    // Keep the switch's port list current (add, delete,
+                    // modify) in every mode: a 1.0 switch's PORT_DESC is
+                    // answered from it.
+                    if let Some(st) = &mut self.switches[i] {
+                        st.ports.retain(|p| p.port_no != ps.port.port_no);
+                        if ps.reason != 1 {
+                            st.ports.push(ps.port.clone());
+                        }
+                    }
                 }
                 if self.transparent {
                     if m.xid < INTERNAL_XID || matches!(m.body, Body::PortStatus(_)) {
@@ -581,7 +618,7 @@ impl Core {
                 let mut p = known.unwrap_or(Port {
                     port_no: l,
                     hw_addr: [0; 6],
-                    name: format!("{}-{l}", self.cfg.switches[s].name),
+                    name: PortName::new(&format!("{}-{l}", self.cfg.switches[s].name)),
                     config: 0,
                     state: PORT_STATE_LINK_DOWN,
                     curr: 0,
@@ -702,20 +739,38 @@ impl Core {
             ) => {
                 let mut targets: Vec<(usize, Vec<u8>)> = Vec::new();
                 if t == mp::FLOW || t == mp::AGGREGATE {
-                    let Ok(mut req) = FlowStatsRequest::decode(&body) else {
+                    let Ok(req) = FlowStatsRequest::decode(&body) else {
                         return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_LEN));
                     };
-                    if req.table_id == crate::of13::OFPTT_ALL {
-                        targets = self
-                            .connected()
-                            .into_iter()
-                            .map(|i| (i, body.clone()))
-                            .collect();
-                    } else if let Some(&(s, l)) = self.maps.tables.get(&req.table_id) {
-                        req.table_id = l;
-                        targets.push((s, req.encode()));
-                    } else {
+                    if req.table_id != crate::of13::OFPTT_ALL
+                        && !self.maps.tables.contains_key(&req.table_id)
+                    {
                         return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_MULTIPART));
+                    }
+                    // Each switch that can hold such flows, asked in its own terms.
+                    targets = (0..self.switches.len())
+                        .filter_map(|i| {
+                            stats_request_down(&self.maps, i, &req).map(|r| (i, r.encode()))
+                        })
+                        .collect();
+                } else if t == mp::PORT_STATS {
+                    // One port: its switch only, asked for its local number.
+                    let Some(port) = body.get(..4) else {
+                        return self.refuse(raw, xid, (error::BAD_REQUEST, error::BAD_LEN));
+                    };
+                    match u32::from_be_bytes([port[0], port[1], port[2], port[3]]) {
+                        crate::of13::OFPP_ANY => {
+                            targets = self
+                                .connected()
+                                .into_iter()
+                                .map(|i| (i, body.clone()))
+                                .collect()
+                        }
+                        g => match self.maps.ports.get(&g) {
+                            Some(&(s, l)) => targets.push((s, port_stats_request(l))),
+                            // OFPBRC_BAD_PORT
+                            None => return self.refuse(raw, xid, (error::BAD_REQUEST, 11)),
+                        },
                     }
                 } else {
                     targets = self
@@ -724,15 +779,23 @@ impl Core {
                         .map(|i| (i, body.clone()))
                         .collect();
                 }
+                // A switch that is down answers nothing: leave it out.
+                targets.retain(|(i, _)| self.switches[*i].is_some());
                 if targets.is_empty() {
+                    // No switch to ask: no entries, or an aggregate of zeros.
+                    let mut body = Vec::new();
+                    if t == mp::AGGREGATE {
+                        AggregateStats::default().encode(&mut body);
+                    }
                     return self
-                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                        .send_controller(&Message::new(xid, Body::MultipartReply(t, 0, body)));
                 }
                 self.multiparts.insert(
                     xid,
                     PendingMultipart {
                         typ: t,
                         waiting: targets.iter().map(|(i, _)| *i).collect(),
+                        aggregate: AggregateStats::default(),
                     },
                 );
                 for (i, b) in targets {
@@ -793,10 +856,26 @@ impl Core {
                     p.waiting.remove(&i);
                 }
                 let all_done = p.waiting.is_empty();
+                if t == mp::AGGREGATE {
+                    // One body for the emulated switch: the sum over its switches.
+                    if let Ok(a) = AggregateStats::decode(&body) {
+                        p.aggregate = p.aggregate.sum(&a);
+                    }
+                    if !all_done {
+                        return;
+                    }
+                }
+                let total = p.aggregate;
                 if all_done {
                     self.multiparts.remove(&xid);
                 }
-                let body = self.multipart_up(i, t, body);
+                let body = if t == mp::AGGREGATE {
+                    let mut b = Vec::with_capacity(AggregateStats::LEN);
+                    total.encode(&mut b);
+                    b
+                } else {
+                    self.multipart_up(i, t, body)
+                };
                 let flags = if all_done { 0 } else { MULTIPART_MORE };
                 self.send_controller(&Message::new(xid, Body::MultipartReply(t, flags, body)));
             }
@@ -821,13 +900,6 @@ impl Core {
                 }
             }
             Body::PortStatus(mut ps) => {
-                // Keep the switch's port list current: add, delete, modify.
-                if let Some(st) = &mut self.switches[i] {
-                    st.ports.retain(|p| p.port_no != ps.port.port_no);
-                    if ps.reason != 1 {
-                        st.ports.push(ps.port.clone());
-                    }
-                }
                 if let Some(&g) = self.maps.ports_back.get(&(i, ps.port.port_no)) {
                     ps.port.port_no = g;
                     self.send_controller(&Message::new(xid, Body::PortStatus(ps)));

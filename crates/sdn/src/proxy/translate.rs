@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::of13::flow::Action;
 use crate::of13::message::error;
 use crate::of13::oxm::field;
-use crate::of13::{FlowMod, Instruction, Match, Oxm, OFPTT_ALL};
+use crate::of13::{FlowMod, FlowStatsRequest, Instruction, Match, Oxm, OFPTT_ALL};
 
 use super::config::ProxyConfig;
 
@@ -158,6 +158,40 @@ fn actions_local(maps: &Maps, sw: usize, actions: &[Action]) -> Result<Vec<Actio
             other => Ok(other.clone()),
         })
         .collect()
+}
+
+/// A controller's flow-stats or aggregate request as switch `sw`'s: table,
+/// `in_port` match and `out_port` filter in its local terms. `None` when the
+/// switch can hold no flow the request asks for (a table or a port of
+/// another switch): it is not asked.
+pub fn stats_request_down(
+    maps: &Maps,
+    sw: usize,
+    req: &FlowStatsRequest,
+) -> Option<FlowStatsRequest> {
+    let mut out = req.clone();
+    if req.table_id != OFPTT_ALL {
+        let &(s, l) = maps.tables.get(&req.table_id)?;
+        if s != sw {
+            return None;
+        }
+        out.table_id = l;
+    }
+    let mut fields = Vec::with_capacity(req.matches.fields.len());
+    for f in &req.matches.fields {
+        if f.is(field::IN_PORT) && f.mask.is_none() {
+            let g = u32::from_be_bytes(f.value.as_slice().try_into().ok()?);
+            fields.push(Oxm::basic(
+                field::IN_PORT,
+                &port_local(maps, sw, g).ok()?.to_be_bytes(),
+            ));
+        } else {
+            fields.push(f.clone());
+        }
+    }
+    out.matches = Match::new(fields);
+    out.out_port = port_local(maps, sw, req.out_port).ok()?;
+    Some(out)
 }
 
 /// Translate one controller flow mod.
@@ -484,6 +518,34 @@ local = 9
         let cfg: ProxyConfig = toml::from_str(text).unwrap();
         cfg.check().unwrap();
         Maps::new(&cfg)
+    }
+
+    #[test]
+    fn a_stats_request_asks_each_switch_in_its_own_terms() {
+        let m = maps();
+        // All tables, any port: both switches, unchanged.
+        let all = FlowStatsRequest::all();
+        assert_eq!(stats_request_down(&m, 0, &all), Some(all.clone()));
+        assert_eq!(stats_request_down(&m, 1, &all), Some(all.clone()));
+        // Global table 1, in_port 2, out_port 2: s2 only, local table 3, port 9.
+        let mut one = all.clone();
+        one.table_id = 1;
+        one.out_port = 2;
+        one.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &2u32.to_be_bytes())]);
+        assert_eq!(stats_request_down(&m, 0, &one), None);
+        let s2 = stats_request_down(&m, 1, &one).unwrap();
+        assert_eq!(
+            (s2.table_id, s2.out_port, s2.matches.in_port()),
+            (3, 9, Some(9))
+        );
+        // A port of s1 over all tables: only s1 can hold such flows.
+        let mut p1 = all;
+        p1.matches = Match::new(vec![Oxm::basic(field::IN_PORT, &1u32.to_be_bytes())]);
+        assert_eq!(
+            stats_request_down(&m, 0, &p1).unwrap().matches.in_port(),
+            Some(7)
+        );
+        assert_eq!(stats_request_down(&m, 1, &p1), None);
     }
 
     #[test]

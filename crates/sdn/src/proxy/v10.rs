@@ -6,10 +6,14 @@
 //! would send. No I/O.
 
 use super::translate::Refusal;
+use crate::of10::stats::{PortStats10, TableStats10};
 use crate::of10::{self, Action10, FlowMod10, FlowStats10, Match10, PhyPort, OFPFW_ALL};
 use crate::of13::message::error;
 use crate::of13::oxm::field;
-use crate::of13::{Action, FlowMod, FlowRemoved, FlowStats, Instruction, Match, Oxm, Port};
+use crate::of13::stats::{PortStats, TableStats};
+use crate::of13::{
+    Action, FlowMod, FlowRemoved, FlowStats, FlowStatsRequest, Instruction, Match, Oxm, Port,
+};
 
 /// OFPET_BAD_MATCH / OFPBMC_BAD_FIELD.
 const BAD_FIELD: Refusal = (4, 6);
@@ -277,7 +281,7 @@ pub fn port_up_desc(p: &PhyPort) -> Port {
     Port {
         port_no: port_up(p.port_no),
         hw_addr: p.hw_addr,
-        name: p.name.clone(),
+        name: p.name,
         config: p.config,
         state: p.state,
         curr: p.curr,
@@ -286,6 +290,55 @@ pub fn port_up_desc(p: &PhyPort) -> Port {
         peer: p.peer,
         curr_speed: 0,
         max_speed: 0,
+    }
+}
+
+/// OFPET_BAD_REQUEST / OFPBRC_BAD_PORT.
+const BAD_PORT: Refusal = (error::BAD_REQUEST, 11);
+
+/// A 1.3 flow-stats (or aggregate) request body as 1.0's: the match, table
+/// and out_port filters carried over. 1.0 cannot filter by cookie or group,
+/// so such a request is refused (OFPBRC_BAD_MULTIPART) rather than answered
+/// with flows it did not ask for.
+pub fn flow_stats_request_down(body: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let req = FlowStatsRequest::decode(body).map_err(|_| (error::BAD_REQUEST, error::BAD_LEN))?;
+    if req.cookie_mask != 0 || req.out_group != crate::of13::OFPG_ANY {
+        return Err((error::BAD_REQUEST, error::BAD_MULTIPART));
+    }
+    let out_port = port_down(req.out_port).ok_or(BAD_PORT)?;
+    Ok(of10::flow_stats_request(
+        &match_down(&req.matches)?,
+        req.table_id,
+        out_port,
+    ))
+}
+
+/// A 1.3 port-stats request body (port u32, OFPP_ANY: all) as 1.0's
+/// (OFPP_NONE: all).
+pub fn port_stats_request_down(body: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let port = body.get(..4).ok_or((error::BAD_REQUEST, error::BAD_LEN))?;
+    let port =
+        port_down(u32::from_be_bytes([port[0], port[1], port[2], port[3]])).ok_or(BAD_PORT)?;
+    Ok(of10::stats::port_stats_request(port))
+}
+
+/// A 1.0 port-stats entry as 1.3's (1.0 keeps no duration: 0).
+pub fn port_stats_up(e: &PortStats10) -> PortStats {
+    PortStats {
+        port_no: port_up(e.port_no),
+        counters: e.counters,
+        duration_sec: 0,
+        duration_nsec: 0,
+    }
+}
+
+/// A 1.0 table-stats entry as 1.3's (name, wildcards and size have no place there).
+pub fn table_stats_up(e: &TableStats10) -> TableStats {
+    TableStats {
+        table_id: e.table_id,
+        active_count: e.active_count,
+        lookup_count: e.lookup_count,
+        matched_count: e.matched_count,
     }
 }
 
