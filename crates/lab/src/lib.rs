@@ -47,6 +47,7 @@ pub mod iface_knobs;
 pub mod inventory;
 pub mod knob_journal;
 pub mod knobs;
+pub mod link_ready;
 pub mod live;
 pub mod loadgen_run;
 pub mod model;

@@ -6,7 +6,6 @@
 
 use std::net::Ipv4Addr;
 use std::process::Command;
-use std::time::Duration;
 
 use nflab_wire::MacAddr;
 
@@ -71,7 +70,7 @@ impl PlantNs {
         for dev in ["lo", iface] {
             ip(&["-n", name, "link", "set", dev, "up"])?;
         }
-        wait_until_up(name, iface)?;
+        crate::link_ready::wait_until_transmitting(name, Some(iface))?;
         let (lg0_ip, lg0_mac, addr) = (LG0_IP.to_string(), LG0_MAC.to_string(), addr.to_string());
         ip(&[
             "-n",
@@ -103,34 +102,6 @@ impl PlantNs {
     }
 }
 
-/// Wait until `dev` in `ns` transmits: a device just set up keeps the
-/// `noop` qdisc, which drops every frame, until the kernel's link watch
-/// activates it (up to a second later) — the first periods' sensor
-/// messages were lost that way.
-fn wait_until_up(ns: &str, dev: &str) -> Result<(), LabError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    loop {
-        let out = Command::new("ip")
-            .args(["-n", ns, "link", "show", dev])
-            .output()
-            .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if out.status.success()
-            && !text.contains("qdisc noop")
-            && (text.contains("state UP") || text.contains("state UNKNOWN"))
-        {
-            return Ok(());
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(LabError::Topology(format!(
-                "{dev} in {ns} is not up 3 s after 'ip link set up': {}",
-                text.trim()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,7 +125,7 @@ mod tests {
             .args(["netns", "exec", &first.name, "sleep", "30"])
             .spawn()
             .expect("ip netns exec");
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(std::time::Duration::from_millis(200));
         drop(first);
         let second = PlantNs::create(&topo, "plant-test", "pl0", addr, mac);
         let _ = keeper.kill();

@@ -433,6 +433,10 @@ impl Topology {
                 ip(&["-n", &dut, "link", "set", dev, "up"])?;
             }
         }
+        // A run's first frames must not meet a link still on `noop`.
+        for ns in self.namespaces() {
+            crate::link_ready::wait_until_transmitting(&ns, None)?;
+        }
         Ok(())
     }
 
