@@ -71,7 +71,12 @@ pub fn distribution_jsd(
     }
     let mut pooled = a.clone();
     pooled.merge(b);
-    let cap = pooled.quantiles(&[cap_pct]).first().copied().flatten()?.value;
+    let cap = pooled
+        .quantiles(&[cap_pct])
+        .first()
+        .copied()
+        .flatten()?
+        .value;
     let (p, q) = common_bin_counts(a, b, bins, cap);
     jensen_shannon(&p, &q)
 }

@@ -687,7 +687,8 @@ fn run_core(
             let (at, g) = q.pop_front().expect("queue holds take packets");
             res.events += 1; // the departure
             if g >= cfg.warmup_packets {
-                res.sojourn.record(i64::try_from(end - at).unwrap_or(i64::MAX));
+                res.sojourn
+                    .record(i64::try_from(end - at).unwrap_or(i64::MAX));
             }
             if cfg.keep_packets {
                 let flow = g % flows;

@@ -455,7 +455,11 @@ fn sojourn_statistics_are_the_engines() {
     );
     assert_eq!(s.stdev_sojourn_ns, l.stdev.unwrap());
     let mean = l.mean.unwrap() - wire as f64;
-    assert!((s.mean_sojourn_ns - mean).abs() < 1e-9 * mean, "{} vs {mean}", s.mean_sojourn_ns);
+    assert!(
+        (s.mean_sojourn_ns - mean).abs() < 1e-9 * mean,
+        "{} vs {mean}",
+        s.mean_sojourn_ns
+    );
     // Distinct percentiles, so the check tells the ranks apart.
     assert!(want.windows(2).all(|w| w[0] < w[1]), "{want:?}");
 }
