@@ -125,7 +125,9 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
     }
     let first_cfg = gaps[0].1;
     if gaps.iter().all(|g| g.1.abs_diff(first_cfg) <= 1) {
-        sc.configured_ipg_ns = Some(gaps.iter().map(|g| g.1 as f64).sum::<f64>() / sc.gaps as f64);
+        let mut cfg = Moments::new();
+        gaps.iter().for_each(|g| cfg.record(g.1 as i64));
+        sc.configured_ipg_ns = cfg.mean();
     }
     // Mean and mean squared error from the engine's moments (exact sums).
     let mut rx_gaps = Moments::new();
