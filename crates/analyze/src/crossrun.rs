@@ -131,6 +131,12 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// Arithmetic mean of a few floats (values across runs, a model's outputs
+/// in seconds or packets/s); `None` for none. [`mean_t_ci`]'s mean.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 /// Mean with a two-sided Student-t confidence interval at `level` (e.g.
 /// 0.95): `mean ± t_{(1+level)/2, n−1} · s/√n`, s the sample standard
 /// deviation (÷ n−1). `None` for fewer than 2 values.
@@ -139,7 +145,7 @@ pub fn mean_t_ci(values: &[f64], level: f64) -> Option<Interval> {
     if n < 2 {
         return None;
     }
-    let mean = values.iter().sum::<f64>() / n as f64;
+    let mean = mean(values)?;
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let half = t_quantile((1.0 + level) / 2.0, (n - 1) as f64) * (var / n as f64).sqrt();
     Some(Interval {

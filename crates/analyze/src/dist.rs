@@ -94,6 +94,25 @@ impl Pct {
     }
 }
 
+/// The q-quantile (0 < q ≤ 1) of a distribution given as probabilities
+/// over 0, 1, 2, … (`pmf[k]` ∝ P(X = k), normalised here): the smallest k
+/// with P(X ≤ k) ≥ q — the nearest-rank rule of [`Pct::rank`] for a model's
+/// probability mass function instead of a sample (the batch model's sojourn
+/// quantiles). The last index when rounding keeps the sum below q; `None`
+/// for an empty pmf.
+pub fn pmf_quantile(pmf: &[f64], q: f64) -> Option<usize> {
+    let last = pmf.len().checked_sub(1)?;
+    let total: f64 = pmf.iter().sum();
+    let mut acc = 0.0;
+    for (k, p) in pmf.iter().enumerate() {
+        acc += p / total;
+        if acc >= q {
+            return Some(k);
+        }
+    }
+    Some(last)
+}
+
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -1008,6 +1027,27 @@ mod tests {
         }
         for s in ["0", "-1", "100.1", "abc", "", "1e3", "p", "1.2.3"] {
             assert!(Pct::parse(s).is_none(), "{s}");
+        }
+    }
+
+    #[test]
+    fn pmf_quantile_is_nearest_rank() {
+        // P = (0.2, 0.3, 0.5): F = 0.2, 0.5, 1.
+        let pmf = [2.0, 3.0, 5.0];
+        assert_eq!(pmf_quantile(&pmf, 0.2), Some(0));
+        assert_eq!(pmf_quantile(&pmf, 0.5), Some(1));
+        assert_eq!(pmf_quantile(&pmf, 0.51), Some(2));
+        assert_eq!(pmf_quantile(&[], 0.5), None);
+        // The same as nearest rank over a sample drawn in those proportions.
+        let mut d = Distribution::new(u64::MAX, 3);
+        for (k, &c) in pmf.iter().enumerate() {
+            (0..c as usize).for_each(|_| d.record(k as i64));
+        }
+        for p in ["10", "20", "50", "51", "90", "100"] {
+            let pct = Pct::parse(p).unwrap();
+            let want = d.quantiles(&[pct])[0].unwrap().value;
+            let got = pmf_quantile(&pmf, pct.as_f64() / 100.0).unwrap() as i64;
+            assert_eq!(got, want, "p{p}");
         }
     }
 

@@ -46,6 +46,7 @@ pub mod crossrun;
 pub mod curves;
 mod diffs;
 pub mod dist;
+pub mod divergence;
 mod engine;
 pub mod export;
 mod fast;

@@ -357,7 +357,10 @@ mod tests {
         }
     }
 
-    /// Kolmogorov–Smirnov statistic of `xs` (sorted here) against `f`.
+    /// Kolmogorov–Smirnov statistic of `xs` (sorted here) against `f`: this
+    /// test's own oracle, written out independently of the engine's
+    /// `nflab_analyze::ks::ks_one_sample` on purpose (and dataplane does not
+    /// depend on analyze).
     fn ks(xs: &mut [f64], f: impl Fn(f64) -> f64) -> f64 {
         xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let n = xs.len() as f64;

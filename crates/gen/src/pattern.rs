@@ -331,7 +331,9 @@ impl StreamSpec {
     pub fn mean_frame_bytes(&self) -> f64 {
         match &self.pattern {
             Pattern::Replay { trace, .. } => {
-                trace.iter().map(|p| p.len as f64).sum::<f64>() / trace.len().max(1) as f64
+                let mut m = nflab_analyze::dist::Moments::new();
+                trace.iter().for_each(|p| m.record(p.len as i64));
+                m.mean().unwrap_or(0.0)
             }
             _ => self.sizes.mean_bytes(),
         }

@@ -102,9 +102,12 @@ fn gaps(v: &[Rx]) -> Vec<u64> {
     v.windows(2).map(|w| w[1].rx_ns - w[0].rx_ns).collect()
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
+/// The engine's median (nearest rank) of measured gaps.
+fn median(v: Vec<u64>) -> u64 {
+    let mut d = nflab_analyze::Distribution::new(u64::MAX, 3);
+    v.iter().for_each(|&x| d.record(x as i64));
+    let p50 = nflab_analyze::Pct::parse("50").expect("a percentile");
+    d.quantiles(&[p50])[0].map_or(0, |q| q.value as u64)
 }
 
 /// Runs a receive-side timing check up to three times. These tests measure

@@ -87,7 +87,7 @@ pub fn app_stats(runs: &[AppColumns]) -> Vec<AppStat> {
                 (p.fraction, Some([p.lo, p.hi]))
             } else {
                 let x: Vec<f64> = vals.iter().map(|v| v.as_f64()).collect();
-                let mean = x.iter().sum::<f64>() / n as f64;
+                let mean = nflab_analyze::crossrun::mean(&x)?;
                 let ci = nflab_analyze::crossrun::mean_t_ci(&x, 0.95).map(|i| [i.lo, i.hi]);
                 (mean, ci)
             };

@@ -240,11 +240,7 @@ fn sojourn(r: &UdpMonitorResult) -> Sojourn {
         n: d.count(),
         mean_ns: d.mean().unwrap_or(0.0),
         p95_ns: d.quantiles(&[p95])[0].map_or(0, |q| q.value),
-        buffer_mean_bytes: if fill.is_empty() {
-            0.0
-        } else {
-            fill.iter().sum::<f64>() / fill.len() as f64
-        },
+        buffer_mean_bytes: nflab_analyze::crossrun::mean(&fill).unwrap_or(0.0),
         buffer_r: nflab_analyze::correlation::pearson(&x, &y),
     }
 }

@@ -17,7 +17,8 @@ fn row(label: &str, rate: f64, auc: i64, policy: Policy, runs: u64, dur: f64, wa
         return;
     }
     let mut att = Vec::new();
-    let (mut u_auc, mut u_cmap, mut max_r, mut ev, mut wall) = (0.0, 0.0, 0u32, 0u64, 0.0);
+    let (mut u_auc, mut u_cmap) = (Vec::new(), Vec::new());
+    let (mut max_r, mut ev, mut wall) = (0u32, 0u64, 0.0);
     for seed in 1..=runs {
         let spec = MvnoSpec {
             rate_per_s: rate,
@@ -37,13 +38,15 @@ fn row(label: &str, rate: f64, auc: i64, policy: Policy, runs: u64, dur: f64, wa
         };
         let r = run(&cfg);
         att.push(r.attach_rate_per_s);
-        u_auc += r.utilisation["auc"] / runs as f64;
-        u_cmap += r.utilisation["cmap"] / runs as f64;
+        u_auc.push(r.utilisation["auc"]);
+        u_cmap.push(r.utilisation["cmap"]);
         max_r = max_r.max(r.max_retries);
         ev += r.events;
         wall += r.wall_s;
     }
-    let mean = att.iter().sum::<f64>() / att.len() as f64;
+    // Means across the seeds: the engine's.
+    let mean_of = |v: &[f64]| nflab_analyze::crossrun::mean(v).unwrap_or(f64::NAN);
+    let (mean, u_auc, u_cmap) = (mean_of(&att), mean_of(&u_auc), mean_of(&u_cmap));
     let lo = att.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = att.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     println!(

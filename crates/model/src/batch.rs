@@ -26,6 +26,7 @@
 //! `P(R = r) = P(A ≥ r)/E[A]` (2.8 in this convention), and
 //! `P(N(u) ≥ k) = P(R + A^{*(k−1)} ≤ u)`. This is exact when arrivals are
 //! memoryless (geometric inter-arrival times) and an approximation otherwise.
+use nflab_analyze::dist::pmf_quantile;
 use serde::Serialize;
 
 use crate::dist::SlotDist;
@@ -437,17 +438,8 @@ pub fn solve(inp: &BatchInputs) -> Result<BatchSolution, ModelError> {
     }
     let d = convolve(&w, &s_own);
     let mean_of = |x: &[f64]| x.iter().enumerate().map(|(t, p)| t as f64 * p).sum::<f64>();
-    let quant = |x: &[f64], q: f64| {
-        let total: f64 = x.iter().sum();
-        let mut acc = 0.0;
-        for (t, p) in x.iter().enumerate() {
-            acc += p / total;
-            if acc >= q {
-                return t as f64;
-            }
-        }
-        (x.len().saturating_sub(1)) as f64
-    };
+    // The engine's nearest-rank rule on the sojourn pmf (slots).
+    let quant = |x: &[f64], q: f64| pmf_quantile(x, q).unwrap_or(0) as f64;
 
     // Queue at random times: renewal-reward over one poll cycle.
     let qbar = random_time_queue(&q, &c, inp, kmax)?;

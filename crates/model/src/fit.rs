@@ -11,11 +11,12 @@
 //! latency distribution is predicted by simulating the run's offered
 //! traffic through a poller that spends `t_CPU` per packet, plus the
 //! baseline as a constant offset (seed 003's 5 µs calibration).
+use nflab_analyze::dist::{Distribution, Pct, DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS};
+use nflab_analyze::divergence::{distribution_jsd, relative_error};
 use serde::Serialize;
 
 use crate::resource::{fit_t_cpu_ns, urllc_r_max, InterruptLoad};
 use crate::sim::{self, Arrivals, Service, ServiceDist, ServiceMean, SimConfig};
-use crate::stats::{common_histograms, jensen_shannon, relative_error};
 use crate::{positive, ModelError};
 
 /// What one measured run offers the fit.
@@ -29,8 +30,9 @@ pub struct RunObservation {
     pub carried_pps: f64,
     /// Loss ratio.
     pub loss_ratio: f64,
-    /// Per-packet latencies (rx − tx), ns.
-    pub latency_ns: Vec<f64>,
+    /// Per-packet latencies (rx − tx), ns, in the metrics engine's
+    /// distribution (every statistic of them is the engine's).
+    pub latency_ns: Distribution,
     /// Cycles per packet the DuT was told to spend (`sheep`), if known.
     pub sheep_cycles: Option<f64>,
     /// Poisson arrivals (else CBR).
@@ -84,7 +86,8 @@ pub struct RunFit {
     /// |measured − predicted| / measured of the mean latency.
     pub latency_relative_error: Option<f64>,
     /// Jensen–Shannon divergence of the latency histograms (64 common bins
-    /// up to the 99.9th percentile), in [0, ln 2].
+    /// up to the nearest-rank 99.9th percentile of both pooled, the tail in
+    /// the last bin), in [0, ln 2].
     pub latency_jsd: Option<f64>,
 }
 
@@ -114,17 +117,16 @@ pub struct FitReport {
     pub notes: Vec<String>,
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some(s[(s.len() - 1) / 2])
+/// The engine's median (nearest rank: the ⌈N/2⌉-th smallest, the lower of
+/// the two middle values for even N).
+fn median(d: &mut Distribution) -> Option<f64> {
+    let p50 = Pct::parse("50").unwrap_or_else(|| unreachable!("50 is a percentile"));
+    Some(d.quantiles(&[p50]).first().copied().flatten()?.value as f64)
 }
 
-/// Fit and compare.
-pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelError> {
+/// Fit and compare. The runs' latency distributions are only reordered
+/// (quantiles are found by selection).
+pub fn fit(runs: &mut [RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelError> {
     if runs.is_empty() {
         return Err(ModelError::Input {
             name: "DIR",
@@ -145,7 +147,7 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
         }
     };
     let lowest = runs
-        .iter()
+        .iter_mut()
         .min_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))
         .expect("non-empty");
     let (method, t_cpu) = match (lowest.sheep_cycles, cfg.cpu_hz) {
@@ -160,7 +162,7 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
             )
         }
         _ => {
-            let m = median(&lowest.latency_ns).ok_or_else(|| ModelError::Input {
+            let m = median(&mut lowest.latency_ns).ok_or_else(|| ModelError::Input {
                 name: "DIR",
                 reason: format!(
                     "run {} has no latency samples to take the median of; keep records.nfr",
@@ -182,17 +184,17 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
         .filter(|r| r.loss_ratio > 0.01)
         .map(|r| r.carried_pps)
         .collect();
-    let measured_sat = (!lossy.is_empty()).then(|| lossy.iter().sum::<f64>() / lossy.len() as f64);
+    let measured_sat = nflab_analyze::crossrun::mean(&lossy);
     if measured_sat.is_none() {
         notes.push("no run lost more than 1 %: the saturation rate was not reached".into());
     }
     let max_carried = runs.iter().map(|r| r.carried_pps).fold(0.0, f64::max);
     let mut out = Vec::new();
-    for r in runs {
+    for r in runs.iter_mut() {
         positive("offered rate of a run (pps)", r.offered_pps)?;
         let packets = r
             .sent
-            .unwrap_or(r.latency_ns.len() as u64)
+            .unwrap_or(r.latency_ns.count())
             .clamp(10_000, cfg.sim_packets.max(10_000));
         let s = sim::simulate(&SimConfig {
             arrivals: if r.poisson {
@@ -221,26 +223,15 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
             keep_packets: true,
             ..SimConfig::default()
         })?;
-        let predicted: Vec<f64> = s
-            .delivered
-            .iter()
-            .skip(s.delivered.len() / 20)
-            .map(|d| (d.rx_ns - d.tx_ns) as f64)
-            .collect();
-        let pred_mean = predicted.iter().sum::<f64>() / predicted.len().max(1) as f64;
-        let pred_p50 = median(&predicted).unwrap_or(0.0);
-        let meas_mean = (!r.latency_ns.is_empty())
-            .then(|| r.latency_ns.iter().sum::<f64>() / r.latency_ns.len() as f64);
-        let jsd = if r.latency_ns.is_empty() || predicted.is_empty() {
-            None
-        } else {
-            let mut all: Vec<f64> = r.latency_ns.iter().chain(&predicted).copied().collect();
-            all.sort_by(f64::total_cmp);
-            let cap = all[((all.len() - 1) as f64 * 0.999) as usize];
-            let clip = |v: &[f64]| v.iter().map(|x| x.min(cap)).collect::<Vec<_>>();
-            let (a, b) = common_histograms(&clip(&r.latency_ns), &clip(&predicted), 64);
-            Some(jensen_shannon(&a, &b)?)
-        };
+        let mut predicted = Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS);
+        for d in s.delivered.iter().skip(s.delivered.len() / 20) {
+            predicted.record(d.rx_ns as i64 - d.tx_ns as i64);
+        }
+        let pred_mean = predicted.mean().unwrap_or(0.0);
+        let pred_p50 = median(&mut predicted).unwrap_or(0.0);
+        let meas_mean = r.latency_ns.mean();
+        let p999 = Pct::parse("99.9").unwrap_or_else(|| unreachable!("a percentile"));
+        let jsd = distribution_jsd(&mut r.latency_ns, &mut predicted, 64, p999);
         out.push(RunFit {
             name: r.name.clone(),
             offered_pps: r.offered_pps,
@@ -248,9 +239,9 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
             predicted_loss: s.stats.loss_probability,
             measured_mean_ns: meas_mean,
             predicted_mean_ns: pred_mean,
-            measured_p50_ns: median(&r.latency_ns),
+            measured_p50_ns: median(&mut r.latency_ns),
             predicted_p50_ns: pred_p50,
-            latency_relative_error: meas_mean.and_then(|m| relative_error(m, pred_mean).ok()),
+            latency_relative_error: meas_mean.and_then(|m| relative_error(m, pred_mean)),
             latency_jsd: jsd,
         });
     }
@@ -261,7 +252,7 @@ pub fn fit(runs: &[RunObservation], cfg: &FitConfig) -> Result<FitReport, ModelE
         predicted_saturation_pps: predicted_sat,
         measured_saturation_pps: measured_sat,
         max_carried_pps: max_carried,
-        saturation_relative_error: measured_sat.and_then(|m| relative_error(m, predicted_sat).ok()),
+        saturation_relative_error: measured_sat.and_then(|m| relative_error(m, predicted_sat)),
         fitted_cycles_per_packet: match (measured_sat, cfg.cpu_hz) {
             (Some(m), Some(hz)) => Some(crate::resource::fit_cycles_per_packet(m, hz, cfg.cores)?),
             _ => None,
@@ -302,11 +293,13 @@ mod tests {
             offered_pps: rate,
             carried_pps: s.stats.throughput_pps,
             loss_ratio: s.stats.loss_probability,
-            latency_ns: s
-                .delivered
-                .iter()
-                .map(|d| (d.rx_ns - d.tx_ns) as f64)
-                .collect(),
+            latency_ns: {
+                let mut d = Distribution::new(u64::MAX, DEFAULT_HDR_DIGITS);
+                s.delivered
+                    .iter()
+                    .for_each(|p| d.record((p.rx_ns - p.tx_ns) as i64));
+                d
+            },
             sheep_cycles: None,
             poisson: false,
             sent: Some(20_000),
@@ -329,11 +322,11 @@ mod tests {
 
     #[test]
     fn recovers_t_cpu_and_saturation() {
-        let runs: Vec<_> = [50_000.0, 200_000.0, 400_000.0, 600_000.0]
+        let mut runs: Vec<_> = [50_000.0, 200_000.0, 400_000.0, 600_000.0]
             .iter()
             .map(|r| measured(*r, 1))
             .collect();
-        let f = fit(&runs, &cfg()).unwrap();
+        let f = fit(&mut runs, &cfg()).unwrap();
         assert!((f.t_cpu_ns - 2_000.0).abs() < 1.0, "{}", f.t_cpu_ns);
         assert!((f.predicted_saturation_pps - 500_000.0).abs() < 500.0);
         let m = f.measured_saturation_pps.unwrap();
@@ -363,7 +356,7 @@ mod tests {
         for r in &mut runs {
             r.sheep_cycles = Some(3_000.0);
         }
-        let f = fit(&runs, &cfg()).unwrap();
+        let f = fit(&mut runs, &cfg()).unwrap();
         assert!(f.method.contains("resource model"));
         assert!((f.t_cpu_ns - 1_000.0).abs() < 1e-9);
         assert!(f.measured_saturation_pps.is_none());
@@ -374,7 +367,7 @@ mod tests {
 
     #[test]
     fn empty_experiment_is_an_error() {
-        let e = fit(&[], &cfg()).unwrap_err().to_string();
+        let e = fit(&mut [], &cfg()).unwrap_err().to_string();
         assert!(e.contains("no runs"), "{e}");
     }
 }

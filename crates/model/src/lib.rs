@@ -23,8 +23,10 @@
 //!
 //! [`closed`] holds the textbook closed forms (M/M/1, M/D/1) the simulator is
 //! checked against, [`dist`] the discrete distributions shared by the batch
-//! model and the simulator, and [`stats`] the error metrics of seed 003
-//! (relative error, Jensen–Shannon divergence).
+//! model and the simulator. Statistics of samples — the simulator's sojourn
+//! percentiles, mean and stdev, the fit's medians and seed 003's error metrics
+//! (relative error, Jensen–Shannon divergence) — are the metrics engine's
+//! (`nflab_analyze`), as for a measured run; `docs/metrics.md` lists them.
 //!
 //! # Units
 //!
@@ -60,7 +62,6 @@ pub mod mvno;
 pub mod resource;
 pub mod rng;
 pub mod sim;
-pub mod stats;
 
 pub use resource::{
     ethernet_pps, resource, Bound, ResourceInputs, ResourcePrediction, ETHERNET_L1_OVERHEAD_BYTES,

@@ -16,6 +16,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use nflab_analyze::dist::{Distribution, DEFAULT_HDR_DIGITS};
 use nflab_analyze::export::{write_parquet, Column, Table as ParquetTable};
 use nflab_model::mvno::{MvnoResult, MvnoSeries};
 
@@ -88,16 +89,16 @@ fn as_f64(v: &[u64]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }
 
-/// Devices per retry count: `(retries, devices)` for every count that occurs.
+/// Devices per retry count: `(retries, devices)` for every count that
+/// occurs, ascending — the engine's count per distinct value
+/// (`Distribution::value_counts`, exact: every count is held).
 pub fn retry_histogram(retries: &[u32]) -> Vec<(u32, u64)> {
-    let max = retries.iter().copied().max().unwrap_or(0) as usize;
-    let mut n = vec![0u64; max + 1];
+    let mut d = Distribution::new(u64::MAX, DEFAULT_HDR_DIGITS);
     for &r in retries {
-        n[r as usize] += 1;
+        d.record(i64::from(r));
     }
-    n.into_iter()
-        .enumerate()
-        .filter(|(_, c)| *c > 0)
+    d.value_counts()
+        .into_iter()
         .map(|(r, c)| (r as u32, c))
         .collect()
 }
@@ -404,7 +405,7 @@ mod tests {
             retry_histogram(&[0, 0, 3, 1, 0, 3]),
             vec![(0, 3), (1, 1), (3, 2)]
         );
-        assert!(retry_histogram(&[]).iter().all(|x| x.1 == 0 || x.0 == 0));
+        assert!(retry_histogram(&[]).is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use nflab_analyze::dist::{Distribution, Pct, DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS};
 use nflab_model::batch::{self, BatchInputs};
 use nflab_model::dist::SlotDist;
 use nflab_model::fit::{self, FitConfig, RunObservation};
@@ -853,17 +854,36 @@ fn mvno_cmd(a: MvnoArgs) -> anyhow::Result<()> {
 
 /// Nearest-rank 99th percentile through nflab-analyze.
 fn p99(values: &[u32]) -> i64 {
-    use nflab_analyze::dist::{Distribution, Pct, DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS};
     let mut d = Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS);
     for &v in values {
         d.record(i64::from(v));
     }
-    let pct = Pct::parse("99").unwrap_or_else(|| unreachable!("99 is a percentile"));
-    d.quantiles(&[pct])
+    d.quantiles(&[pct("99")])
         .first()
         .copied()
         .flatten()
         .map_or(0, |q| q.value)
+}
+
+fn pct(p: &str) -> Pct {
+    Pct::parse(p).unwrap_or_else(|| unreachable!("{p} is a percentile"))
+}
+
+/// The latencies of a run's measured packets (warm-up, second copies and
+/// packets beyond the reorder window left out) as the engine's
+/// distribution: the one behind the run's summary.json, so the fit's
+/// measured median is the summary's p50. Empty when the run kept no records.
+fn measured_latency(records: &Path) -> Distribution {
+    use nflab_analyze::{analyze_file_with, AnalysisConfig, Format, Options};
+    match analyze_file_with(
+        records,
+        &AnalysisConfig::default(),
+        &Options::default(),
+        Some(Format::Nfr),
+    ) {
+        Ok(fa) => fa.analysis.latency,
+        Err(_) => Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS),
+    }
 }
 
 fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -1006,7 +1026,8 @@ pub fn fit_and_write(
         .collect();
     entries.sort();
     let mut runs = Vec::new();
-    let mut baselines = Vec::new();
+    // Medians of the loopback runs, whose mean is the baseline.
+    let mut baselines = Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS);
     let mut batch_from_spec = None;
     let mut queue_from_spec = None;
     for dir in &entries {
@@ -1016,21 +1037,11 @@ pub fn fit_and_write(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let latency: Vec<f64> = match nflab_record::read_all(&dir.join("records.nfr")) {
-            Ok(file) => file
-                .records
-                .iter()
-                .filter(|r| r.rx_ns >= r.tx_ns)
-                .map(|r| (r.rx_ns - r.tx_ns) as f64)
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut latency = measured_latency(&dir.join("records.nfr"));
         let kind = params["dut"]["kind"].as_str().unwrap_or("");
         if kind == "loopback" {
-            let mut l = latency.clone();
-            l.sort_by(f64::total_cmp);
-            if let Some(m) = l.get(l.len().saturating_sub(1) / 2) {
-                baselines.push(*m);
+            if let Some(Some(m)) = latency.quantiles(&[pct("50")]).first() {
+                baselines.record(m.value);
             }
             continue;
         }
@@ -1070,11 +1081,9 @@ pub fn fit_and_write(
             sent: summary["packets"]["sent"].as_u64(),
         });
     }
-    let baseline = s.baseline_median_ns.or_else(|| {
-        (!baselines.is_empty()).then(|| baselines.iter().sum::<f64>() / baselines.len() as f64)
-    });
+    let baseline = s.baseline_median_ns.or_else(|| baselines.mean());
     let r = fit::fit(
-        &runs,
+        &mut runs,
         &FitConfig {
             cpu_hz: s.cpu_hz,
             cores: s.cores,

@@ -462,11 +462,7 @@ pub fn run(cfg: &MvnoConfig) -> MvnoResult {
         devices: model.devices.len() as u64,
         attached: model.attached,
         max_retries: model.devices.iter().map(|d| d.retries).max().unwrap_or(0),
-        mean_time_to_attach_s: if model.attach_times_s.is_empty() {
-            0.0
-        } else {
-            model.attach_times_s.iter().sum::<f64>() / model.attach_times_s.len() as f64
-        },
+        mean_time_to_attach_s: nflab_analyze::crossrun::mean(&model.attach_times_s).unwrap_or(0.0),
         refused: model.refused.total(),
         dropped: model.dropped.total(),
         events,

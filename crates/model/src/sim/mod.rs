@@ -28,15 +28,15 @@
 use serde::Serialize;
 use std::collections::VecDeque;
 
+use nflab_analyze::dist::{Distribution, Pct, DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS};
+
 use crate::dist::SlotDist;
 use crate::rng::Rng;
 use crate::{non_negative, positive, ModelError};
 
-mod hist;
 mod irq;
 mod records;
 
-pub use hist::LogHist;
 pub use irq::Interruption;
 use irq::IrqSchedule;
 pub use records::{read_gaps_ns, write_nfr};
@@ -322,9 +322,12 @@ pub struct SimStats {
     pub batch_histogram: Vec<u64>,
     /// Mean sojourn time (arrival to departure), ns.
     pub mean_sojourn_ns: f64,
-    /// Standard deviation of the sojourn time, ns.
+    /// Population standard deviation of the sojourn time (÷N), ns.
     pub stdev_sojourn_ns: f64,
-    /// Sojourn quantiles p50, p90, p99, p99.9, p99.99 (±0.4 %), ns.
+    /// Sojourn quantiles p50, p90, p99, p99.9, p99.99, ns: the engine's
+    /// nearest rank ([`Distribution`]), exact up to [`DEFAULT_EXACT_LIMIT`]
+    /// counted packets, beyond that the upper end of the HDR bucket
+    /// ([`DEFAULT_HDR_DIGITS`] digits, ≤ 0.1 % above the exact value).
     pub sojourn_quantiles_ns: [f64; 5],
     /// Minimum and maximum sojourn, ns.
     pub min_max_sojourn_ns: [u64; 2],
@@ -343,8 +346,9 @@ pub struct SimStats {
 pub struct SimOutput {
     /// Statistics.
     pub stats: SimStats,
-    /// Sojourn histogram (warm-up excluded).
-    pub sojourn: LogHist,
+    /// Sojourn times (warm-up excluded), in the metrics engine's
+    /// distribution: the one `nflab analyze` computes percentiles with.
+    pub sojourn: Distribution,
     /// Delivered packets in departure order, when `keep_packets` is set
     /// (warm-up included).
     pub delivered: Vec<Delivered>,
@@ -527,7 +531,7 @@ fn generate(cfg: &SimConfig) -> Vec<Vec<(u64, u64)>> {
 
 struct CoreResult {
     delivered: Vec<Delivered>,
-    sojourn: LogHist,
+    sojourn: Distribution,
     batch_hist: Vec<u64>,
     arrived: u64,
     dropped: u64,
@@ -573,7 +577,12 @@ fn run_core(
     let mut q: VecDeque<(u64, u64)> = VecDeque::with_capacity(cap.min(1 << 16));
     let mut res = CoreResult {
         delivered: Vec::new(),
-        sojourn: LogHist::default(),
+        // Each core keeps its share of the exact limit, so the pooled
+        // distribution is exact whenever the cores' values fit it together.
+        sojourn: Distribution::new(
+            DEFAULT_EXACT_LIMIT / cfg.cores.max(1) as u64,
+            DEFAULT_HDR_DIGITS,
+        ),
         batch_hist: vec![0; beta + 1],
         arrived: 0,
         dropped: 0,
@@ -678,7 +687,8 @@ fn run_core(
             let (at, g) = q.pop_front().expect("queue holds take packets");
             res.events += 1; // the departure
             if g >= cfg.warmup_packets {
-                res.sojourn.record(end - at);
+                res.sojourn
+                    .record(i64::try_from(end - at).unwrap_or(i64::MAX));
             }
             if cfg.keep_packets {
                 let flow = g % flows;
@@ -721,7 +731,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, ModelError> {
         .map(|(c, arr)| run_core(cfg, c, arr, warm_t, &svc))
         .collect();
 
-    let mut sojourn = LogHist::default();
+    let mut sojourn = Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS);
     let mut batch_hist = vec![0u64; cfg.batch + 1];
     let (mut arrived, mut dropped, mut events, mut end) = (0, 0, 0, 0);
     for r in &results {
@@ -743,7 +753,10 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, ModelError> {
         .map(|(i, c)| i as u64 * c)
         .sum();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-    let q = |p: f64| sojourn.quantile(p).unwrap_or(0.0);
+    let pcts = ["50", "90", "99", "99.9", "99.99"]
+        .map(|p| Pct::parse(p).unwrap_or_else(|| unreachable!("{p} is a percentile")));
+    let qv = sojourn.quantiles(&pcts);
+    let q: [f64; 5] = std::array::from_fn(|i| qv[i].map_or(0.0, |q| q.value as f64));
     let span = last_arrival.saturating_sub(warm_t);
     let stats = SimStats {
         arrived,
@@ -755,8 +768,8 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimOutput, ModelError> {
         batch_histogram: batch_hist,
         mean_sojourn_ns: sojourn.mean().unwrap_or(0.0),
         stdev_sojourn_ns: sojourn.stdev().unwrap_or(0.0),
-        sojourn_quantiles_ns: [q(0.5), q(0.9), q(0.99), q(0.999), q(0.9999)],
-        min_max_sojourn_ns: sojourn.min_max().map_or([0, 0], |(a, b)| [a, b]),
+        sojourn_quantiles_ns: q,
+        min_max_sojourn_ns: [sojourn.min(), sojourn.max()].map(|v| v.map_or(0, |v| v as u64)),
         throughput_pps: ratio(delivered_n as f64 * 1e9, span as f64),
         offered_pps: cfg.arrivals.rate_pps(),
         events,

@@ -8,6 +8,9 @@
 //! used) from the closed form. Seeds are fixed, so the tests are repeatable;
 //! a 5σ band makes a false alarm on a new seed improbable (< 1e-6), while a
 //! model error of a few percent fails (the standard errors are ≈ 0.5–1 %).
+//! `batch_means` is these tests' own oracle for the standard error, written
+//! out independently of the metrics engine on purpose; the simulator's own
+//! figures are the engine's (see `sojourn_statistics_are_the_engines`).
 use super::*;
 use crate::closed;
 
@@ -77,7 +80,7 @@ fn mm1_mean_and_distribution() {
                 "ρ={rho} k={k}: {p} vs {exact} (se {se})"
             );
         }
-        // The histogram's mean is exact, its quantiles within 0.4 %.
+        // The engine's mean is exact, its quantiles exact nearest rank.
         assert!((out.stats.mean_sojourn_ns - m).abs() < 1e-6 * m);
         let p50 = out.stats.sojourn_quantiles_ns[0];
         let exact_p50 = want.mean_sojourn_ns * std::f64::consts::LN_2;
@@ -410,4 +413,53 @@ fn bad_input_is_a_sentence() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("--replay"), "{e}");
+}
+
+/// The simulator's sojourn figures are the metrics engine's: `nflab analyze`
+/// on the simulated run's records (latency = sojourn + wire_ns) reports the
+/// very same percentiles, min, max, stdev and mean, with two cores whose
+/// distributions are pooled and warm-up left out on both sides.
+#[test]
+fn sojourn_statistics_are_the_engines() {
+    let dir = std::env::temp_dir().join(format!("nflab-model-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sim.nfr");
+    let wire = 1_000;
+    let cfg = SimConfig {
+        arrivals: Arrivals::Poisson { rate_pps: 1.5e6 },
+        packets: 40_000,
+        warmup_packets: 1_000,
+        flows: 4,
+        cores: 2,
+        queue_capacity: 64,
+        batch: 8,
+        keep_packets: true,
+        wire_ns: wire,
+        seed: 5,
+        ..SimConfig::default()
+    };
+    let out = simulate(&cfg).unwrap();
+    write_nfr(&path, &cfg, &out).unwrap();
+    let (sum, _) =
+        nflab_analyze::analyze_file(&path, &nflab_analyze::AnalysisConfig::default()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let s = &out.stats;
+    let l = &sum.latency_ns;
+    assert_eq!(sum.packets.received, s.delivered);
+    assert_eq!(sum.percentiles.method, "exact");
+    let want = [l.p50, l.p90, l.p99, l.p99_9, l.p99_99].map(|v| v.unwrap() - wire as i64);
+    assert_eq!(s.sojourn_quantiles_ns.map(|v| v as i64), want);
+    assert_eq!(
+        s.min_max_sojourn_ns.map(|v| v as i64),
+        [l.min.unwrap(), l.max.unwrap()].map(|v| v - wire as i64)
+    );
+    assert_eq!(s.stdev_sojourn_ns, l.stdev.unwrap());
+    let mean = l.mean.unwrap() - wire as f64;
+    assert!(
+        (s.mean_sojourn_ns - mean).abs() < 1e-9 * mean,
+        "{} vs {mean}",
+        s.mean_sojourn_ns
+    );
+    // Distinct percentiles, so the check tells the ranks apart.
+    assert!(want.windows(2).all(|w| w[0] < w[1]), "{want:?}");
 }

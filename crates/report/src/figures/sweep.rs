@@ -139,8 +139,7 @@ pub fn sweep(ctx: &Ctx) -> Option<Figure> {
                     .filter_map(|(_, pr)| pr.get(&key).and_then(serde_json::Value::as_f64))
                     .filter(|v| *v > 0.0)
                     .collect();
-                if !vals.is_empty() {
-                    let m = vals.iter().sum::<f64>() / vals.len() as f64;
+                if let Some(m) = nflab_analyze::crossrun::mean(&vals) {
                     lo = lo.min(m);
                     hi = hi.max(m);
                     v.push((*x, m));
