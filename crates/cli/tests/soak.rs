@@ -39,7 +39,12 @@ fn processes_naming(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
         .filter(|e| e.file_name().to_string_lossy() != me)
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
@@ -99,7 +104,10 @@ fn a_short_soak_samples_memory_and_accounts_for_every_packet() {
         ],
     );
     let pid = child.id();
-    assert!(saw_namespaces(&mut child), "the soak never had its namespaces up");
+    assert!(
+        saw_namespaces(&mut child),
+        "the soak never had its namespaces up"
+    );
     let o = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     // 0 = memory flat, 1 = grew (expected so short): both are complete soaks.
@@ -114,7 +122,10 @@ fn a_short_soak_samples_memory_and_accounts_for_every_packet() {
 
     let v = read_json(out.join("soak.json"));
     let p = &v["packets"];
-    let n = |k: &str| p[k].as_u64().unwrap_or_else(|| panic!("packets.{k} in {v}"));
+    let n = |k: &str| {
+        p[k].as_u64()
+            .unwrap_or_else(|| panic!("packets.{k} in {v}"))
+    };
     assert_eq!(n("sent"), COUNT, "{v}");
     assert_eq!(n("recorded") + n("lost"), n("sent"));
     assert_eq!(
@@ -134,8 +145,12 @@ fn a_short_soak_samples_memory_and_accounts_for_every_packet() {
         .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
         .collect();
     assert!(rows.len() >= 5, "{} samples:\n{csv}", rows.len());
-    assert!(rows.iter().all(|r| r.len() == 6 && r[1] > 0.0 && r[3] > 0.0));
-    assert!(rows.windows(2).all(|w| w[1][0] > w[0][0] && w[1][5] >= w[0][5]));
+    assert!(rows
+        .iter()
+        .all(|r| r.len() == 6 && r[1] > 0.0 && r[3] > 0.0));
+    assert!(rows
+        .windows(2)
+        .all(|w| w[1][0] > w[0][0] && w[1][5] >= w[0][5]));
     assert_eq!(v["samples"], rows.len());
     let from = rows
         .iter()
@@ -150,11 +165,21 @@ fn a_short_soak_samples_memory_and_accounts_for_every_packet() {
         let m = &v[name];
         assert_eq!(m["rss_after_warmup_kib"].as_f64().unwrap(), base, "{name}");
         assert_eq!(m["rss_end_kib"].as_f64().unwrap(), end, "{name}");
-        assert_eq!(m["rss_max_after_warmup_kib"].as_f64().unwrap(), max, "{name}");
+        assert_eq!(
+            m["rss_max_after_warmup_kib"].as_f64().unwrap(),
+            max,
+            "{name}"
+        );
         let g_end = (end - base) / base * 100.0;
         let g_max = (max - base) / base * 100.0;
-        assert!((m["growth_end_pct"].as_f64().unwrap() - g_end).abs() < 1e-9, "{name}");
-        assert!((m["growth_max_pct"].as_f64().unwrap() - g_max).abs() < 1e-9, "{name}");
+        assert!(
+            (m["growth_end_pct"].as_f64().unwrap() - g_end).abs() < 1e-9,
+            "{name}"
+        );
+        assert!(
+            (m["growth_max_pct"].as_f64().unwrap() - g_max).abs() < 1e-9,
+            "{name}"
+        );
         assert_eq!(m["pass"], g_end.max(g_max) <= 5.0, "{name}");
     }
     assert_eq!(
@@ -173,7 +198,10 @@ fn a_short_soak_samples_memory_and_accounts_for_every_packet() {
     );
     let per = s["segment_records"].as_u64().unwrap();
     assert_eq!(per, 16 * 1024 * 1024 / 40);
-    assert_eq!(s["segments_written"].as_u64().unwrap(), recorded.div_ceil(per));
+    assert_eq!(
+        s["segments_written"].as_u64().unwrap(),
+        recorded.div_ceil(per)
+    );
     let kept = s["kept"].as_array().unwrap();
     assert_eq!(kept.len(), 2.min(recorded.div_ceil(per)) as usize);
     let mut on_disk: Vec<String> = std::fs::read_dir(&out)
@@ -215,7 +243,10 @@ fn ctrl_c_and_bad_arguments_leave_nothing() {
         ],
     );
     let pid = child.id();
-    assert!(saw_namespaces(&mut child), "the soak never had its namespaces up");
+    assert!(
+        saw_namespaces(&mut child),
+        "the soak never had its namespaces up"
+    );
     // Interrupt once it samples a running generator.
     let deadline = Instant::now() + Duration::from_secs(30);
     let csv = out.join("rss.csv");

@@ -119,7 +119,8 @@ impl RecordSegments {
         };
         let mut t = trailer.clone();
         t.extra.insert("segment".into(), (self.segments - 1).into());
-        t.extra.insert("first_record".into(), seg.first_record.into());
+        t.extra
+            .insert("first_record".into(), seg.first_record.into());
         w.finish(&t)?;
         self.finished.push_back(seg);
         while self.finished.len() > self.keep {

@@ -243,8 +243,8 @@ pub fn evaluate(dir: &Path) -> Result<SoakVerdict, String> {
     let params: SoakParams = serde_json::from_value(read_json(dir, "params.json")?)
         .map_err(|e| format!("params.json: {e}"))?;
     let csv_path = dir.join("rss.csv");
-    let csv = std::fs::read_to_string(&csv_path)
-        .map_err(|e| format!("{}: {e}", csv_path.display()))?;
+    let csv =
+        std::fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let samples = parse_samples(&csv).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let gen = read_json(dir, "gen.json")?;
     let recv = read_json(dir, "recv.json")?;
@@ -269,8 +269,7 @@ pub fn evaluate(dir: &Path) -> Result<SoakVerdict, String> {
         kernel_drops,
         foreign_frames,
         lost,
-        consistent: recorded + lost == sent
-            && recorded + kernel_drops + foreign_frames == veth_rx,
+        consistent: recorded + lost == sent && recorded + kernel_drops + foreign_frames == veth_rx,
     };
     let from = warmup_end(&samples, &params).ok_or_else(|| {
         format!(
@@ -334,9 +333,7 @@ mod tests {
 
     #[test]
     fn warmup_ends_at_the_later_of_the_share_and_the_minimum() {
-        let s: Vec<Sample> = (0..20)
-            .map(|i| sample(i as f64, 100, i * 1000))
-            .collect();
+        let s: Vec<Sample> = (0..20).map(|i| sample(i as f64, 100, i * 1000)).collect();
         // 10 % of 20 000 packets = 2 000: sample 2; with 5 s minimum: sample 5.
         assert_eq!(warmup_end(&s, &params(Some(20_000), 0.0)), Some(2));
         assert_eq!(warmup_end(&s, &params(Some(20_000), 5.0)), Some(5));
