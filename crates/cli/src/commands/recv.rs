@@ -101,12 +101,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut sink = match segment_records(&args)? {
         None => Sink::One(RecordWriter::create(&args.out, &meta)?),
-        Some(n) => Sink::Segments(RecordSegments::create(
+        Some(n) => Sink::Segments(Box::new(RecordSegments::create(
             &args.out,
             &meta,
             n,
             args.keep_segments,
-        )?),
+        )?)),
     };
     let rec_stop = Arc::new(AtomicBool::new(false));
     let report = std::thread::scope(|s| {
@@ -116,7 +116,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         let h = s.spawn(move || {
             let w: &mut dyn RecordSink = match sink {
                 Sink::One(w) => w,
-                Sink::Segments(w) => w,
+                Sink::Segments(w) => w.as_mut(),
             };
             nflab_lab::recorder::record(io, w, &rs, 100_000_000)
         });
@@ -146,7 +146,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             w.finish(&trailer)?;
             None
         }
-        Sink::Segments(w) => Some(w.finish(&trailer)?),
+        Sink::Segments(w) => Some((*w).finish(&trailer)?),
     };
     let ipg = match args.ipg_ns {
         Some(_) if segments.is_some() => {
@@ -204,7 +204,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 /// Where the records go.
 enum Sink {
     One(RecordWriter<std::io::BufWriter<std::fs::File>>),
-    Segments(RecordSegments),
+    Segments(Box<RecordSegments>),
 }
 
 /// Records per segment from --segment-bytes (none without it).
