@@ -44,6 +44,8 @@ enum Command {
     Model(commands::model::Args),
     /// Check this host: privileges, sockets, XDP, clocks, noise floor.
     Doctor(commands::doctor::Args),
+    /// The verdict of a soak directory written by scripts/soak.sh.
+    SoakReport(commands::soak_report::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Sdn(a) => commands::sdn::main(a),
         Command::Doctor(a) => commands::doctor::main(a),
         Command::Model(a) => commands::model::main(a),
+        Command::SoakReport(a) => commands::soak_report::main(a),
     };
     match result {
         Ok(code) => code,

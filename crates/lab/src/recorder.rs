@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nflab_io::{clock, AfPacketConfig, Layer, PacketIo, TsSource};
-use nflab_record::{flags, Record, RecordWriter};
+use nflab_record::{flags, Record, RecordError, RecordWriter};
 use serde::Serialize;
 
 use crate::error::LabError;
@@ -68,10 +68,28 @@ pub struct BackgroundCount {
     pub received: u64,
 }
 
+/// Where the recorder puts its records: one `.nfr` writer, or a series of
+/// size-bounded segments (`crate::record_segments`).
+pub trait RecordSink {
+    /// Add one record.
+    fn push(&mut self, r: &Record) -> Result<(), RecordError>;
+    /// Hand the pending records to the OS as a block.
+    fn flush_block(&mut self) -> Result<(), RecordError>;
+}
+
+impl<W: Write> RecordSink for RecordWriter<W> {
+    fn push(&mut self, r: &Record) -> Result<(), RecordError> {
+        RecordWriter::push(self, r)
+    }
+    fn flush_block(&mut self) -> Result<(), RecordError> {
+        RecordWriter::flush_block(self)
+    }
+}
+
 /// Receive until `stop` is set, then drain what is already queued.
-pub fn record<W: Write>(
+pub fn record<S: RecordSink + ?Sized>(
     io: &mut dyn PacketIo,
-    writer: &mut RecordWriter<W>,
+    writer: &mut S,
     stop: &AtomicBool,
     flush_every_ns: u64,
 ) -> Result<RecorderReport, LabError> {

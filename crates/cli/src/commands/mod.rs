@@ -13,6 +13,7 @@ pub mod remote;
 pub mod report;
 pub mod run;
 pub mod sdn;
+pub mod soak_report;
 pub mod topo;
 
 use std::sync::atomic::AtomicBool;

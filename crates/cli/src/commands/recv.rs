@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::bail;
 use nflab_io::{AfPacket, PacketIo, UdpIo};
 use nflab_lab::netns::NetnsGuard;
+use nflab_lab::record_segments::RecordSegments;
+use nflab_lab::recorder::RecordSink;
 use nflab_record::{ClockInfo, Metadata, RecordWriter, Trailer};
 
 /// Arguments of `nflab recv`.
@@ -27,9 +29,18 @@ pub struct Args {
     /// Address to bind (udp backend), e.g. 198.19.0.1:9.
     #[arg(long)]
     bind: Option<SocketAddr>,
-    /// Record file to write (.nfr).
+    /// Record file to write (.nfr); with --segment-bytes the base name of the segments
+    /// (`records.nfr` → `records.000000.nfr`, `records.000001.nfr`, …).
     #[arg(long)]
     out: PathBuf,
+    /// Cut the records into complete .nfr segments of about this size (e.g. 1GiB), for
+    /// streams that do not fit on the disk: every packet is still recorded and written;
+    /// only the newest --keep-segments segments stay on disk.
+    #[arg(long)]
+    segment_bytes: Option<String>,
+    /// With --segment-bytes: how many of the newest segments to keep.
+    #[arg(long, default_value_t = 2)]
+    keep_segments: usize,
     /// Seconds to record (default: until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
@@ -88,13 +99,27 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         rx_timestamp: rx_ts.into(),
         ..Metadata::default()
     };
-    let mut writer = RecordWriter::create(&args.out, &meta)?;
+    let mut sink = match segment_records(&args)? {
+        None => Sink::One(RecordWriter::create(&args.out, &meta)?),
+        Some(n) => Sink::Segments(Box::new(RecordSegments::create(
+            &args.out,
+            &meta,
+            n,
+            args.keep_segments,
+        )?)),
+    };
     let rec_stop = Arc::new(AtomicBool::new(false));
     let report = std::thread::scope(|s| {
         let rs = Arc::clone(&rec_stop);
-        let w = &mut writer;
         let io = io.as_mut();
-        let h = s.spawn(move || nflab_lab::recorder::record(io, w, &rs, 100_000_000));
+        let sink = &mut sink;
+        let h = s.spawn(move || {
+            let w: &mut dyn RecordSink = match sink {
+                Sink::One(w) => w,
+                Sink::Segments(w) => w.as_mut(),
+            };
+            nflab_lab::recorder::record(io, w, &rs, 100_000_000)
+        });
         let deadline = args
             .duration
             .map(|d| std::time::Instant::now() + Duration::from_secs_f64(d.max(0.0)));
@@ -111,12 +136,22 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         Err(_) => bail!("the recorder thread panicked"),
     };
     let interrupted = stop.load(Ordering::Relaxed);
-    writer.finish(&Trailer {
+    let trailer = Trailer {
         sent: Vec::new(),
         interrupted,
         extra: Default::default(),
-    })?;
+    };
+    let segments = match sink {
+        Sink::One(w) => {
+            w.finish(&trailer)?;
+            None
+        }
+        Sink::Segments(w) => Some((*w).finish(&trailer)?),
+    };
     let ipg = match args.ipg_ns {
+        Some(_) if segments.is_some() => {
+            bail!("--ipg-ns reads the whole record file: it does not go with --segment-bytes")
+        }
         Some(gap) if gap > 0.0 => {
             let file = nflab_record::read_all(&args.out)?;
             let rx: Vec<(u64, u64)> = file
@@ -140,6 +175,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         if let (Some(sc), Some(o)) = (&ipg, v.as_object_mut()) {
             o.insert("ipg".into(), serde_json::to_value(sc)?);
         }
+        if let (Some(seg), Some(o)) = (&segments, v.as_object_mut()) {
+            o.insert("segments".into(), serde_json::to_value(seg)?);
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
@@ -149,6 +187,38 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             report.foreign_frames,
             report.kernel_drops
         );
+        if let Some(seg) = &segments {
+            println!(
+                "{} segments of up to {} records written; the newest {} kept ({} records), {} records in deleted segments",
+                seg.segments_written,
+                seg.segment_records,
+                seg.kept.len(),
+                seg.records_kept,
+                seg.records_deleted
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the records go.
+enum Sink {
+    One(RecordWriter<std::io::BufWriter<std::fs::File>>),
+    Segments(Box<RecordSegments>),
+}
+
+/// Records per segment from --segment-bytes (none without it).
+fn segment_records(args: &Args) -> anyhow::Result<Option<u64>> {
+    let Some(text) = &args.segment_bytes else {
+        return Ok(None);
+    };
+    let bytes = nflab_capture::parse_size_bytes(text).unwrap_or(0) as u64;
+    let records = bytes / nflab_record::RECORD_BYTES as u64;
+    if records == 0 {
+        bail!("--segment-bytes {text} is not valid: use a size of at least one 40-byte record, e.g. 1GiB or 500MB");
+    }
+    if args.keep_segments == 0 {
+        bail!("--keep-segments 0 is not valid: keep at least 1 segment");
+    }
+    Ok(Some(records))
 }
