@@ -59,7 +59,7 @@ fi
 
 # -a: debug assertions, so an integer overflow is a crash too. No sanitizer
 # by default: every parser's crate forbids unsafe code, and AddressSanitizer
-# makes the importers (1 MiB read buffers per file) 20x slower. Set
+# makes the targets 7-25x slower (docs/benchmarks.md). Set
 # FUZZ_SANITIZER=address to fuzz with it anyway.
 flags=(-a -s "${FUZZ_SANITIZER:-none}")
 build_start=$(date +%s)
