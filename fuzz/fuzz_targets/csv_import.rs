@@ -12,12 +12,7 @@ use nflab_analyze::{analyze_csv_bytes, read_csv_from, AnalysisConfig, Options};
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.csv");
-    let analysed = analyze_csv_bytes(
-        path,
-        data,
-        &AnalysisConfig::default(),
-        &Options::default(),
-    );
+    let analysed = analyze_csv_bytes(path, data, &AnalysisConfig::default(), &Options::default());
     let Ok((records, sent)) = read_csv_from(path, data) else {
         return;
     };
@@ -31,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
 
     let mut text = Vec::new();
     nflab_record::write_csv(&records, &mut text).expect("writing to memory");
-    let (back, sent_back) = read_csv_from(path, text.as_slice()).expect("reading what write_csv wrote");
+    let (back, sent_back) =
+        read_csv_from(path, text.as_slice()).expect("reading what write_csv wrote");
     assert_eq!(
         back, records,
         "records changed in a CSV write/read round trip"

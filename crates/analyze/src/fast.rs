@@ -687,12 +687,12 @@ fn parallel(
     let threads = (threads as u64).clamp(1, n.div_ceil(min_part.max(1)).max(1));
     let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
         let data = match input {
-            TrexInput::File(path) => Data::File(File::open(path).map_err(|source| {
-                AnalyzeError::Io {
+            TrexInput::File(path) => {
+                Data::File(File::open(path).map_err(|source| AnalyzeError::Io {
                     path: path.to_path_buf(),
                     source,
-                }
-            })?),
+                })?)
+            }
             TrexInput::Bytes { bytes, .. } => Data::Bytes(bytes),
         };
         let specs = cfg.anomalies.as_slice();
@@ -732,31 +732,23 @@ fn parallel(
         });
         let (data, lows, next, slots) = (&data, lows.as_slice(), &next, slot_vec.as_slice());
         let worker = move || {
-                        let mut sc = Scratch::new(digits, !keep_all);
-                        let mut parts = Vec::new();
-                        loop {
-                            let k = next.fetch_add(1, Ordering::Relaxed);
-                            if k >= n_parts {
-                                break;
-                            }
-                            let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
-                            let out = slots
-                                .get(k as usize)
-                                .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
-                            parts.push((
-                                k,
-                                scan_part(
-                                    (data, path),
-                                    (a, b - a),
-                                    specs,
-                                    lows,
-                                    &mut sc,
-                                    out,
-                                    jitter,
-                                )?,
-                            ));
-                        }
-                        Ok::<_, AnalyzeError>((parts, sc))
+            let mut sc = Scratch::new(digits, !keep_all);
+            let mut parts = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n_parts {
+                    break;
+                }
+                let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
+                let out = slots
+                    .get(k as usize)
+                    .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
+                parts.push((
+                    k,
+                    scan_part((data, path), (a, b - a), specs, lows, &mut sc, out, jitter)?,
+                ));
+            }
+            Ok::<_, AnalyzeError>((parts, sc))
         };
         // One thread (a small input): no thread to start.
         let done: Vec<(Vec<(u64, Part)>, Scratch)> = if threads == 1 {

@@ -1019,7 +1019,10 @@ mod tests {
             let r = CaptureReader::from_reader(bytes.as_slice(), Path::new("x")).unwrap();
             let (packets, problem, cap) = read_all(r);
             assert_eq!(packets, 0);
-            assert!(problem.starts_with("x: corrupt capture at byte"), "{problem}");
+            assert!(
+                problem.starts_with("x: corrupt capture at byte"),
+                "{problem}"
+            );
             assert!(problem.contains(&(MAX_BLOCK + 4).to_string()), "{problem}");
             // At most the section header's body (pcapng).
             assert!(cap <= 4096, "{cap} bytes allocated for a 100-byte file");

@@ -10,9 +10,7 @@ use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
 use crate::engine::{Engine, Options};
 use crate::metrics::with_resolved_thresholds;
-use crate::trex::{
-    is_stdin, secs_to_ns, trex_note, trex_outcome, TrexInput, TREX_RECORD_BYTES,
-};
+use crate::trex::{is_stdin, secs_to_ns, trex_note, trex_outcome, TrexInput, TREX_RECORD_BYTES};
 use crate::{Analysis, AnalysisConfig, AnalyzeError, AnomalySpec, FileAnalysis, Summary};
 
 /// Sent counts derived from the records alone: `highest seq + 1` per flow,
@@ -325,12 +323,12 @@ impl<'a> TrexSource<'a> {
         let path = input.name();
         let file: Box<dyn Read + 'a> = match input {
             TrexInput::File(path) if is_stdin(path) => Box::new(std::io::stdin().lock()),
-            TrexInput::File(path) => Box::new(File::open(path).map_err(|source| {
-                AnalyzeError::Io {
+            TrexInput::File(path) => {
+                Box::new(File::open(path).map_err(|source| AnalyzeError::Io {
                     path: path.to_path_buf(),
                     source,
-                }
-            })?),
+                })?)
+            }
             TrexInput::Bytes { bytes, .. } => Box::new(bytes),
         };
         // A whole record more than the input holds, so the last read sees

@@ -29,7 +29,11 @@ fn trex(n: usize, junk: usize) -> Vec<u8> {
     let mut b = Vec::new();
     for i in 0..n {
         let tx = 3.0 + i as f64 * 5e-6;
-        let lat = if i % 97 == 5 { 400e-6 } else { 20e-6 + (i % 7) as f64 * 1e-7 };
+        let lat = if i % 97 == 5 {
+            400e-6
+        } else {
+            20e-6 + (i % 7) as f64 * 1e-7
+        };
         b.extend_from_slice(&tx.to_le_bytes());
         b.extend_from_slice(&(tx + lat).to_le_bytes());
     }
@@ -131,6 +135,8 @@ fn capture_from_a_slice_reads_as_the_file() {
         "{problem}"
     );
     // Not a capture: the same error, naming the path given.
-    let e = CaptureReader::from_reader(&b"hello"[..], Path::new("x.pcap")).err().unwrap();
+    let e = CaptureReader::from_reader(&b"hello"[..], Path::new("x.pcap"))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("x.pcap"), "{e}");
 }
