@@ -9,6 +9,10 @@
 #   scripts/fuzz.sh                  # every target, 600 s each
 #   scripts/fuzz.sh wire_probe 3600  # one target, one hour
 #   scripts/fuzz.sh --smoke          # every target, 30 s each (scripts/test.sh)
+#   scripts/fuzz.sh --runs 10000000 [TARGET[,TARGET...]] [SECONDS]
+#                                    # until 10^7 executions each (no time
+#                                    # limit unless SECONDS is given)
+# TARGET may name several targets, comma-separated.
 # Needs: a nightly toolchain (rustup) and cargo-fuzz (scripts/deps.sh test).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -16,9 +20,18 @@ root="$(dirname "$here")"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 seconds=600
+runs=-1
 if [ "${1:-}" = "--smoke" ]; then
   seconds=30
   shift
+elif [ "${1:-}" = "--runs" ]; then
+  runs="${2:-}"
+  case "$runs" in
+    '' | *[!0-9]* | 0) echo "fuzz.sh: --runs needs a whole number of executions > 0, not '$runs'" >&2; exit 2 ;;
+  esac
+  # Until N executions: no time limit unless SECONDS is given too.
+  seconds=0
+  shift 2
 fi
 target="${1:-all}"
 seconds="${2:-$seconds}"
@@ -34,24 +47,28 @@ cd "$root/fuzz"
 all_targets=$(cargo +nightly fuzz list)
 if [ "$target" = all ]; then
   targets=$all_targets
-elif grep -qx "$target" <<<"$all_targets"; then
-  targets=$target
 else
-  echo "fuzz.sh: unknown target '$target'; the targets are: $(echo $all_targets)" >&2
-  exit 2
+  targets=${target//,/ }
+  for t in $targets; do
+    grep -qx "$t" <<<"$all_targets" || {
+      echo "fuzz.sh: unknown target '$t'; the targets are: $(echo $all_targets)" >&2
+      exit 2
+    }
+  done
 fi
 
 # -a: debug assertions, so an integer overflow is a crash too. No sanitizer
 # by default: every parser's crate forbids unsafe code, and AddressSanitizer
-# makes the importers (1 MiB read buffers per file) 20x slower. Set
+# makes the targets 7-25x slower (docs/benchmarks.md). Set
 # FUZZ_SANITIZER=address to fuzz with it anyway.
 flags=(-a -s "${FUZZ_SANITIZER:-none}")
 build_start=$(date +%s)
 if [ "$target" = all ]; then
   cargo +nightly fuzz build "${flags[@]}"
 else
-  cargo +nightly fuzz build "${flags[@]}" "$target"
+  for t in $targets; do cargo +nightly fuzz build "${flags[@]}" "$t"; done
 fi
+bin_dir="$root/fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 echo "fuzz.sh: built in $(($(date +%s) - build_start)) s" >&2
 
 # Real files of the repo that each target's parser reads.
@@ -66,11 +83,9 @@ seeds_of() { # target
   esac
 }
 
-# The importers write their input to a scratch file in $TMPDIR: one
-# directory for this run, removed at the end.
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/nflab-fuzz.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
-export TMPDIR="$scratch"
+# libFuzzer's log of each target (final stats included) stays here.
+logs="$root/fuzz/target/logs"
+mkdir -p "$logs"
 
 failed=0
 report=()
@@ -82,11 +97,15 @@ for t in $targets; do
   while read -r f; do
     [ -n "$f" ] && cp -f "$f" "$work/repo-$(echo "${f#"$root"/}" | tr / _)"
   done < <(seeds_of "$t")
-  log="$scratch/$t.log"
+  log="$logs/$t.log"
   rc=0
-  cargo +nightly fuzz run "${flags[@]}" "$t" "$work" "$root/fuzz/corpus/$t" -- \
-    -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+  start=$(date +%s)
+  # The binary built above, run directly: `cargo fuzz run` would rebuild
+  # a target whose sources changed since, in the middle of a long run.
+  "$bin_dir/$t" "$work" "$root/fuzz/corpus/$t" \
+    -max_total_time="$seconds" -runs="$runs" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$root/fuzz/artifacts/$t/" >"$log" 2>&1 || rc=$?
+  wall=$(($(date +%s) - start))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   crashes=0
@@ -97,11 +116,11 @@ for t in $targets; do
     grep -m1 -A3 -E 'panicked at|ERROR: (libFuzzer|AddressSanitizer)' "$log" >&2 || tail -40 "$log" >&2
     ls -1 "$root/fuzz/artifacts/$t/" >&2
   fi
-  report+=("$(printf '%-16s %6s s %14s execs %9s exec/s %3s crashes' "$t" "$seconds" "${execs:-?}" "${rate:-?}" "$crashes")")
+  report+=("$(printf '%-16s %6s s %14s execs %9s exec/s %3s crashes  load %s' "$t" "$wall" "${execs:-?}" "${rate:-?}" "$crashes" "$(cut -d' ' -f1-3 /proc/loadavg)")")
   echo "${report[-1]}"
 done
 
 echo
-echo "fuzz.sh summary ($(nproc) cores, $(date -u +%FT%TZ)):"
+echo "fuzz.sh summary ($(nproc) cores, $(date -u +%FT%TZ), $(rustc +nightly --version)):"
 printf '%s\n' "${report[@]}"
 exit "$failed"

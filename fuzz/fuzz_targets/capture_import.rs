@@ -5,6 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use std::path::Path;
+
 use nflab_analyze::{AnalyzeError, CaptureReader};
 
 /// A packet as the reader reported it.
@@ -17,8 +19,8 @@ struct Seen {
 }
 
 fn read(data: &[u8]) -> Option<(Vec<Seen>, Option<String>)> {
-    let path = nflab_fuzz::scratch_file("pcap", data);
-    let mut reader = CaptureReader::open(&path).ok()?;
+    // The same reader `CaptureReader::open` makes for a file, over the bytes.
+    let mut reader = CaptureReader::from_reader(data, Path::new("fuzz.pcap")).ok()?;
     let mut seen = Vec::new();
     let read = reader.for_each(|p| {
         seen.push(Seen {
@@ -33,7 +35,7 @@ fn read(data: &[u8]) -> Option<(Vec<Seen>, Option<String>)> {
         // A pcapng whose first section header is unusable is refused here,
         // not by `open`, which reads only the magic.
         Err(AnalyzeError::Input { .. }) if seen.is_empty() => None,
-        Err(e) => panic!("reading a scratch file failed: {e}"),
+        Err(e) => panic!("reading a byte slice failed: {e}"),
     }
 }
 

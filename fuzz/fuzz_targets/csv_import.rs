@@ -1,21 +1,19 @@
-//! The CSV importer (`read_csv`, and `analyze_file_with` on CSV): any text
+//! The CSV importer (`read_csv_from` and `analyze_csv_bytes`: what
+//! `read_csv` and `analyze_file_with` on CSV run, over bytes): any text
 //! either is refused with an error or gives records that `write_csv` writes
 //! and `read_csv` reads back unchanged; the analysis never counts more
 //! packets received than there were rows.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nflab_analyze::{analyze_file_with, read_csv, AnalysisConfig, Format, Options};
+use std::path::Path;
+
+use nflab_analyze::{analyze_csv_bytes, read_csv_from, AnalysisConfig, Options};
 
 fuzz_target!(|data: &[u8]| {
-    let path = nflab_fuzz::scratch_file("csv", data);
-    let analysed = analyze_file_with(
-        &path,
-        &AnalysisConfig::default(),
-        &Options::default(),
-        Some(Format::Csv),
-    );
-    let Ok((records, sent)) = read_csv(&path) else {
+    let path = Path::new("fuzz.csv");
+    let analysed = analyze_csv_bytes(path, data, &AnalysisConfig::default(), &Options::default());
+    let Ok((records, sent)) = read_csv_from(path, data) else {
         return;
     };
     let fa = analysed.expect("read_csv accepted the file but analyze_file_with refused it");
@@ -28,8 +26,8 @@ fuzz_target!(|data: &[u8]| {
 
     let mut text = Vec::new();
     nflab_record::write_csv(&records, &mut text).expect("writing to memory");
-    let again = nflab_fuzz::scratch_file("csv", &text);
-    let (back, sent_back) = read_csv(&again).expect("reading what write_csv wrote");
+    let (back, sent_back) =
+        read_csv_from(path, text.as_slice()).expect("reading what write_csv wrote");
     assert_eq!(
         back, records,
         "records changed in a CSV write/read round trip"

@@ -1,19 +1,21 @@
-//! The TRex-fork importer (`analyze_file_with`, format trex): 16-byte
+//! The TRex-fork importer (`analyze_trex_bytes`: the passes
+//! `analyze_file_with` runs on a file, format trex, over bytes): 16-byte
 //! records of two little-endian f64. Any file analyses without panicking;
 //! every whole record is a distinct received packet (seq = its index), and a
 //! partial record at the end is reported as a problem, never silently.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nflab_analyze::{analyze_file_with, AnalysisConfig, Format, Options};
+use std::path::Path;
+
+use nflab_analyze::{analyze_trex_bytes, AnalysisConfig, Options};
 
 fuzz_target!(|data: &[u8]| {
-    let path = nflab_fuzz::scratch_file("data", data);
-    let result = analyze_file_with(
-        &path,
+    let result = analyze_trex_bytes(
+        Path::new("fuzz.data"),
+        data,
         &AnalysisConfig::default(),
         &Options::default(),
-        Some(Format::Trex),
     );
     let whole = (data.len() / 16) as u64;
     let fa = match result {

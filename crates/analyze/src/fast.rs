@@ -26,7 +26,7 @@ use hdrhistogram::Histogram;
 use crate::dist::{Distribution, HdrCounts, Moments};
 use crate::engine::{AnomAgg, Run};
 use crate::metrics::{latency_block, with_resolved_thresholds};
-use crate::trex::{secs_to_ns, TREX_RECORD_BYTES};
+use crate::trex::{secs_to_ns, TrexInput, TREX_RECORD_BYTES};
 use crate::*;
 
 /// Bytes read per `pread`: large enough that the syscall cost vanishes
@@ -322,7 +322,8 @@ impl Scratch {
             histogram,
             pos: HdrCounts::new(digits),
             neg: HdrCounts::new(digits),
-            buf: vec![0u8; BLOCK_BYTES],
+            // Sized on first use: bytes in memory and mapped files never need it.
+            buf: Vec::new(),
             lat: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
             idx: Vec::with_capacity(BLOCK_BYTES / TREX_RECORD_BYTES),
             jit: JitterScratch {
@@ -537,10 +538,16 @@ enum Jitter {
     Hdr,
 }
 
-/// Read records `first..first + count` of `file` (at `path`) into a
+/// The bytes of a TRex-fork input: an open file, or bytes in memory.
+enum Data<'a> {
+    File(File),
+    Bytes(&'a [u8]),
+}
+
+/// Read records `first..first + count` of `data` (named `path`) into a
 /// [`Part`], and their latencies into `exact` (one slot per record) when given.
 fn scan_part(
-    (file, path): (&File, &Path),
+    (data, path): (&Data<'_>, &Path),
     (first, count): (u64, u64),
     specs: &[AnomalySpec],
     lows: &[Option<i64>],
@@ -561,13 +568,23 @@ fn scan_part(
         // the file cannot be mapped.
         let want = ((count - done) as usize * TREX_RECORD_BYTES).min(WINDOW_BYTES);
         let offset = (first + done) * TREX_RECORD_BYTES as u64;
-        let window = nflab_io::FileWindow::map(file, offset, want).ok();
+        let window = match data {
+            Data::File(file) => nflab_io::FileWindow::map(file, offset, want).ok(),
+            Data::Bytes(_) => None,
+        };
         let mut at = 0;
         while at < want {
             let len = (want - at).min(BLOCK_BYTES);
-            let block = match &window {
-                Some(w) => &w.bytes()[at..at + len],
-                None => {
+            let block = match (&window, data) {
+                (Some(w), _) => &w.bytes()[at..at + len],
+                (None, Data::Bytes(bytes)) => {
+                    let from = offset as usize + at;
+                    &bytes[from..from + len]
+                }
+                (None, Data::File(file)) => {
+                    if buf.len() < len {
+                        buf.resize(BLOCK_BYTES, 0);
+                    }
                     file.read_exact_at(&mut buf[..len], offset + at as u64)
                         .map_err(io_err)?;
                     &buf[..len]
@@ -604,7 +621,7 @@ pub fn analyze_trex_anomalies_only(
     opts: &Options,
     threads: usize,
 ) -> Result<FileAnalysis, AnalyzeError> {
-    anomalies_only(path, cfg, opts, threads, MIN_PART)
+    anomalies_only(TrexInput::File(path), cfg, opts, threads, MIN_PART)
 }
 
 /// Parts of at least 2^16 records (1 MiB): tiny files are not worth a thread.
@@ -617,12 +634,12 @@ const MIN_PART: u64 = 1 << 16;
 /// RFC 3550 estimate, whose recurrence is joined across parts in closed
 /// form (`J·(15/16)^m + J₀`): equal to within a few ulps.
 pub(crate) fn analyze_trex_full(
-    path: &Path,
+    input: TrexInput<'_>,
     cfg: &AnalysisConfig,
     opts: &Options,
     threads: usize,
 ) -> Option<Result<FileAnalysis, AnalyzeError>> {
-    full_pass_supports(opts).then(|| parallel(path, cfg, opts, threads, MIN_PART, true))
+    full_pass_supports(opts).then(|| parallel(input, cfg, opts, threads, MIN_PART, true))
 }
 
 /// Whether the split pass computes everything `opts` asks for: no windows,
@@ -634,18 +651,18 @@ pub(crate) fn full_pass_supports(opts: &Options) -> bool {
 
 /// [`analyze_trex_anomalies_only`] with parts of at least `min_part` records.
 fn anomalies_only(
-    path: &Path,
+    input: TrexInput<'_>,
     cfg: &AnalysisConfig,
     opts: &Options,
     threads: usize,
     min_part: u64,
 ) -> Result<FileAnalysis, AnalyzeError> {
-    parallel(path, cfg, opts, threads, min_part, false)
+    parallel(input, cfg, opts, threads, min_part, false)
 }
 
 /// The split pass; `full`: every statistic, else anomalies only.
 fn parallel(
-    path: &Path,
+    input: TrexInput<'_>,
     cfg: &AnalysisConfig,
     opts: &Options,
     threads: usize,
@@ -661,17 +678,23 @@ fn parallel(
             if bad.len() == 1 { "it" } else { "them" }
         )));
     }
-    let (n, leftover) = crate::trex::trex_records(path)?;
+    let path = input.name();
+    let (n, leftover) = input.records()?;
     let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
         t => t,
     };
     let threads = (threads as u64).clamp(1, n.div_ceil(min_part.max(1)).max(1));
     let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
-        let file = File::open(path).map_err(|source| AnalyzeError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let data = match input {
+            TrexInput::File(path) => {
+                Data::File(File::open(path).map_err(|source| AnalyzeError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?)
+            }
+            TrexInput::Bytes { bytes, .. } => Data::Bytes(bytes),
+        };
         let specs = cfg.anomalies.as_slice();
         let digits = opts.hdr_digits;
         // The lowest latency above each threshold: one `>=` per packet.
@@ -707,44 +730,38 @@ fn parallel(
                 Jitter::Hdr
             }
         });
-        let (file, lows, next, slots) = (&file, lows.as_slice(), &next, slot_vec.as_slice());
-        let done = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(move || {
-                        let mut sc = Scratch::new(digits, !keep_all);
-                        let mut parts = Vec::new();
-                        loop {
-                            let k = next.fetch_add(1, Ordering::Relaxed);
-                            if k >= n_parts {
-                                break;
-                            }
-                            let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
-                            let out = slots
-                                .get(k as usize)
-                                .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
-                            parts.push((
-                                k,
-                                scan_part(
-                                    (file, path),
-                                    (a, b - a),
-                                    specs,
-                                    lows,
-                                    &mut sc,
-                                    out,
-                                    jitter,
-                                )?,
-                            ));
-                        }
-                        Ok((parts, sc))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect::<Result<Vec<(Vec<(u64, Part)>, Scratch)>, AnalyzeError>>()
-        })?;
+        let (data, lows, next, slots) = (&data, lows.as_slice(), &next, slot_vec.as_slice());
+        let worker = move || {
+            let mut sc = Scratch::new(digits, !keep_all);
+            let mut parts = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n_parts {
+                    break;
+                }
+                let (a, b) = (k * part_len, ((k + 1) * part_len).min(n));
+                let out = slots
+                    .get(k as usize)
+                    .and_then(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take());
+                parts.push((
+                    k,
+                    scan_part((data, path), (a, b - a), specs, lows, &mut sc, out, jitter)?,
+                ));
+            }
+            Ok::<_, AnalyzeError>((parts, sc))
+        };
+        // One thread (a small input): no thread to start.
+        let done: Vec<(Vec<(u64, Part)>, Scratch)> = if threads == 1 {
+            vec![worker()?]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads).map(|_| s.spawn(worker)).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect::<Result<Vec<_>, AnalyzeError>>()
+            })?
+        };
         let mut parts = Vec::with_capacity(n_parts as usize);
         let mut hists = Vec::with_capacity(done.len());
         let mut diff_hists = Vec::with_capacity(done.len());
@@ -1109,7 +1126,7 @@ mod tests {
             percentiles: vec![Pct::parse("0.1").unwrap(), Pct::parse("33.3").unwrap()],
             ..Options::default()
         };
-        let mut full = crate::input::trex_engine_pass(path, &cfg, &opts)
+        let mut full = crate::input::trex_engine_pass(TrexInput::File(path), &cfg, &opts)
             .unwrap_or_else(|e| panic!("{e}"))
             .analysis;
         check_full_split_equal(path, &cfg, &opts, &full);
@@ -1117,7 +1134,7 @@ mod tests {
         let full_buckets = full.latency.value_counts();
         let full = full.summary;
         for threads in 1..=7 {
-            let mut fast = anomalies_only(path, &cfg, &opts, threads, 1)
+            let mut fast = anomalies_only(TrexInput::File(path), &cfg, &opts, threads, 1)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .analysis;
             assert_eq!(fast.latency.value_counts(), full_buckets, "{threads} parts");
@@ -1138,7 +1155,8 @@ mod tests {
 
     /// The split full pass against the engine's, field for field (the
     /// RFC 3550 estimate to 1e-12 relative), and the IPDV distribution
-    /// bucket for bucket, split into 1, 2 and 5 parts.
+    /// bucket for bucket, split into 1, 2 and 5 parts; read from the file
+    /// and from its bytes in memory.
     fn check_full_split_equal(
         path: &Path,
         cfg: &AnalysisConfig,
@@ -1148,8 +1166,16 @@ mod tests {
         let mut want = serde_json::to_value(&engine.summary).unwrap();
         let want_rfc = want["jitter_ns"]["rfc3550"].take();
         let mut engine_ipdv = engine.ipdv.clone();
-        for threads in [1, 2, 5] {
-            let mut split = parallel(path, cfg, opts, threads, 1, true)
+        let bytes = std::fs::read(path).unwrap();
+        let inputs = [
+            TrexInput::File(path),
+            TrexInput::Bytes {
+                name: path,
+                bytes: &bytes,
+            },
+        ];
+        for (threads, input) in [1, 2, 5].into_iter().flat_map(|t| inputs.map(|i| (t, i))) {
+            let mut split = parallel(input, cfg, opts, threads, 1, true)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .analysis;
             assert_eq!(
@@ -1178,7 +1204,7 @@ mod tests {
         let path = write_trex("exact", &trace(20_000, 997, 5, 3));
         check_equal_with(&path, 1_000, u64::MAX);
         let fast = anomalies_only(
-            &path,
+            TrexInput::File(&path),
             &AnalysisConfig::default(),
             &Options {
                 exact_limit: u64::MAX,
@@ -1317,11 +1343,11 @@ mod tests {
             anomaly_events: 100,
             ..Options::default()
         };
-        let seq = crate::input::trex_engine_pass(&path, &cfg, &opts)
+        let seq = crate::input::trex_engine_pass(TrexInput::File(&path), &cfg, &opts)
             .unwrap_or_else(|e| panic!("{e}"))
             .analysis
             .summary;
-        let split = anomalies_only(&path, &cfg, &opts, 2, 1)
+        let split = anomalies_only(TrexInput::File(&path), &cfg, &opts, 2, 1)
             .unwrap_or_else(|e| panic!("{e}"))
             .analysis
             .summary;

@@ -143,9 +143,11 @@ pub struct CapturedPacket<'a> {
 }
 
 /// A streaming pcap/pcapng reader. See the [module docs](self).
-pub struct CaptureReader {
+/// [`CaptureReader::open`] reads a file; [`CaptureReader::from_reader`]
+/// any [`Read`], a byte slice included.
+pub struct CaptureReader<R = BufReader<File>> {
     path: PathBuf,
-    r: BufReader<File>,
+    r: R,
     pos: u64,
     kind: Kind,
     buf: Vec<u8>,
@@ -184,6 +186,19 @@ impl CaptureReader {
     /// that does not start with a pcap or pcapng header, is an error naming
     /// the file and the byte offset.
     pub fn open(path: &Path) -> Result<CaptureReader, AnalyzeError> {
+        let file = File::open(path).map_err(|source| AnalyzeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        CaptureReader::from_reader(BufReader::with_capacity(1 << 20, file), path)
+    }
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Read a capture's file header from `r`, whose bytes are the file at
+    /// `path` (named in messages; `r` may be a byte slice). Errors as
+    /// [`CaptureReader::open`]'s.
+    pub fn from_reader(mut r: R, path: &Path) -> Result<CaptureReader<R>, AnalyzeError> {
         let io = |source| AnalyzeError::Io {
             path: path.to_path_buf(),
             source,
@@ -192,7 +207,6 @@ impl CaptureReader {
             path: path.to_path_buf(),
             reason,
         };
-        let mut r = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
         let mut magic = [0u8; 4];
         let got = read_into(&mut r, &mut magic).map_err(io)?;
         if got < 4 {
@@ -924,4 +938,94 @@ pub fn analyze_pcap_pair(
         tail,
         problem: pair.problem,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capture whose only record header claims `claim` bytes, padded
+    /// with zeros to 100 bytes.
+    fn claiming(pcapng: bool, claim: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        if pcapng {
+            // Section header block (28 bytes), then an enhanced packet block's header.
+            b.extend_from_slice(&PCAPNG_SHB.to_le_bytes());
+            b.extend_from_slice(&28u32.to_le_bytes());
+            b.extend_from_slice(&PCAPNG_BOM.to_le_bytes());
+            b.extend_from_slice(&[1, 0, 0, 0]);
+            b.extend_from_slice(&u64::MAX.to_le_bytes());
+            b.extend_from_slice(&28u32.to_le_bytes());
+            b.extend_from_slice(&6u32.to_le_bytes());
+            b.extend_from_slice(&claim.to_le_bytes());
+        } else {
+            b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+            b.extend_from_slice(&[2, 0, 4, 0]);
+            b.extend_from_slice(&[0; 8]);
+            b.extend_from_slice(&65_535u32.to_le_bytes());
+            b.extend_from_slice(&1u32.to_le_bytes());
+            b.extend_from_slice(&[0; 8]);
+            b.extend_from_slice(&claim.to_le_bytes());
+            b.extend_from_slice(&claim.to_le_bytes());
+        }
+        b.resize(100, 0);
+        b
+    }
+
+    /// Reads `r` to its end: no packet, the problem, and the buffer's capacity.
+    fn read_all<R: Read>(mut r: CaptureReader<R>) -> (u64, String, usize) {
+        let mut packets = 0;
+        r.for_each(|_| packets += 1).unwrap();
+        (packets, r.problem.unwrap_or_default(), r.buf.capacity())
+    }
+
+    /// Regression (fuzzing, issue #21): a record or block header claiming
+    /// 64 MiB in a 100-byte file made the reader allocate and zero 64 MiB
+    /// before its read found the file's end. It must end with the
+    /// truncation named, having allocated no more than the file holds
+    /// (well, a few KiB), from a file and from a byte slice alike.
+    #[test]
+    fn a_64_mib_claim_in_a_100_byte_file_is_refused_without_allocating_it() {
+        let dir = std::env::temp_dir().join(format!("nflab-claim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (pcapng, at, kind) in [(false, 24, "packet data"), (true, 28, "block")] {
+            let bytes = claiming(pcapng, MAX_BLOCK as u32);
+            assert_eq!(bytes.len(), 100);
+            let path = dir.join(if pcapng { "c.pcapng" } else { "c.pcap" });
+            std::fs::write(&path, &bytes).unwrap();
+            for (packets, problem, cap) in [
+                read_all(CaptureReader::open(&path).unwrap()),
+                read_all(CaptureReader::from_reader(bytes.as_slice(), &path).unwrap()),
+            ] {
+                assert_eq!(packets, 0);
+                let want = format!(
+                    "{}: truncated at byte {at}: the {kind} there is {} bytes long but the file \
+                     ends after",
+                    path.display(),
+                    if pcapng { MAX_BLOCK - 8 } else { MAX_BLOCK }
+                );
+                assert!(problem.starts_with(&want), "{problem}\nwant {want}");
+                assert!(cap <= 4096, "{cap} bytes allocated for a 100-byte file");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A claim beyond the largest block is corruption, named with its length.
+    #[test]
+    fn a_claim_beyond_64_mib_is_corruption() {
+        for pcapng in [false, true] {
+            let bytes = claiming(pcapng, MAX_BLOCK as u32 + 4);
+            let r = CaptureReader::from_reader(bytes.as_slice(), Path::new("x")).unwrap();
+            let (packets, problem, cap) = read_all(r);
+            assert_eq!(packets, 0);
+            assert!(
+                problem.starts_with("x: corrupt capture at byte"),
+                "{problem}"
+            );
+            assert!(problem.contains(&(MAX_BLOCK + 4).to_string()), "{problem}");
+            // At most the section header's body (pcapng).
+            assert!(cap <= 4096, "{cap} bytes allocated for a 100-byte file");
+        }
+    }
 }

@@ -10,9 +10,7 @@ use nflab_record::{FlowSent, Record, RecordReader, TailState, Trailer};
 
 use crate::engine::{Engine, Options};
 use crate::metrics::with_resolved_thresholds;
-use crate::trex::{
-    is_stdin, secs_to_ns, trex_note, trex_outcome, trex_records, trex_span, TREX_RECORD_BYTES,
-};
+use crate::trex::{is_stdin, secs_to_ns, trex_note, trex_outcome, TrexInput, TREX_RECORD_BYTES};
 use crate::{Analysis, AnalysisConfig, AnalyzeError, AnomalySpec, FileAnalysis, Summary};
 
 /// Sent counts derived from the records alone: `highest seq + 1` per flow,
@@ -186,9 +184,9 @@ fn csv_row(
     })
 }
 
-struct CsvSource {
+struct CsvSource<R> {
     path: PathBuf,
-    reader: BufReader<File>,
+    reader: R,
     cols: CsvColumns,
     line_no: u64,
     line: String,
@@ -196,13 +194,23 @@ struct CsvSource {
     problem: Option<AnalyzeError>,
 }
 
-impl CsvSource {
-    fn open(path: &Path) -> Result<CsvSource, AnalyzeError> {
+impl CsvSource<BufReader<File>> {
+    fn open(path: &Path) -> Result<Self, AnalyzeError> {
+        let file = File::open(path).map_err(|source| AnalyzeError::CsvIo {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        CsvSource::new(path, BufReader::with_capacity(1 << 20, file))
+    }
+}
+
+impl<R: BufRead> CsvSource<R> {
+    /// Read the header from `reader`, whose text is the file at `path`.
+    fn new(path: &Path, mut reader: R) -> Result<Self, AnalyzeError> {
         let io_err = |source| AnalyzeError::CsvIo {
             path: path.to_path_buf(),
             source,
         };
-        let mut reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(io_err)?);
         let mut header = String::new();
         if reader.read_line(&mut header).map_err(io_err)? == 0 {
             return Err(AnalyzeError::CsvHeader {
@@ -222,7 +230,7 @@ impl CsvSource {
     }
 }
 
-impl Source for CsvSource {
+impl<R: BufRead> Source for CsvSource<R> {
     fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError> {
         out.clear();
         if self.problem.is_some() {
@@ -264,7 +272,21 @@ impl Source for CsvSource {
 /// Blank lines are skipped. Sent counts are `highest seq + 1` per flow, no
 /// warm-up. A bad row is an error naming the file, the line and its text.
 pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeError> {
-    let mut src = CsvSource::open(path)?;
+    csv_records(CsvSource::open(path)?)
+}
+
+/// [`read_csv`] of text already open or in memory (`&[u8]` is a
+/// [`BufRead`]); `path` names it in messages.
+pub fn read_csv_from(
+    path: &Path,
+    reader: impl BufRead,
+) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeError> {
+    csv_records(CsvSource::new(path, reader)?)
+}
+
+fn csv_records(
+    mut src: CsvSource<impl BufRead>,
+) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeError> {
     let mut records = Vec::new();
     let mut block = Vec::new();
     while src.next_block(&mut block)? {
@@ -285,30 +307,39 @@ pub fn read_csv(path: &Path) -> Result<(Vec<Record>, Vec<FlowSent>), AnalyzeErro
 /// `tx` and `rx` in seconds, no header, no sequence numbers. Records get
 /// `seq` = their index in the file, flow 0, and ns timestamps rounded to the
 /// nearest ns.
-pub(crate) struct TrexSource {
+pub(crate) struct TrexSource<'a> {
     path: PathBuf,
-    file: Box<dyn Read>,
+    file: Box<dyn Read + 'a>,
     buf: Vec<u8>,
     next_seq: u64,
     /// Bytes after the last whole record (known at the end).
     leftover: u64,
 }
 
-impl TrexSource {
-    /// Open `path`, or standard input when it is `-`.
-    pub(crate) fn open(path: &Path) -> Result<TrexSource, AnalyzeError> {
-        let file: Box<dyn Read> = if is_stdin(path) {
-            Box::new(std::io::stdin().lock())
-        } else {
-            Box::new(File::open(path).map_err(|source| AnalyzeError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?)
+impl<'a> TrexSource<'a> {
+    /// Open `input` (a path of `-` is standard input). `records`: how many
+    /// the input holds, when known: the buffer is no larger than they need.
+    pub(crate) fn open(input: TrexInput<'a>, records: Option<u64>) -> Result<Self, AnalyzeError> {
+        let path = input.name();
+        let file: Box<dyn Read + 'a> = match input {
+            TrexInput::File(path) if is_stdin(path) => Box::new(std::io::stdin().lock()),
+            TrexInput::File(path) => {
+                Box::new(File::open(path).map_err(|source| AnalyzeError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?)
+            }
+            TrexInput::Bytes { bytes, .. } => Box::new(bytes),
         };
+        // A whole record more than the input holds, so the last read sees
+        // its leftover bytes.
+        let cap = records.map_or(1 << 20, |n| {
+            ((n as usize + 1) * TREX_RECORD_BYTES).min(1 << 20)
+        });
         Ok(TrexSource {
             path: path.to_path_buf(),
             file,
-            buf: vec![0u8; 1 << 20],
+            buf: vec![0u8; cap],
             next_seq: 0,
             leftover: 0,
         })
@@ -328,7 +359,7 @@ impl TrexSource {
     }
 }
 
-impl Source for TrexSource {
+impl Source for TrexSource<'_> {
     fn next_block(&mut self, out: &mut Vec<Record>) -> Result<bool, AnalyzeError> {
         out.clear();
         let got = self.fill().map_err(|source| AnalyzeError::Io {
@@ -486,67 +517,106 @@ pub fn analyze_file_with(
                 problem,
             })
         }
-        Format::Csv => {
-            if opts.tx_span.is_none() && (opts.trim_start_ns > 0 || opts.trim_end_ns > 0) {
-                // CSV cannot seek to its last row: a quick first pass.
-                let mut src = CsvSource::open(path)?;
-                let mut block = Vec::new();
-                let (mut first, mut last) = (None, None);
-                while src.next_block(&mut block)? {
-                    first = first.or(block.first().map(|r| r.tx_ns));
-                    last = block.last().map(|r| r.tx_ns).or(last);
-                }
-                opts.tx_span = first.zip(last);
-            }
-            let mut problem = None;
-            let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
-                let mut src = CsvSource::open(path)?;
-                let e = run_source(&mut src, cfg, &opts, None, 0)?;
-                problem = src.problem.take();
-                let sent = e.sent_from_highest_seq();
-                Ok(e.finish(Some(&sent)))
-            };
-            let mut analysis = with_resolved_thresholds(cfg, pass)?;
-            let problem = problem.map(|e| {
-                let msg = format!("{e}; the rows before it were analysed");
-                analysis.summary.notes.push(msg.clone());
-                msg
-            });
-            let tail = if problem.is_some() {
-                TailState::Truncated {
-                    discarded_bytes: 0,
-                    reason: problem.clone().unwrap_or_default(),
-                }
-            } else {
-                TailState::Complete
-            };
-            Ok(FileAnalysis {
-                analysis,
-                tail,
-                problem,
-            })
-        }
+        Format::Csv => csv_analysis(|| CsvSource::open(path), cfg, opts),
         Format::Trex if is_stdin(path) => trex_stream(path, cfg, &opts),
-        // Both cores: the file split into parts, every statistic merged.
-        Format::Trex => crate::fast::analyze_trex_full(path, cfg, &opts, 0)
-            .unwrap_or_else(|| trex_engine_pass(path, cfg, &opts)),
+        Format::Trex => trex_analysis(TrexInput::File(path), cfg, &opts),
     }
+}
+
+/// [`analyze_file_with`] of a CSV file's text held in memory; `name` names
+/// it in messages. The same pass as for a file, without one.
+pub fn analyze_csv_bytes(
+    name: &Path,
+    text: &[u8],
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    csv_analysis(|| CsvSource::new(name, text), cfg, opts.clone())
+}
+
+/// [`analyze_file_with`] of a TRex-fork file's bytes held in memory; `name`
+/// names them in messages. The same passes as for a file, without one.
+pub fn analyze_trex_bytes(
+    name: &Path,
+    bytes: &[u8],
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    trex_analysis(TrexInput::Bytes { name, bytes }, cfg, opts)
+}
+
+/// Both cores: the input split into parts, every statistic merged; the
+/// engine's pass when the options ask for what the split cannot give.
+fn trex_analysis(
+    input: TrexInput<'_>,
+    cfg: &AnalysisConfig,
+    opts: &Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    crate::fast::analyze_trex_full(input, cfg, opts, 0)
+        .unwrap_or_else(|| trex_engine_pass(input, cfg, opts))
+}
+
+/// The CSV pass(es) over the text `open` reads (once per pass).
+fn csv_analysis<R: BufRead>(
+    open: impl Fn() -> Result<CsvSource<R>, AnalyzeError>,
+    cfg: &AnalysisConfig,
+    mut opts: Options,
+) -> Result<FileAnalysis, AnalyzeError> {
+    if opts.tx_span.is_none() && (opts.trim_start_ns > 0 || opts.trim_end_ns > 0) {
+        // CSV cannot seek to its last row: a quick first pass.
+        let mut src = open()?;
+        let mut block = Vec::new();
+        let (mut first, mut last) = (None, None);
+        while src.next_block(&mut block)? {
+            first = first.or(block.first().map(|r| r.tx_ns));
+            last = block.last().map(|r| r.tx_ns).or(last);
+        }
+        opts.tx_span = first.zip(last);
+    }
+    let mut problem = None;
+    let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
+        let mut src = open()?;
+        let e = run_source(&mut src, cfg, &opts, None, 0)?;
+        problem = src.problem.take();
+        let sent = e.sent_from_highest_seq();
+        Ok(e.finish(Some(&sent)))
+    };
+    let mut analysis = with_resolved_thresholds(cfg, pass)?;
+    let problem = problem.map(|e| {
+        let msg = format!("{e}; the rows before it were analysed");
+        analysis.summary.notes.push(msg.clone());
+        msg
+    });
+    let tail = if problem.is_some() {
+        TailState::Truncated {
+            discarded_bytes: 0,
+            reason: problem.clone().unwrap_or_default(),
+        }
+    } else {
+        TailState::Complete
+    };
+    Ok(FileAnalysis {
+        analysis,
+        tail,
+        problem,
+    })
 }
 
 /// A TRex-fork file through the [`Engine`] (one core): for the options the
 /// split pass cannot honour (windows, trimming, deadline, worst N, …).
 pub(crate) fn trex_engine_pass(
-    path: &Path,
+    input: TrexInput<'_>,
     cfg: &AnalysisConfig,
     opts: &Options,
 ) -> Result<FileAnalysis, AnalyzeError> {
+    let path = input.name();
     let mut opts = opts.clone();
-    let (n, leftover) = trex_records(path)?;
+    let (n, leftover) = input.records()?;
     if opts.tx_span.is_none() {
-        opts.tx_span = trex_span(path);
+        opts.tx_span = input.span();
     }
     let pass = |cfg: &AnalysisConfig| -> Result<Analysis, AnalyzeError> {
-        let mut src = TrexSource::open(path)?;
+        let mut src = TrexSource::open(input, Some(n))?;
         let sent = [FlowSent {
             flow: 0,
             sent: n,
@@ -581,7 +651,7 @@ fn trex_stream(
                 .into(),
         ));
     }
-    let mut src = TrexSource::open(path)?;
+    let mut src = TrexSource::open(TrexInput::File(path), None)?;
     let e = run_source(&mut src, cfg, opts, None, 0)?;
     let sent = e.sent_from_highest_seq();
     let n = sent.first().map_or(0, |s| s.sent);

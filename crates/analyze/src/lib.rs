@@ -67,7 +67,10 @@ pub use dist::{Distribution, Method, Pct};
 pub use engine::{Engine, Options, MAX_SERIES_SLICES};
 pub use fast::analyze_trex_anomalies_only;
 pub use import::{analyze_pcap_pair, read_pcap_pair, CaptureReader, CapturedPacket, PcapPair};
-pub use input::{analyze_file, analyze_file_with, expand_inputs, read_csv, Format};
+pub use input::{
+    analyze_csv_bytes, analyze_file, analyze_file_with, analyze_trex_bytes, expand_inputs,
+    read_csv, read_csv_from, Format,
+};
 pub use metrics::{analyze, analyze_with};
 pub use spec::{parse_duration_ns, AnomalySpec, Base, Cmp, LiveRun, LostMode, Threshold};
 

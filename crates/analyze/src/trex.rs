@@ -236,25 +236,64 @@ pub(crate) fn round_scaled(v: f64) -> f64 {
     r + if v - (r - TWO52) == 0.5 { 1.0 } else { 0.0 }
 }
 
-/// Whole records and leftover bytes of the TRex-fork file at `path`; an
-/// error naming the file when it holds less than one record.
-pub(crate) fn trex_records(path: &Path) -> Result<(u64, u64), AnalyzeError> {
-    let len = std::fs::metadata(path)
-        .map_err(|source| AnalyzeError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .len();
-    if len < TREX_RECORD_BYTES as u64 {
-        return Err(AnalyzeError::Input {
-            path: path.to_path_buf(),
-            reason: format!(
-                "the file has {len} bytes, less than one 16-byte (tx, rx) record of a TRex-fork file"
-            ),
-        });
+/// Where a TRex-fork input's bytes are: a file, or bytes already in
+/// memory, named in messages as if they were that file (the fuzz targets
+/// and callers that hold the bytes need no scratch file).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TrexInput<'a> {
+    File(&'a Path),
+    Bytes { name: &'a Path, bytes: &'a [u8] },
+}
+
+impl<'a> TrexInput<'a> {
+    /// The name messages use: the file's path.
+    pub(crate) fn name(self) -> &'a Path {
+        match self {
+            TrexInput::File(path) | TrexInput::Bytes { name: path, .. } => path,
+        }
     }
-    let rec = TREX_RECORD_BYTES as u64;
-    Ok((len / rec, len % rec))
+
+    /// Whole records and leftover bytes; an error naming the input when it
+    /// holds less than one record.
+    pub(crate) fn records(self) -> Result<(u64, u64), AnalyzeError> {
+        let path = self.name();
+        let len = match self {
+            TrexInput::File(path) => std::fs::metadata(path)
+                .map_err(|source| AnalyzeError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+                .len(),
+            TrexInput::Bytes { bytes, .. } => bytes.len() as u64,
+        };
+        if len < TREX_RECORD_BYTES as u64 {
+            return Err(AnalyzeError::Input {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "the file has {len} bytes, less than one 16-byte (tx, rx) record of a \
+                     TRex-fork file"
+                ),
+            });
+        }
+        let rec = TREX_RECORD_BYTES as u64;
+        Ok((len / rec, len % rec))
+    }
+
+    /// The first and the last record's tx time, ns.
+    pub(crate) fn span(self) -> Option<(u64, u64)> {
+        match self {
+            TrexInput::File(path) => trex_span(path),
+            TrexInput::Bytes { bytes, .. } => {
+                let n = bytes.len() / TREX_RECORD_BYTES;
+                let tx = |i: usize| {
+                    let at = i * TREX_RECORD_BYTES;
+                    let b: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+                    Some(secs_to_ns(f64::from_le_bytes(b)))
+                };
+                Some((tx(0)?, tx(n.checked_sub(1)?)?))
+            }
+        }
+    }
 }
 
 /// What a TRex-fork file cannot show.
@@ -281,7 +320,7 @@ pub(crate) fn trex_leftover_problem(path: &Path, leftover: u64, n: u64) -> Strin
     )
 }
 
-pub(crate) fn trex_span(path: &Path) -> Option<(u64, u64)> {
+fn trex_span(path: &Path) -> Option<(u64, u64)> {
     let mut f = File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let n = len / TREX_RECORD_BYTES as u64;
