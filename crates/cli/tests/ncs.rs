@@ -67,12 +67,21 @@ fn a_short_challenge_search_brackets_the_failure_and_lands_in_the_report() {
         if delay == 1000 {
             assert_eq!(ncs["periods_completed"], 150, "{ncs}");
             // The first sensor message is no longer dropped by the plant
-            // interface's not yet activated qdisc.
+            // interface's not yet activated qdisc. Period 0 may still be
+            // lost when the plant's thread itself starts it late (the suite
+            // saw a 5.4 ms late wake-up on a quiet host): then the time left
+            // from its read to its deadline is under one round trip of the
+            // link; a drop leaves the whole deadline.
             let first = csv.lines().nth(1).unwrap();
             println!("run {i:03} first period: {first}");
+            let f: Vec<&str> = first.split(',').collect();
+            assert_eq!(f[0], "0", "{first}");
+            let (t_read, t_write): (u64, u64) = (f[1].parse().unwrap(), f[6].parse().unwrap());
+            let round_trip_ns = 2 * delay * 1000;
             assert!(
-                first.starts_with("0,") && first.contains(",false,"),
-                "{first}"
+                f[11] == "false" || t_write - t_read < round_trip_ns,
+                "period 0 lost with {} µs between its read and its deadline: {first}",
+                (t_write - t_read) / 1000
             );
         }
     }
