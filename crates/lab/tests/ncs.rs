@@ -163,11 +163,21 @@ fn over_a_delayed_link_the_benchmark_measures_the_configured_delay_and_stays_up(
     // of the link's counters shows waits of 11 ms). Backups carry the plant.
     assert!(r.losses <= 45, "{} actuations late", r.losses);
     // d_N (Eq. 6.1) is half the round trip: the configured 1 ms each way,
-    // plus half the controller's processing and the stacks.
+    // plus half the controller's processing and the stacks — the noise floor,
+    // measured over the same link configured to 0 (the criterion:
+    // configured delay over the floor). Against 1.0 ms alone the median was
+    // 1.21 ms on a quiet host once the emulator stopped waking early.
     let d_n = r.delays_ms["d_N"];
+    let floor = bench("floor", "delay_us = 0", &cfg);
+    let floor_n = floor.delays_ms["d_N"].median;
+    let added = d_n.median - floor_n;
+    println!(
+        "d_N median {} ms over a floor of {floor_n} ms: {added} ms added",
+        d_n.median
+    );
     assert!(
-        (d_n.median - 1.0).abs() < 0.2,
-        "d_N median {} ms",
+        (added - 1.0).abs() < 0.2,
+        "d_N median {} ms over a floor of {floor_n} ms",
         d_n.median
     );
     // The period holds at T / 2.
