@@ -8,21 +8,45 @@
 
 /// Two-sample KS statistic of sorted samples.
 pub fn ks_statistic(a: &[i64], b: &[i64]) -> f64 {
-    let (n, m) = (a.len(), b.len());
+    ks_of_runs(runs(a), a.len() as u64, runs(b), b.len() as u64)
+}
+
+/// A sorted sample as runs of equal values.
+fn runs(s: &[i64]) -> impl Iterator<Item = (i64, u64)> + '_ {
+    s.chunk_by(|x, y| x == y).map(|c| (c[0], c.len() as u64))
+}
+
+/// Two-sample KS statistic of samples given as `(value, count)` pairs in
+/// increasing order of value (a histogram: the IoT analysis compares
+/// inter-sequence times this way without expanding them).
+pub fn ks_statistic_counts(a: &[(i64, u64)], b: &[(i64, u64)]) -> f64 {
+    let total = |s: &[(i64, u64)]| s.iter().map(|&(_, c)| c).sum::<u64>();
+    ks_of_runs(a.iter().copied(), total(a), b.iter().copied(), total(b))
+}
+
+/// D over two samples as runs of equal values (in increasing order) with
+/// their sizes `n` and `m`.
+fn ks_of_runs(
+    a: impl Iterator<Item = (i64, u64)>,
+    n: u64,
+    b: impl Iterator<Item = (i64, u64)>,
+    m: u64,
+) -> f64 {
     if n == 0 || m == 0 {
         return 1.0;
     }
-    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
-    while i < n && j < m {
-        let x = a[i].min(b[j]);
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    let (mut ca, mut cb, mut d) = (0u64, 0u64, 0f64);
+    while let (Some(&(xa, _)), Some(&(xb, _))) = (a.peek(), b.peek()) {
+        let x = xa.min(xb);
         // Step both CDFs past every sample equal to x: ties move together.
-        while i < n && a[i] == x {
-            i += 1;
+        while let Some((_, c)) = a.next_if(|&(v, _)| v == x) {
+            ca += c;
         }
-        while j < m && b[j] == x {
-            j += 1;
+        while let Some((_, c)) = b.next_if(|&(v, _)| v == x) {
+            cb += c;
         }
-        d = d.max((i as f64 / n as f64 - j as f64 / m as f64).abs());
+        d = d.max((ca as f64 / n as f64 - cb as f64 / m as f64).abs());
     }
     d
 }
@@ -49,6 +73,15 @@ pub fn ks_one_sample(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> f64 {
             (f - i as f64 / n).abs().max(((i + 1) as f64 / n - f).abs())
         })
         .fold(0.0, f64::max)
+}
+
+/// `(D, p)` of the one-sample test of `samples` against the exponential
+/// distribution with the given mean (F(x) = 1 − e^{−x/mean}, 0 below 0).
+/// With the mean estimated from the same samples the p-value is optimistic
+/// (Lilliefors): both uses here say so.
+pub fn ks_exponential(samples: &mut [f64], mean: f64) -> (f64, f64) {
+    let d = ks_one_sample(samples, |x| 1.0 - (-x.max(0.0) / mean).exp());
+    (d, ks_one_sample_p_value(d, samples.len()))
 }
 
 /// Asymptotic p-value of a one-sample KS statistic over `n` samples
@@ -96,6 +129,29 @@ mod tests {
             assert_eq!(kolmogorov_q(l), 1.0, "{l}");
         }
         assert!(kolmogorov_q(0.2) > 1.0 - 1e-9);
+    }
+
+    #[test]
+    fn histogram_form_equals_the_expanded_samples() {
+        // a = 1,1,2,5,5,5 ; b = 2,3,3,5: ECDF differences after 1: 2/6−0,
+        // after 2: 3/6−1/4, after 3: 3/6−3/4, after 5: 0 → D = 1/3.
+        let a = [(1, 2), (2, 1), (5, 3)];
+        let b = [(2, 1), (3, 2), (5, 1)];
+        let d = ks_statistic_counts(&a, &b);
+        assert!((d - 1.0 / 3.0).abs() < 1e-15, "{d}");
+        assert_eq!(d, ks_statistic(&[1, 1, 2, 5, 5, 5], &[2, 3, 3, 5]));
+        assert_eq!(ks_statistic_counts(&[], &b), 1.0);
+    }
+
+    #[test]
+    fn exponential_by_hand() {
+        // One sample at the median ln 2 of Exp(1): F = 0.5, D = max(0.5, 0.5) = 0.5.
+        let (d, p) = ks_exponential(&mut [std::f64::consts::LN_2], 1.0);
+        assert!((d - 0.5).abs() < 1e-12, "{d}");
+        assert_eq!(p, ks_one_sample_p_value(0.5, 1));
+        // Negative values sit at F = 0.
+        let (d, _) = ks_exponential(&mut [-1.0], 1.0);
+        assert_eq!(d, 1.0);
     }
 
     #[test]

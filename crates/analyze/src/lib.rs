@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 pub use nflab_record::{ClockInfo, FlowSent, Record, TailState};
 
+pub mod acf;
 pub mod across;
 pub mod bootstrap;
 pub mod correlation;

@@ -192,11 +192,9 @@ pub fn check(received: &[(u64, u64)], sched_ns: &[u64], measured_on: &str) -> Se
 /// Kolmogorov–Smirnov test of `samples` against an exponential distribution with rate
 /// `lambda` (per unit of the samples); returns the asymptotic p-value (Kolmogorov
 /// distribution with Stephens' small-sample correction). The test is the engine's
-/// (`nflab_analyze::ks`); only the exponential CDF is the generator's.
+/// (`nflab_analyze::ks::ks_exponential`).
 pub fn exponential_ks_pvalue(samples: &[f64], lambda: f64) -> f64 {
-    let mut x = samples.to_vec();
-    let d = nflab_analyze::ks::ks_one_sample(&mut x, |v| 1.0 - (-lambda * v.max(0.0)).exp());
-    nflab_analyze::ks::ks_one_sample_p_value(d, x.len())
+    nflab_analyze::ks::ks_exponential(&mut samples.to_vec(), 1.0 / lambda).1
 }
 
 #[cfg(test)]

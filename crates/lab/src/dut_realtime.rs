@@ -1,7 +1,8 @@
 //! `dut.realtime = true`: which DuT kinds it applies to. It puts the threads nflab runs
-//! as the DuT under SCHED_FIFO — the nflab data plane's and the link emulator's workers
-//! and the udp relay's thread. Elsewhere nflab starts no thread of the DuT's own that
-//! it could raise, so the key is refused in one sentence rather than ignored.
+//! as the DuT under SCHED_FIFO — the nflab data plane's and the link emulator's workers,
+//! the udp relay's thread, and every thread of the ovs-vswitchd nflab starts (priority
+//! 40, docs/sdn.md). Elsewhere nflab starts no thread of the DuT's own that it could
+//! raise, so the key is refused in one sentence rather than ignored.
 
 use crate::error::LabError;
 use crate::spec::DutKind;
@@ -9,16 +10,13 @@ use crate::spec::DutKind;
 /// Why `dut.realtime` cannot apply to `kind`, or `None` where it does.
 pub fn why_not(kind: DutKind) -> Option<&'static str> {
     match kind {
-        DutKind::Nflab | DutKind::Link | DutKind::UdpRelay => None,
+        DutKind::Nflab | DutKind::Link | DutKind::UdpRelay | DutKind::Ovs => None,
         DutKind::LinuxRouter | DutKind::LinuxBridge => Some(
             "the kernel forwards in softirq context, which has no thread of nflab's to schedule",
         ),
         DutKind::Loopback => Some("there is no DuT between lg0 and lg1"),
         DutKind::Testpmd => Some(
             "testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU",
-        ),
-        DutKind::Ovs => Some(
-            "Open vSwitch's daemons are scheduled as they start themselves (set their priority with chrt outside nflab)",
         ),
         DutKind::External => Some("nflab does not run an external DuT"),
     }
@@ -29,7 +27,7 @@ pub fn check(kind: DutKind) -> Result<(), LabError> {
     match why_not(kind) {
         None => Ok(()),
         Some(why) => Err(LabError::Unsupported(format!(
-            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to nflab, link and udp-relay",
+            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to nflab, link, udp-relay and ovs",
             kind.as_str()
         ))),
     }
@@ -41,7 +39,12 @@ mod tests {
 
     #[test]
     fn realtime_is_refused_in_one_sentence_where_it_cannot_apply() {
-        for kind in [DutKind::Nflab, DutKind::Link, DutKind::UdpRelay] {
+        for kind in [
+            DutKind::Nflab,
+            DutKind::Link,
+            DutKind::UdpRelay,
+            DutKind::Ovs,
+        ] {
             assert!(check(kind).is_ok(), "{}", kind.as_str());
         }
         for kind in [
@@ -49,7 +52,6 @@ mod tests {
             DutKind::LinuxBridge,
             DutKind::Loopback,
             DutKind::Testpmd,
-            DutKind::Ovs,
             DutKind::External,
         ] {
             let e = check(kind).unwrap_err().to_string();
@@ -57,7 +59,7 @@ mod tests {
                 e.contains(&format!(
                     "dut.realtime = true does not apply to dut.kind = \"{}\"",
                     kind.as_str()
-                )) && e.ends_with("it applies to nflab, link and udp-relay"),
+                )) && e.ends_with("it applies to nflab, link, udp-relay and ovs"),
                 "{e}"
             );
             assert_eq!(e.lines().count(), 1);

@@ -98,3 +98,38 @@ impl Spec {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Every experiment in `examples/` (and `examples/sdn/`) passes the check a
+    /// user's `nflab run` makes first, for every run of its sweep: an example that
+    /// `nflab run` refuses is a broken promise of the docs.
+    #[test]
+    fn every_example_passes_the_check_before_a_run() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut checked = 0;
+        for dir in [root.clone(), root.join("sdn")] {
+            for e in std::fs::read_dir(&dir).expect("examples") {
+                let p = e.expect("entry").path();
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                if p.extension().is_none_or(|x| x != "toml")
+                    || !text.lines().any(|l| l.trim() == "[experiment]")
+                {
+                    continue;
+                }
+                let (spec, text) =
+                    Spec::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                for plan in spec.expand(&text).expect("expand") {
+                    plan.spec
+                        .check_supported()
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 30, "{checked} examples");
+    }
+}

@@ -202,7 +202,7 @@ pub struct DutSection {
     /// several runs on `cpu + i` (modulo the CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
-    /// nflab data plane, link and udp-relay: run the workers under SCHED_FIFO, so a
+    /// nflab data plane, link, udp-relay and ovs: run the workers under SCHED_FIFO, so a
     /// busy host does not hold frames up (default false; refused for other kinds,
     /// `dut_realtime`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
