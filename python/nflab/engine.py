@@ -139,6 +139,40 @@ def log_bins(values, counts=None, per_decade: int = 10) -> List[Tuple[float, flo
     return _engine.log_bins(values, counts, int(per_decade))
 
 
+def _list(xs, kind):
+    return xs.tolist() if hasattr(xs, "tolist") else [kind(x) for x in xs]
+
+
+def ks_two_sample(a_values, a_counts, b_values, b_counts) -> Tuple[float, float]:
+    """``(D, p)`` of the two-sample Kolmogorov–Smirnov test of two histograms (values in
+    strictly increasing order, their counts): the engine's statistic and its asymptotic p-value
+    with Stephens' small-sample correction (as ``nflab compare``)."""
+    return _engine.ks_two_sample(_list(a_values, int), _list(a_counts, int), _list(b_values, int), _list(b_counts, int))
+
+
+def ks_exponential(samples, mean: float) -> Tuple[float, float]:
+    """``(D, p)`` of the one-sample KS test of ``samples`` against the exponential with this
+    mean (p optimistic when the mean was estimated from the same samples)."""
+    return _engine.ks_exponential(_list(samples, float), float(mean))
+
+
+def autocorrelation(values, max_lag: int) -> List[float]:
+    """r_1 … r_L, L = min(max_lag, n − 1): the biased estimator (R's ``acf``)."""
+    return _engine.autocorrelation(_list(values, float), int(max_lag))
+
+
+def max_abs_autocorrelation(values, max_lag: int) -> float:
+    """The largest |r_k| over lags 1 … max_lag."""
+    return _engine.max_abs_autocorrelation(_list(values, float), int(max_lag))
+
+
+def periodicity(minutes, offsets, horizon: int, max_lag: int, top: int) -> List[float]:
+    """Seed 003's periodicity metric per device: the sum of the ``top`` largest
+    autocorrelations (lags 1 … max_lag) of its 0/1 per-minute activity over ``horizon``
+    minutes; device i was active in ``minutes[offsets[i]:offsets[i + 1]]``."""
+    return _engine.periodicity(_list(minutes, int), _list(offsets, int), int(horizon), int(max_lag), int(top))
+
+
 def parse_anomaly(spec: str) -> Tuple[str, int, Optional[int]]:
     """``"2:250us"`` → ``("2:250000ns", 2, 250000)``, the engine's parse (``t_ns`` is None for
     a relative threshold such as ``p50*3``). Raises ``ValueError`` naming what is wrong."""

@@ -213,6 +213,34 @@ fn staged_bridges_and_flower_hops_carry_every_probe() {
         v["per_hop_ns"]["slope"].is_f64() && v["per_hop_ns"]["r2"].is_f64(),
         "{v}"
     );
+
+    // The same cycle on AF_XDP ports a PMD thread polls.
+    let spec3 = tmp.0.join("afxdp.toml");
+    std::fs::write(
+        &spec3,
+        "[experiment]\nname = \"e2e-ovs-afxdp\"\n[dut]\nkind = \"ovs\"\nport_type = \"afxdp\"\n\
+         [traffic]\nrate_pps = 500\nframe_bytes = 64\nduration_s = 1\nwarmup_s = 0.2\n\
+         [sweep]\n\"dut.hops\" = [2]\n",
+    )
+    .unwrap();
+    let (_, result, _) = run_ok(&spec3, &tmp.0);
+    let run = PathBuf::from(result["dir"].as_str().unwrap()).join("runs/000");
+    let summary = read_json(run.join("summary.json"));
+    assert_eq!(summary["packets"]["lost"], 0, "{summary}");
+    assert_eq!(summary["packets"]["received"], 500, "{summary}");
+    let dut = read_json(run.join("dut.json"));
+    let flows = dut["flows"].to_string();
+    // Both cables' return ports counted the probes.
+    for port in ["in_port=11", "in_port=13"] {
+        let f = dut["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f.as_str())
+            .find(|f| f.contains(port))
+            .unwrap_or_else(|| panic!("{port} in {flows}"));
+        assert!(!f.contains("n_packets=0,"), "{f}");
+    }
 }
 
 #[test]

@@ -114,7 +114,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
     check_pipeline(dut)?;
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.bridges, dut.shape, dut.depth and dut.controller"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.port_type, dut.bridges, dut.shape, dut.depth and dut.controller"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -214,6 +214,28 @@ fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
             )));
         }
     }
+    match dut.port_type.as_deref() {
+        None | Some("system") => {}
+        Some("afxdp") => {
+            if dut.shape.is_some() || proxied || dut.bridges.is_some_and(|b| b > 1) {
+                return Err(LabError::Unsupported(
+                    "dut.port_type = \"afxdp\" takes a single bridge with its own flows: leave dut.bridges, dut.shape and dut.controller out".into(),
+                ));
+            }
+            if dut.realtime == Some(true) {
+                // PMD threads inherit ovs-vswitchd's policy and spin: under
+                // SCHED_FIFO the kernel throttles them 50 ms of every second.
+                return Err(LabError::Unsupported(
+                    "dut.realtime = true does not combine with dut.port_type = \"afxdp\": the PMD thread busy-polls, and under SCHED_FIFO the kernel would throttle it".into(),
+                ));
+            }
+        }
+        Some(other) => {
+            return Err(LabError::Unsupported(format!(
+                "dut.port_type = \"{other}\" is not valid; valid: \"system\", \"afxdp\""
+            )))
+        }
+    }
     if dut.hops.is_some() && (dut.shape.is_some() || proxied) {
         return Err(LabError::Unsupported(
             "dut.hops (FLOWer) takes a single bridge with its own flows: leave dut.shape and dut.controller out".into(),
@@ -264,8 +286,11 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     }
     ovs.add_bridge(BRIDGE, &BridgeOptions::default())
         .map_err(err)?;
-    ovs.add_port(BRIDGE, "dut0", 1).map_err(err)?;
-    ovs.add_port(BRIDGE, "dut1", 2).map_err(err)?;
+    let port_type = dut.port_type.as_deref().filter(|t| *t != "system");
+    ovs.add_port_of_type(BRIDGE, "dut0", 1, port_type)
+        .map_err(err)?;
+    ovs.add_port_of_type(BRIDGE, "dut1", 2, port_type)
+        .map_err(err)?;
     let hops = dut.hops.unwrap_or(0);
     // Cables beyond `hops` are on the bridge, unused by the flows.
     for i in 0..dut.hop_cables.unwrap_or(hops).max(hops) {
@@ -279,8 +304,10 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         ] {
             nflab_sdn::netns::run("ip", &args).map_err(err)?;
         }
-        ovs.add_port(BRIDGE, &a, 10 + 2 * i as u16).map_err(err)?;
-        ovs.add_port(BRIDGE, &b, 11 + 2 * i as u16).map_err(err)?;
+        ovs.add_port_of_type(BRIDGE, &a, 10 + 2 * i as u16, port_type)
+            .map_err(err)?;
+        ovs.add_port_of_type(BRIDGE, &b, 11 + 2 * i as u16, port_type)
+            .map_err(err)?;
     }
     let flows = match dut.egress_rate_bps {
         Some(rate_bps) => {
@@ -417,6 +444,24 @@ mod tests {
                     d.hop_cables = Some(4)
                 },
                 "dut.hop_cables = 4 needs dut.hops and must be in dut.hops (8)..64",
+            ),
+            (
+                &|d: &mut DutSection| d.port_type = Some("dpdk".into()),
+                "dut.port_type = \"dpdk\" is not valid; valid: \"system\", \"afxdp\"",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.port_type = Some("afxdp".into());
+                    d.realtime = Some(true)
+                },
+                "dut.realtime = true does not combine with dut.port_type = \"afxdp\"",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.port_type = Some("afxdp".into());
+                    d.bridges = Some(2)
+                },
+                "dut.port_type = \"afxdp\" takes a single bridge",
             ),
             (
                 &|d: &mut DutSection| {

@@ -248,6 +248,11 @@ pub struct DutSection {
     /// one polling round of ovs-vswitchd the same for every `hops`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop_cables: Option<u32>,
+    /// ovs, a single bridge: the OvS interface type of dut0, dut1 and the hop
+    /// cables: "system" (default; packet sockets polled by ovs-vswitchd's main
+    /// thread) or "afxdp" (AF_XDP sockets busy-polled by a PMD thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_type: Option<String>,
     /// ovs: a staged pipeline of this many bridges joined by patch ports
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -301,6 +306,7 @@ impl Default for DutSection {
             link: None,
             hops: None,
             hop_cables: None,
+            port_type: None,
             bridges: None,
             shape: None,
             depth: None,

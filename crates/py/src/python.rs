@@ -223,6 +223,74 @@ fn mean_t_ci(values: Vec<f64>, level: f64) -> Option<(f64, f64, f64)> {
     nflab_analyze::crossrun::mean_t_ci(&values, level).map(|i| (i.mean, i.lo, i.hi))
 }
 
+/// `(D, p)` of the two-sample KS test of two histograms, each `(values, counts)`
+/// with values in increasing order (ks::ks_statistic_counts, ks::ks_p_value).
+#[pyfunction]
+fn ks_two_sample(
+    a_values: Vec<i64>,
+    a_counts: Vec<u64>,
+    b_values: Vec<i64>,
+    b_counts: Vec<u64>,
+) -> PyResult<(f64, f64)> {
+    let pairs = |v: Vec<i64>, c: Vec<u64>, side: &str| -> PyResult<Vec<(i64, u64)>> {
+        if v.len() != c.len() || v.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(err(format!(
+                "{side}: values must increase strictly and match the counts one for one"
+            )));
+        }
+        Ok(v.into_iter().zip(c).collect())
+    };
+    let (a, b) = (
+        pairs(a_values, a_counts, "a")?,
+        pairs(b_values, b_counts, "b")?,
+    );
+    let n = |s: &[(i64, u64)]| s.iter().map(|&(_, c)| c as usize).sum::<usize>();
+    let d = nflab_analyze::ks::ks_statistic_counts(&a, &b);
+    Ok((d, nflab_analyze::ks::ks_p_value(d, n(&a), n(&b))))
+}
+
+/// `(D, p)` of the one-sample KS test against the exponential with `mean`
+/// (ks::ks_exponential).
+#[pyfunction]
+fn ks_exponential(py: Python<'_>, mut samples: Vec<f64>, mean: f64) -> (f64, f64) {
+    py.detach(|| nflab_analyze::ks::ks_exponential(&mut samples, mean))
+}
+
+/// The largest |r_k| over lags 1..max_lag (acf::max_abs_autocorrelation).
+#[pyfunction]
+fn max_abs_autocorrelation(py: Python<'_>, values: Vec<f64>, max_lag: usize) -> f64 {
+    py.detach(|| nflab_analyze::acf::max_abs_autocorrelation(&values, max_lag))
+}
+
+/// r_1..r_L (acf::autocorrelation).
+#[pyfunction]
+fn autocorrelation(values: Vec<f64>, max_lag: usize) -> Vec<f64> {
+    nflab_analyze::acf::autocorrelation(&values, max_lag)
+}
+
+/// Seed 003's periodicity metric of each device (acf::periodicity): the
+/// active minutes of device i are `minutes[offsets[i]..offsets[i + 1]]`.
+#[pyfunction]
+fn periodicity(
+    py: Python<'_>,
+    minutes: Vec<i64>,
+    offsets: Vec<usize>,
+    horizon: usize,
+    max_lag: usize,
+    top: usize,
+) -> PyResult<Vec<f64>> {
+    if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().is_some_and(|&e| e > minutes.len()) {
+        return Err(err("offsets must not decrease and must end within minutes".into()));
+    }
+    py.detach(|| {
+        offsets
+            .windows(2)
+            .map(|w| nflab_analyze::acf::periodicity(&minutes[w[0]..w[1]], horizon, max_lag, top))
+            .collect::<Option<Vec<f64>>>()
+    })
+    .ok_or_else(|| err(format!("a minute lies outside [0, {horizon})")))
+}
+
 /// `(spec, n, t_ns)` of an anomaly definition such as `2:250us`, normalised
 /// as the engine prints it; `t_ns` is None for a relative threshold (p50*3).
 #[pyfunction]
@@ -318,6 +386,11 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_edges, m)?)?;
     m.add_function(wrap_pyfunction!(log_bins, m)?)?;
     m.add_function(wrap_pyfunction!(mean_t_ci, m)?)?;
+    m.add_function(wrap_pyfunction!(ks_two_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(ks_exponential, m)?)?;
+    m.add_function(wrap_pyfunction!(max_abs_autocorrelation, m)?)?;
+    m.add_function(wrap_pyfunction!(autocorrelation, m)?)?;
+    m.add_function(wrap_pyfunction!(periodicity, m)?)?;
     m.add_function(wrap_pyfunction!(parse_anomaly, m)?)?;
     m.add_function(wrap_pyfunction!(prescan_span, m)?)?;
     m.add_function(wrap_pyfunction!(read_records, m)?)?;

@@ -280,17 +280,32 @@ impl Ovs {
 
     /// Attach interface `iface` (in the daemons' namespace) as OpenFlow port `ofport`.
     pub fn add_port(&self, bridge: &str, iface: &str, ofport: u16) -> Result<(), SdnError> {
+        self.add_port_of_type(bridge, iface, ofport, None)
+    }
+
+    /// [`Ovs::add_port`] with an OvS interface type: `None` is the default
+    /// (`system`: a packet socket the main thread polls on the userspace
+    /// datapath), `Some("afxdp")` an AF_XDP socket a PMD thread busy-polls
+    /// (OvS loads its XDP program on the interface; copy mode on veth).
+    pub fn add_port_of_type(
+        &self,
+        bridge: &str,
+        iface: &str,
+        ofport: u16,
+        kind: Option<&str>,
+    ) -> Result<(), SdnError> {
         let req = format!("ofport_request={ofport}");
-        self.vsctl(&[
-            "add-port",
-            bridge,
-            iface,
-            "--",
-            "set",
-            "interface",
-            iface,
-            &req,
-        ])?;
+        let mut args = vec!["add-port", bridge, iface, "--", "set", "interface", iface, &req];
+        let ty = kind.map(|k| format!("type={k}"));
+        args.extend(ty.as_deref());
+        self.vsctl(&args)?;
+        // add-port succeeds even when the datapath cannot open the port (an
+        // AF_XDP socket the kernel refuses): the interface's error says so.
+        let error = self.vsctl(&["get", "interface", iface, "error"])?;
+        let error = error.trim().trim_matches('"');
+        if !error.is_empty() && error != "[]" {
+            return Err(SdnError::Ovs(format!("port {iface}: {error}")));
+        }
         Ok(())
     }
 

@@ -2,13 +2,13 @@
 metric, the elbow, the cluster names and the KS tests (seed 003 §4.2.4–4.2.5).
 
 k-means and PCA are scikit-learn's (the polars engine) or Spark MLlib's (the
-Spark engine); the KS tests are scipy's.
+Spark engine); the autocorrelations and KS tests are nflab's engine
+(``nflab_analyze::{acf, ks}``), as every statistic nflab reports.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from .. import engine
 from . import schema as S
@@ -16,39 +16,22 @@ from . import schema as S
 FEATURES = ("error_rate", "reject_rate", "periodicity")
 
 
-def periodicity(devices, minutes, horizon_min, max_lag=S.ACF_MAX_LAG, top=S.ACF_TOP, batch=128):
+def periodicity(devices, minutes, horizon_min, max_lag=S.ACF_MAX_LAG, top=S.ACF_TOP):
     """Sum of the ``top`` largest autocorrelations over lags 1..max_lag of each
     device's per-minute activity series (1 when the device has a dialog in the
     minute). ``devices`` and ``minutes`` are parallel arrays of the active
     (device, minute) pairs, sorted by device; returns (unique devices, P).
 
     The autocorrelation is the usual biased estimator (as R's ``acf``):
-    r_k = Σ (x_t − x̄)(x_{t+k} − x̄) / Σ (x_t − x̄)², computed with a zero-padded FFT.
+    r_k = Σ (x_t − x̄)(x_{t+k} − x̄) / Σ (x_t − x̄)², the engine's
+    (``nflab_analyze::acf::periodicity``, exact from the active minutes alone).
     A device whose series is constant has P = 0.
     """
     devices = np.asarray(devices)
     minutes = np.asarray(minutes, dtype=np.int64)
     uniq, starts = np.unique(devices, return_index=True)
-    ends = np.append(starts[1:], devices.size)
-    lags = min(max_lag, horizon_min - 1)
-    nfft = 1 << int(np.ceil(np.log2(horizon_min + lags + 1)))
-    out = np.zeros(uniq.size)
-    for b in range(0, uniq.size, batch):
-        rows = slice(b, min(b + batch, uniq.size))
-        n_rows = rows.stop - rows.start
-        x = np.zeros((n_rows, horizon_min), dtype=np.float64)
-        for i, (s, e) in enumerate(zip(starts[rows], ends[rows])):
-            x[i, minutes[s:e]] = 1.0
-        x -= x.mean(axis=1, keepdims=True)
-        f = np.fft.rfft(x, n=nfft, axis=1)
-        ac = np.fft.irfft(f * np.conj(f), n=nfft, axis=1)[:, : lags + 1]
-        var = ac[:, 0]
-        ok = var > 1e-12
-        r = np.zeros((n_rows, lags))
-        r[ok] = ac[ok, 1:] / var[ok, None]
-        k = min(top, lags)
-        out[rows] = np.sort(r, axis=1)[:, -k:].sum(axis=1) if lags else 0.0
-    return uniq, out
+    offsets = np.append(starts, devices.size)
+    return uniq, np.asarray(engine.periodicity(minutes, offsets, horizon_min, max_lag, top))
 
 
 def elbow(inertias: dict) -> int:
@@ -85,22 +68,32 @@ def name_clusters(centroids: np.ndarray) -> list:
 
 
 def ks_between(hists: dict) -> list:
-    """Two-sided KS tests (scipy) of the inter-sequence times between every pair
-    of classes; ``hists`` maps a class to (gap minutes, counts)."""
-    samples = {c: np.repeat(np.asarray(v, dtype=np.int32), np.asarray(n, dtype=np.int64)) for c, (v, n) in hists.items()}
-    names = sorted(c for c, s in samples.items() if s.size)
+    """Two-sided KS tests (the engine's, asymptotic p-value with Stephens'
+    correction) of the inter-sequence times between every pair of classes;
+    ``hists`` maps a class to (gap minutes, counts)."""
+    h = {}
+    for c, (v, n) in hists.items():
+        v, n = np.asarray(v, dtype=np.int64), np.asarray(n, dtype=np.int64)
+        keep = n > 0
+        v, n = v[keep], n[keep]
+        order = np.argsort(v, kind="stable")
+        v, n = v[order], n[order]
+        # One count per value (a histogram may list a value twice).
+        uv, first = np.unique(v, return_index=True)
+        h[c] = (uv, np.add.reduceat(n, first) if n.size else n)
+    names = sorted(c for c, (_, n) in h.items() if n.sum() > 0)
     out = []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            r = stats.ks_2samp(samples[a], samples[b], method="asymp")
-            out.append({"a": a, "b": b, "n_a": int(samples[a].size), "n_b": int(samples[b].size),
-                        "statistic": float(r.statistic), "p_value": float(r.pvalue)})
+            d, p = engine.ks_two_sample(*h[a], *h[b])
+            out.append({"a": a, "b": b, "n_a": int(h[a][1].sum()), "n_b": int(h[b][1].sum()),
+                        "statistic": d, "p_value": p})
     return out
 
 
 def exponential_fit(times_ms) -> dict | None:
     """The aggregated arrival process of a set of devices: interarrival times of
-    the superposition against an exponential of the same mean (scipy's one-sample
+    the superposition against an exponential of the same mean (the engine's one-sample
     KS; the mean is estimated, so the p-value is optimistic), the 10–90 %
     quantiles of both (the seed's Q-Q plot; the empirical ones nearest-rank, from
     the engine) and the largest |ACF| of the
@@ -116,17 +109,12 @@ def exponential_fit(times_ms) -> dict | None:
     if mean <= 0:
         return None
     gaps = gaps_ms / 1000.0
-    r = stats.kstest(gaps, "expon", args=(0, mean))
+    ks_d, ks_p = engine.ks_exponential(gaps, mean)
     qs = np.arange(0.1, 0.91, 0.1)
     emp = np.array([d.percentile(round(100 * q, 6)) / 1000.0 for q in qs])
-    fit = stats.expon(scale=mean).ppf(qs)
-    g = gaps - mean
-    # Lag by lag (dot products of views): an FFT over the whole trace would need
-    # ~30 bytes per interarrival time more, the one memory term that grows with it.
-    den = float(np.dot(g, g))
-    lags = range(1, min(1001, g.size))
-    acf_max = max((abs(float(np.dot(g[:-k], g[k:]))) / den for k in lags), default=0.0) if den > 0 else 0.0
-    return {"n": int(gaps.size), "mean_s": mean, "ks_statistic": float(r.statistic), "ks_p_value": float(r.pvalue),
+    fit = -mean * np.log1p(-qs)  # the exponential's quantile function
+    acf_max = engine.max_abs_autocorrelation(gaps, 1000)
+    return {"n": int(gaps.size), "mean_s": mean, "ks_statistic": ks_d, "ks_p_value": ks_p,
             "quantiles": [float(q) for q in qs], "empirical_s": emp.tolist(), "exponential_s": fit.tolist(),
             "acf_max_abs_1_1000": acf_max}
 
