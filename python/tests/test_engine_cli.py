@@ -192,6 +192,40 @@ def test_known_answers_through_the_binding(tmp_path):
     assert nflab.engine.parse_anomaly("2:250us") == ("2:250000ns", 2, 250_000)
 
 
+def test_ks_and_autocorrelation_through_the_binding_against_scipy_and_numpy():
+    """The engine's KS statistics equal scipy's (an independent implementation; the p-values
+    differ on purpose: the engine applies Stephens' small-sample correction, checked here by
+    hand), and its autocorrelation the definition summed in numpy."""
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 40, 3000)
+    b = rng.integers(3, 45, 2000)
+    va, na = np.unique(a, return_counts=True)
+    vb, nb = np.unique(b, return_counts=True)
+    d, p = nflab.engine.ks_two_sample(va, na, vb, nb)
+    ref = stats.ks_2samp(a, b, method="asymp")
+    assert abs(d - ref.statistic) < 1e-12
+    ne = 3000 * 2000 / 5000
+    lam = (math.sqrt(ne) + 0.12 + 0.11 / math.sqrt(ne)) * d
+    q = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    assert abs(p - q) < 1e-12 and p < 1e-6
+    with pytest.raises(ValueError, match="values must increase"):
+        nflab.engine.ks_two_sample([2, 1], [1, 1], [1], [1])
+
+    x = rng.exponential(2.0, 5000)
+    d, p = nflab.engine.ks_exponential(x, 2.0)
+    assert abs(d - stats.kstest(x, "expon", args=(0, 2.0)).statistic) < 1e-12 and p > 1e-3
+
+    y = rng.normal(size=3000)
+    y[1:] += 0.6 * y[:-1]  # an AR(1)-like series: r_1 clearly above 0
+    g = y - y.mean()
+    direct = [float(np.dot(g[:-k], g[k:]) / np.dot(g, g)) for k in range(1, 201)]
+    got = nflab.engine.autocorrelation(y, 200)
+    assert len(got) == 200 and max(abs(u - v) for u, v in zip(got, direct)) < 1e-12
+    assert nflab.engine.max_abs_autocorrelation(y, 200) == max(abs(v) for v in got) > 0.3
+
+
 def test_the_report_and_python_read_the_same_analysis(nflab_bin, experiment, tmp_path):
     """`nflab report DIR` writes figures/analysis.json; Experiment.analysis gives the same
     summaries bit for bit, with the options the report's `command` names."""

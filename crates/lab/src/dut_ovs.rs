@@ -88,7 +88,6 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
         ("wake_early_us", dut.wake_early_us.is_some()),
         ("command", dut.command.is_some()),
         ("link_capacity", dut.link_capacity.is_some()),
-        ("cpu", dut.cpu.is_some()),
         ("workers", dut.workers.is_some()),
         ("io", dut.io.is_some()),
         ("forward_mode", dut.forward_mode.is_some()),
@@ -114,7 +113,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
     check_pipeline(dut)?;
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.port_type, dut.bridges, dut.shape, dut.depth and dut.controller"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.port_type, dut.cpu, dut.bridges, dut.shape, dut.depth and dut.controller"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -257,6 +256,9 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         // Above the generator's and recorder's default threads, below the
         // kernel's per-CPU threads.
         ovs.vswitchd_realtime(40).map_err(err)?;
+    }
+    if dut.cpu.is_some() {
+        ovs.vswitchd_affinity(dut.dut_cpu()?).map_err(err)?;
     }
     let stages = dut.bridges.unwrap_or(1);
     let shape = shape(dut)?;

@@ -199,7 +199,8 @@ pub struct DutSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_capacity: Option<usize>,
     /// nflab data plane: CPU of the worker (default: the last CPU); worker *i* of
-    /// several runs on `cpu + i` (modulo the CPUs).
+    /// several runs on `cpu + i` (modulo the CPUs). ovs: the CPU every thread
+    /// of ovs-vswitchd is pinned to (default: not pinned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
     /// nflab data plane, link, udp-relay and ovs: run the workers under SCHED_FIFO, so a

@@ -369,6 +369,18 @@ impl Ovs {
         Ok(())
     }
 
+    /// Pin every thread of ovs-vswitchd to `cpu` (`taskset -a`); threads it
+    /// starts later (PMD, handlers) inherit the mask.
+    pub fn vswitchd_affinity(&self, cpu: usize) -> Result<(), SdnError> {
+        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
+            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?;
+        crate::netns::run(
+            "taskset",
+            &["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()],
+        )?;
+        Ok(())
+    }
+
     /// Stop both daemons (ovs-vswitchd first) and remove the run directory.
     pub fn stop(mut self) {
         self.shutdown();

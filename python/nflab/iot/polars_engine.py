@@ -16,7 +16,7 @@ Per range:
 3. **features**: error rate, reject rate, periodicity (``classify.periodicity``),
    number of sequences, maximum minute-of-hour density of PDP_CREATE dialogs.
 Then over all devices: k-means on the features' z-scores for k = 1..10 and
-the elbow (scikit-learn), PCA, the synchronisation classifier and the KS tests (scipy).
+the elbow (scikit-learn), PCA, the synchronisation classifier and the KS tests (the engine, nflab.engine).
 """
 
 from __future__ import annotations
