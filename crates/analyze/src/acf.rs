@@ -33,10 +33,11 @@ pub fn max_abs_autocorrelation(x: &[f64], max_lag: usize) -> f64 {
 /// repeats allowed). `None` if a minute lies outside [0, horizon).
 ///
 /// The series is sparse, so the sums are counted instead of multiplied: with m
-/// active minutes and x̄ = m/n, Σ (x_t − x̄)(x_{t+k} − x̄) = C_k − x̄(A_k + B_k)
-/// + (n − k)x̄², where C_k counts active pairs k apart, A_k the active minutes
-/// below n − k and B_k those from k on; the denominator is m − m²/n. Exact in
-/// integers up to the last division, and O(m · min(m, L)) instead of O(n · L).
+/// active minutes and x̄ = m/n, the lag-k sum Σ (x_t − x̄)(x_{t+k} − x̄) is
+/// C_k − x̄(A_k + B_k) + (n − k)x̄², where C_k counts active pairs k apart, A_k
+/// the active minutes below n − k and B_k those from k on; the denominator is
+/// m − m²/n. Exact in integers up to the last division, and O(m · min(m, L))
+/// instead of O(n · L).
 pub fn periodicity(minutes: &[i64], horizon: usize, max_lag: usize, top: usize) -> Option<f64> {
     let n = horizon;
     let mut t: Vec<usize> = Vec::with_capacity(minutes.len());

@@ -279,8 +279,11 @@ fn periodicity(
     max_lag: usize,
     top: usize,
 ) -> PyResult<Vec<f64>> {
-    if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().is_some_and(|&e| e > minutes.len()) {
-        return Err(err("offsets must not decrease and must end within minutes".into()));
+    if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().is_some_and(|&e| e > minutes.len())
+    {
+        return Err(err(
+            "offsets must not decrease and must end within minutes".into()
+        ));
     }
     py.detach(|| {
         offsets

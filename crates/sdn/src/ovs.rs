@@ -295,7 +295,16 @@ impl Ovs {
         kind: Option<&str>,
     ) -> Result<(), SdnError> {
         let req = format!("ofport_request={ofport}");
-        let mut args = vec!["add-port", bridge, iface, "--", "set", "interface", iface, &req];
+        let mut args = vec![
+            "add-port",
+            bridge,
+            iface,
+            "--",
+            "set",
+            "interface",
+            iface,
+            &req,
+        ];
         let ty = kind.map(|k| format!("type={k}"));
         args.extend(ty.as_deref());
         self.vsctl(&args)?;
