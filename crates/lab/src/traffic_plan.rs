@@ -326,27 +326,6 @@ mod tests {
     use super::*;
     use crate::spec::Spec;
 
-    #[test]
-    fn pattern_examples_build_plans() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-        let mut n = 0;
-        for e in std::fs::read_dir(&dir).expect("examples") {
-            let p = e.expect("entry").path();
-            let name = p.file_name().and_then(|s| s.to_str()).unwrap_or_default();
-            if !name.starts_with("patterns-") {
-                continue;
-            }
-            let (spec, text) = Spec::from_file(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
-            for plan in spec.expand(&text).expect("expand") {
-                plan.spec
-                    .check_supported()
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
-            }
-            n += 1;
-        }
-        assert!(n >= 3, "{n} pattern examples");
-    }
-
     fn traffic(extra: &str) -> Result<GenPlan, LabError> {
         let text = format!("[experiment]\nname = \"x\"\n[traffic]\n{extra}\n");
         let spec = Spec::parse(&text, "t.toml")?;

@@ -369,8 +369,7 @@ impl Ovs {
     /// thread, which forwards for the userspace datapath's non-PMD ports,
     /// waits to be scheduled. The threads it starts later inherit the policy.
     pub fn vswitchd_realtime(&self, priority: u8) -> Result<(), SdnError> {
-        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
-            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?;
+        let pid = self.vswitchd_pid()?;
         crate::netns::run(
             "chrt",
             &["-f", "-a", "-p", &priority.to_string(), &pid.to_string()],
@@ -381,13 +380,17 @@ impl Ovs {
     /// Pin every thread of ovs-vswitchd to `cpu` (`taskset -a`); threads it
     /// starts later (PMD, handlers) inherit the mask.
     pub fn vswitchd_affinity(&self, cpu: usize) -> Result<(), SdnError> {
-        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
-            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?;
+        let pid = self.vswitchd_pid()?;
         crate::netns::run(
             "taskset",
             &["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()],
         )?;
         Ok(())
+    }
+
+    fn vswitchd_pid(&self) -> Result<u32, SdnError> {
+        read_pid(&self.dir.join("ovs-vswitchd.pid"))
+            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))
     }
 
     /// Stop both daemons (ovs-vswitchd first) and remove the run directory.
