@@ -369,28 +369,25 @@ impl Ovs {
     /// thread, which forwards for the userspace datapath's non-PMD ports,
     /// waits to be scheduled. The threads it starts later inherit the policy.
     pub fn vswitchd_realtime(&self, priority: u8) -> Result<(), SdnError> {
-        let pid = self.vswitchd_pid()?;
-        crate::netns::run(
-            "chrt",
-            &["-f", "-a", "-p", &priority.to_string(), &pid.to_string()],
-        )?;
-        Ok(())
+        self.on_every_vswitchd_thread("chrt", &["-f", "-a", "-p", &priority.to_string()])
     }
 
     /// Pin every thread of ovs-vswitchd to `cpu` (`taskset -a`); threads it
     /// starts later (PMD, handlers) inherit the mask.
     pub fn vswitchd_affinity(&self, cpu: usize) -> Result<(), SdnError> {
-        let pid = self.vswitchd_pid()?;
-        crate::netns::run(
-            "taskset",
-            &["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()],
-        )?;
-        Ok(())
+        self.on_every_vswitchd_thread("taskset", &["-a", "-p", "-c", &cpu.to_string()])
     }
 
-    fn vswitchd_pid(&self) -> Result<u32, SdnError> {
-        read_pid(&self.dir.join("ovs-vswitchd.pid"))
-            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))
+    /// Run `tool OPTIONS PID` on ovs-vswitchd's pid (the `-a` of chrt and
+    /// taskset reaches every thread).
+    fn on_every_vswitchd_thread(&self, tool: &str, options: &[&str]) -> Result<(), SdnError> {
+        let pid = read_pid(&self.dir.join("ovs-vswitchd.pid"))
+            .ok_or_else(|| SdnError::Ovs("ovs-vswitchd has no pid file".into()))?
+            .to_string();
+        let mut args = options.to_vec();
+        args.push(&pid);
+        crate::netns::run(tool, &args)?;
+        Ok(())
     }
 
     /// Stop both daemons (ovs-vswitchd first) and remove the run directory.
