@@ -42,20 +42,71 @@ pub struct OvsDut {
 /// Most port hops `dut.hops` takes.
 pub const MAX_HOPS: u32 = 64;
 
-/// The flows of a cycle of `hops` port hops: dut0 is port 1, dut1 port 2,
-/// hop i leaves on port 10 + 2i and comes back on 11 + 2i.
-pub fn cycle_flows(hops: u32) -> Vec<String> {
-    if hops == 0 {
+/// OpenFlow port of cable i's end `h<i>a`; `h<i>b` is the next number.
+fn cable_ofport(i: u32) -> u16 {
+    10 + 2 * i as u16
+}
+
+/// The flows of a cycle: dut0 is port 1, dut1 port 2, and hop i leaves on
+/// `legs[i].0` and comes back on `legs[i].1` (OpenFlow ports).
+pub fn cycle_flows(legs: &[(u16, u16)]) -> Vec<String> {
+    if legs.is_empty() {
         return FLOWS.iter().map(|s| s.to_string()).collect();
     }
     let mut v = vec!["in_port=2,actions=output:1".to_string()];
     let mut from = 1;
-    for i in 0..hops {
-        v.push(format!("in_port={from},actions=output:{}", 10 + 2 * i));
-        from = 11 + 2 * i;
+    for &(out, back) in legs {
+        v.push(format!("in_port={from},actions=output:{out}"));
+        from = back;
     }
     v.push(format!("in_port={from},actions=output:2"));
     v
+}
+
+/// The `hops` legs of the FLOWer cycle as `dut.hop_order` lays them out:
+/// "ports" takes cables 0, 1, … leaving on `h<i>a`; "poll" (the default on
+/// system ports) orders all cables on the bridge against ovs-vswitchd's
+/// polling walk ([`nflab_sdn::poll_order`]) and takes the first `hops`.
+fn cycle_legs(
+    ovs: &Ovs,
+    dut: &DutSection,
+    hops: u32,
+) -> Result<Vec<(u16, u16)>, nflab_sdn::SdnError> {
+    let by_port_number = (0..hops)
+        .map(|i| (cable_ofport(i), cable_ofport(i) + 1))
+        .collect();
+    let afxdp = dut.port_type.as_deref() == Some("afxdp");
+    if hops == 0 || afxdp || dut.hop_order.as_deref() == Some("ports") {
+        return Ok(by_port_number);
+    }
+    let ports = ovs.datapath_ports()?;
+    let number = |name: &str| {
+        ports
+            .iter()
+            .find(|(_, n)| n == name)
+            .map(|(no, _)| *no)
+            .ok_or_else(|| nflab_sdn::SdnError::Ovs(format!("port {name} is not on the datapath")))
+    };
+    let cables = dut.hop_cables.unwrap_or(hops).max(hops);
+    let ends = (0..cables)
+        .map(|i| Ok((number(&format!("h{i}a"))?, number(&format!("h{i}b"))?)))
+        .collect::<Result<Vec<_>, nflab_sdn::SdnError>>()?;
+    let mut numbers: Vec<u32> = ports.iter().map(|(no, _)| *no).collect();
+    numbers.sort_unstable(); // ports went in one by one, in number order
+    let walk = nflab_sdn::poll_order::walk(&numbers);
+    let legs = nflab_sdn::poll_order::cycle_against(&walk, number("dut0")?, &ends);
+    Ok(legs
+        .iter()
+        .take(hops as usize)
+        .map(|leg| {
+            let a = cable_ofport(leg.cable as u32);
+            if leg.out == ends[leg.cable].0 {
+                (a, a + 1)
+            } else {
+                (a + 1, a)
+            }
+        })
+        .collect())
 }
 
 /// What `dut.json` says about the run.
@@ -113,7 +164,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
     check_pipeline(dut)?;
     if let Some((key, _)) = set.iter().find(|(_, s)| *s) {
         return Err(LabError::Unsupported(format!(
-            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.port_type, dut.cpu, dut.bridges, dut.shape, dut.depth and dut.controller"
+            "dut.{key} does not apply to dut.kind = \"ovs\", which takes dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.cpu, dut.bridges, dut.shape, dut.depth and dut.controller"
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
@@ -213,6 +264,25 @@ fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
             )));
         }
     }
+    match dut.hop_order.as_deref() {
+        None | Some("ports") => {}
+        Some("poll") if dut.hops.is_none() => {
+            return Err(LabError::Unsupported(
+                "dut.hop_order = \"poll\" needs dut.hops (it orders the FLOWer cycle)".into(),
+            ))
+        }
+        Some("poll") if dut.port_type.as_deref() == Some("afxdp") => {
+            return Err(LabError::Unsupported(
+                "dut.hop_order = \"poll\" follows the main thread's polling of system ports; with dut.port_type = \"afxdp\" a PMD thread polls, use \"ports\"".into(),
+            ))
+        }
+        Some("poll") => {}
+        Some(other) => {
+            return Err(LabError::Unsupported(format!(
+                "dut.hop_order = \"{other}\" is not valid; valid: \"poll\", \"ports\""
+            )))
+        }
+    }
     match dut.port_type.as_deref() {
         None | Some("system") => {}
         Some("afxdp") => {
@@ -306,9 +376,9 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
         ] {
             nflab_sdn::netns::run("ip", &args).map_err(err)?;
         }
-        ovs.add_port_of_type(BRIDGE, &a, 10 + 2 * i as u16, port_type)
+        ovs.add_port_of_type(BRIDGE, &a, cable_ofport(i), port_type)
             .map_err(err)?;
-        ovs.add_port_of_type(BRIDGE, &b, 11 + 2 * i as u16, port_type)
+        ovs.add_port_of_type(BRIDGE, &b, cable_ofport(i) + 1, port_type)
             .map_err(err)?;
     }
     let flows = match dut.egress_rate_bps {
@@ -322,7 +392,7 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
             f.push(FLOWS[1].to_string());
             f
         }
-        None => cycle_flows(hops),
+        None => cycle_flows(&cycle_legs(&ovs, dut, hops).map_err(err)?),
     };
     for flow in flows {
         ovs.ofctl(&["add-flow", BRIDGE, &flow]).map_err(err)?;
@@ -502,6 +572,22 @@ mod tests {
                 },
                 "dut.egress_rate_bps takes a single bridge",
             ),
+            (
+                &|d: &mut DutSection| d.hop_order = Some("walk".into()),
+                "dut.hop_order = \"walk\" is not valid; valid: \"poll\", \"ports\"",
+            ),
+            (
+                &|d: &mut DutSection| d.hop_order = Some("poll".into()),
+                "dut.hop_order = \"poll\" needs dut.hops",
+            ),
+            (
+                &|d: &mut DutSection| {
+                    d.hops = Some(2);
+                    d.port_type = Some("afxdp".into());
+                    d.hop_order = Some("poll".into())
+                },
+                "a PMD thread polls, use \"ports\"",
+            ),
         ] {
             let e = dut(set).unwrap_err();
             assert!(e.contains(want), "{e}");
@@ -519,15 +605,16 @@ mod tests {
 
     #[test]
     fn a_cycle_visits_every_hop_once_then_leaves() {
-        assert_eq!(cycle_flows(0), FLOWS.to_vec());
-        let f = cycle_flows(3);
+        assert_eq!(cycle_flows(&[]), FLOWS.to_vec());
+        // The second cable crossed from its b end to its a end.
+        let f = cycle_flows(&[(10, 11), (13, 12), (14, 15)]);
         assert_eq!(
             f,
             [
                 "in_port=2,actions=output:1",
                 "in_port=1,actions=output:10",
-                "in_port=11,actions=output:12",
-                "in_port=13,actions=output:14",
+                "in_port=11,actions=output:13",
+                "in_port=12,actions=output:14",
                 "in_port=15,actions=output:2",
             ]
         );

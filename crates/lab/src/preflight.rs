@@ -15,7 +15,10 @@ impl Spec {
         };
         let d = &self.dut;
         let ovs_keys = [
-            d.hops.is_some() || d.hop_cables.is_some() || d.port_type.is_some(),
+            d.hops.is_some()
+                || d.hop_cables.is_some()
+                || d.hop_order.is_some()
+                || d.port_type.is_some(),
             d.bridges.is_some(),
             d.shape.is_some(),
         ];
@@ -27,7 +30,7 @@ impl Spec {
             && d.kind != DutKind::Ovs
         {
             return Err(LabError::Unsupported(
-                "dut.hops, dut.hop_cables, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
+                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
             ));
         }
         if self.dut.realtime == Some(true) {

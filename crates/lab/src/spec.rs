@@ -249,6 +249,13 @@ pub struct DutSection {
     /// one polling round of ovs-vswitchd the same for every `hops`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop_cables: Option<u32>,
+    /// ovs (FLOWer), system ports: how the cycle visits the cables. "poll"
+    /// (default): against the order ovs-vswitchd's main thread polls the
+    /// ports in, so every hop waits one polling round (linear in hops);
+    /// "ports": in port-number order (a hop costs wherever its ports sit
+    /// in that order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_order: Option<String>,
     /// ovs, a single bridge: the OvS interface type of dut0, dut1 and the hop
     /// cables: "system" (default; packet sockets polled by ovs-vswitchd's main
     /// thread) or "afxdp" (AF_XDP sockets busy-polled by a PMD thread).
@@ -307,6 +314,7 @@ impl Default for DutSection {
             link: None,
             hops: None,
             hop_cables: None,
+            hop_order: None,
             port_type: None,
             bridges: None,
             shape: None,

@@ -9,6 +9,7 @@
 //! - [`proxy`]: a TableVisor-class proxy presenting several switches as one.
 //! - [`qos`]: priority queues on an egress port of the userspace datapath.
 //! - [`pipeline`]: staged, unidirectional and bidirectional pipelines of bridges.
+//! - [`poll_order`]: the order ovs-vswitchd polls its ports in, and FLOWer cycles laid out against it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod of10;
 pub mod of13;
 pub mod ovs;
 pub mod pipeline;
+pub mod poll_order;
 pub mod proxy;
 pub mod qos;
 

@@ -356,6 +356,14 @@ impl Ovs {
             .collect())
     }
 
+    /// The userspace datapath's ports, `(port number, name)` in port-number
+    /// order (`ovs-appctl dpctl/show`), including its own tap ports.
+    pub fn datapath_ports(&self) -> Result<Vec<(u32, String)>, SdnError> {
+        let ctl = self.path("ovs-vswitchd.ctl");
+        let out = self.tool("ovs-appctl", &["-t", &ctl, "dpctl/show"])?;
+        Ok(parse_dpctl_ports(&out))
+    }
+
     /// Pids of the running daemons, from their pid files.
     pub fn pids(&self) -> Vec<u32> {
         DAEMONS
@@ -445,6 +453,18 @@ fn which(bin: &str) -> Result<(), SdnError> {
     }
 }
 
+/// `port N: NAME` lines of `dpctl/show` (a tap port's name is followed by
+/// its type in parentheses).
+fn parse_dpctl_ports(out: &str) -> Vec<(u32, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let (no, rest) = l.trim().strip_prefix("port ")?.split_once(": ")?;
+            let name = rest.split_whitespace().next()?;
+            Some((no.parse().ok()?, name.to_string()))
+        })
+        .collect()
+}
+
 fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -485,4 +505,23 @@ pub fn gc() -> Vec<String> {
         removed.push(entry.path().display().to_string());
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_dpctl_ports;
+
+    #[test]
+    fn datapath_ports_are_read_from_dpctl_show() {
+        let out = "netdev@ovs-netdev:\n  lookups: hit:40001 missed:17 lost:0\n  flows: 17\n  port 0: ovs-netdev (tap)\n  port 1: br0 (tap)\n  port 2: dut0\n  port 35: h15b\n";
+        assert_eq!(
+            parse_dpctl_ports(out),
+            vec![
+                (0, "ovs-netdev".to_string()),
+                (1, "br0".to_string()),
+                (2, "dut0".to_string()),
+                (35, "h15b".to_string())
+            ]
+        );
+    }
 }

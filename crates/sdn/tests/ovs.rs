@@ -194,3 +194,123 @@ fn kill_9_of_the_owner_leaves_nothing() {
     assert!(removed.contains(&dir.display().to_string()), "{removed:?}");
     assert!(!dir.exists());
 }
+
+/// The walk `nflab_sdn::poll_order` predicts is the order in which the
+/// running ovs-vswitchd's main thread calls `recvmmsg` on the ports' packet
+/// sockets, as strace sees it (fd → socket inode → `/proc/net/packet`'s
+/// interface index → name).
+#[test]
+fn the_main_thread_polls_the_ports_in_the_predicted_walk() {
+    if !ready() || !nflab_testkit::require_tool("strace", "strace") {
+        return;
+    }
+    let sw = PrivateNetns::create("sdnt-walk").unwrap();
+    let ovs = Ovs::start(Some(sw.name())).unwrap();
+    ovs.add_bridge("br0", &BridgeOptions::default()).unwrap();
+    for i in 0..10u16 {
+        let (a, b) = (format!("w{i}a"), format!("w{i}b"));
+        run(
+            "ip",
+            &[
+                "-n",
+                sw.name(),
+                "link",
+                "add",
+                &a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &b,
+            ],
+        )
+        .unwrap();
+        for end in [&a, &b] {
+            run("ip", &["-n", sw.name(), "link", "set", end, "up"]).unwrap();
+        }
+        ovs.add_port("br0", &a, 10 + 2 * i).unwrap();
+        ovs.add_port("br0", &b, 11 + 2 * i).unwrap();
+    }
+    let ports = ovs.datapath_ports().unwrap();
+    let mut numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+    numbers.sort_unstable();
+    let predicted: Vec<String> = nflab_sdn::poll_order::walk(&numbers)
+        .into_iter()
+        .filter_map(|n| {
+            ports
+                .iter()
+                .find(|(no, _)| *no == n)
+                .map(|(_, name)| name.clone())
+        })
+        .filter(|name| name.starts_with('w'))
+        .collect();
+    assert_eq!(predicted.len(), 20);
+
+    let pid = std::fs::read_to_string(ovs.dir().join("ovs-vswitchd.pid")).unwrap();
+    let pid = pid.trim();
+    let trace = ovs.dir().join("strace.txt");
+    // The main thread goes round at least every half second when idle.
+    let st = Command::new("timeout")
+        .args(["2", "strace", "-q", "-e", "trace=recvmmsg", "-o"])
+        .arg(&trace)
+        .args(["-p", pid])
+        .status()
+        .unwrap();
+    assert!(st.code() == Some(124) || st.success(), "strace: {st}");
+    let name_of_fd = fd_names(pid, sw.name());
+    let seen: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            l.split("recvmmsg(")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .filter_map(|fd| name_of_fd.get(&fd).cloned())
+        .collect();
+    let start = seen
+        .iter()
+        .position(|n| *n == predicted[0])
+        .unwrap_or_else(|| panic!("{} never polled in {seen:?}", predicted[0]));
+    assert!(seen.len() >= start + 20, "no whole round traced: {seen:?}");
+    assert_eq!(seen[start..start + 20], predicted[..]);
+    ovs.stop();
+}
+
+/// fd number → interface name of every packet socket of `pid`.
+fn fd_names(pid: &str, ns: &str) -> std::collections::HashMap<u32, String> {
+    let inode_of_fd: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?.display().to_string();
+            let inode = target
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .to_string();
+            Some((e.file_name().to_str()?.parse().ok()?, inode))
+        })
+        .collect();
+    // /proc/net/packet: sk RefCnt Type Proto Iface R Rmem User Inode
+    let packet = run("ip", &["netns", "exec", ns, "cat", "/proc/net/packet"]).unwrap();
+    let links = run("ip", &["-n", ns, "-o", "link"]).unwrap();
+    let name_of_index = |index: &str| {
+        links.lines().find_map(|l| {
+            let (i, rest) = l.split_once(": ")?;
+            (i == index).then(|| rest.split(['@', ':']).next().unwrap_or("").to_string())
+        })
+    };
+    inode_of_fd
+        .into_iter()
+        .filter_map(|(fd, inode)| {
+            let line = packet
+                .lines()
+                .find(|l| l.split_whitespace().nth(8) == Some(inode.as_str()))?;
+            let index = line.split_whitespace().nth(4)?;
+            Some((fd, name_of_index(index)?))
+        })
+        .collect()
+}
