@@ -120,6 +120,20 @@ fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
         most = most.max(open);
     }
     assert_eq!(most, 2, "the two pairs never ran at once");
+    // Live progress came back from the remote LoadGens, for runs of the study.
+    let progress: Vec<&serde_json::Value> =
+        ev.iter().filter(|e| e["event"] == "progress").collect();
+    let sampled: BTreeSet<&str> = progress
+        .iter()
+        .map(|e| e["run"].as_str().unwrap())
+        .collect();
+    assert!(sampled.len() >= 2, "{sampled:?}");
+    assert!(sampled
+        .iter()
+        .all(|r| ["000", "001", "002", "003"].contains(r)));
+    assert!(progress
+        .iter()
+        .any(|e| e["rx_packets"].as_u64().unwrap() > 0));
     // Each DuT host is as it was, and no LoadGen scratch copy is left.
     assert_eq!(
         ns_read(&lab.hosts[1].ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]),
@@ -144,6 +158,106 @@ fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
     let runs: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
     assert_eq!(runs, ["000", "001", "002", "003"]);
     assert!(rows.iter().all(|r| r["pair"].is_string() && r["lost"] == 0));
+}
+
+/// The knob journals of the controller `pid` in /run/nflab.
+fn journals_of(pid: u32) -> Vec<PathBuf> {
+    std::fs::read_dir("/run/nflab")
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy();
+                    n.starts_with(&format!("knobs-{pid}-"))
+                        || (n.starts_with("remote-dut-") && n.contains(&format!("-{pid}-")))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Pids of `nflab remote … loadgen` processes.
+fn remote_loadgens() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+            args.contains(&&b"remote"[..]) && args.contains(&&b"loadgen"[..])
+        })
+        .collect()
+}
+
+/// A controller killed with SIGKILL in the middle of a run leaves the DuT set
+/// up and the LoadGen sending on their hosts; `nflab topo gc` finds them in
+/// its journal and undoes both over SSH.
+#[test]
+fn a_controller_killed_mid_run_leaves_nothing_on_its_hosts_after_gc() {
+    require_root!();
+    require_tool!("ssh", "openssh-client");
+    require_tool!("/usr/sbin/sshd", "openssh-server");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = scratch_dirs();
+    let lab = SshLab::pairs("kill", 1);
+    let dut_ns = lab.hosts[1].ns.clone();
+    let forward_before = ns_read(&dut_ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]);
+    let spec = lab.dir.join("long.toml");
+    let text = study(&lab.pairs_toml(1), 1).replace("duration_s = 1\n", "duration_s = 30\n");
+    std::fs::write(&spec, text).unwrap();
+    let mut controller = lab
+        .nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            lab.dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = controller.id();
+    let dut_addr = || ns_read(&dut_ns, &["ip", "-4", "addr", "show", "dev", "p1"]);
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while !(dut_addr().contains("198.18.0.2")
+        && !remote_loadgens().is_empty()
+        && scratch_dirs() != before)
+    {
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    controller.kill().unwrap(); // SIGKILL
+    let _ = controller.wait();
+    // Left behind: the DuT's address and forwarding, the LoadGen's run and its scratch copy.
+    assert!(dut_addr().contains("198.18.0.2"));
+    assert_eq!(
+        ns_read(&dut_ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]).trim(),
+        "1"
+    );
+    assert!(!remote_loadgens().is_empty());
+    assert!(!journals_of(pid).is_empty());
+
+    let o = lab.nflab().args(["topo", "gc"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let left = journals_of(pid);
+    // Whatever happened, no journal of this test may outlive it.
+    for j in &left {
+        let _ = std::fs::remove_file(j);
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(left.is_empty(), "{left:?}");
+    assert!(out.contains(&format!("of pid {pid}")), "{out}");
+    assert!(!dut_addr().contains("198.18.0.2"), "{}", dut_addr());
+    assert_eq!(
+        ns_read(&dut_ns, &["cat", "/proc/sys/net/ipv4/ip_forward"]),
+        forward_before
+    );
+    assert!(remote_loadgens().is_empty(), "{:?}", remote_loadgens());
+    // Nothing new; gc may also have removed older leftovers of dead pids.
+    let after = scratch_dirs();
+    assert!(after.is_subset(&before), "{after:?} after, {before:?} before");
 }
 
 #[test]

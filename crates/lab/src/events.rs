@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use nflab_analyze::Summary;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One thing that happened in a study.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The study begins: its directory and how many runs it plans.

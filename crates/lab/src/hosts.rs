@@ -89,6 +89,10 @@ pub struct DutState {
     pub added_neighbours: Vec<(String, String)>,
     /// Bridge created.
     pub bridge: Option<String>,
+    /// The controller's owner tag; the state is then also on the DuT host
+    /// (`crate::remote_gc`), and `dut_down` removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 fn ip(args: &[&str]) -> Result<(), LabError> {
@@ -112,14 +116,19 @@ const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 pub const BRIDGE: &str = "nflabbr0";
 
 /// Set up the DuT on this host (runs on the DuT host, via `nflab remote`).
+/// With the controller's `owner` tag the state is kept on this host after
+/// every change, for `nflab remote gc` ([`crate::remote_gc`]).
 pub fn dut_up(
     kind: DutKind,
     ingress: &str,
     egress: &str,
-    lg_tx_mac: &str,
-    lg_rx_mac: &str,
+    (lg_tx_mac, lg_rx_mac): (&str, &str),
+    owner: Option<&str>,
 ) -> Result<DutState, LabError> {
     crate::netns::check_root()?;
+    if let Some(tag) = owner {
+        crate::remote_gc::check_tag(tag)?;
+    }
     let ingress_mac = nflab_io::iface::mac(ingress).map(|m| nflab_wire::MacAddr(m).to_string())?;
     nflab_io::iface::index(egress)?;
     let mut st = DutState {
@@ -131,6 +140,14 @@ pub fn dut_up(
         added_addresses: Vec::new(),
         added_neighbours: Vec::new(),
         bridge: None,
+        owner: owner.map(str::to_string),
+    };
+    let saved = |st: &DutState| match &st.owner {
+        Some(tag) => crate::remote_gc::save_dut_state(
+            &crate::remote_gc::dut_state_path(tag, &st.ingress),
+            st,
+        ),
+        None => Ok(()),
     };
     let result = (|| -> Result<(), LabError> {
         for dev in [ingress, egress] {
@@ -141,6 +158,7 @@ pub fn dut_up(
                 st.prior_ip_forward = std::fs::read_to_string(IP_FORWARD)
                     .ok()
                     .map(|s| s.trim().to_string());
+                saved(&st)?;
                 std::fs::write(IP_FORWARD, "1")
                     .map_err(|e| LabError::Host(format!("cannot enable {IP_FORWARD}: {e}")))?;
                 for (addr, dev) in [
@@ -149,6 +167,7 @@ pub fn dut_up(
                 ] {
                     ip(&["addr", "add", &addr, "dev", dev])?;
                     st.added_addresses.push((addr, dev.to_string()));
+                    saved(&st)?;
                 }
                 for (addr, mac, dev) in [
                     (LG1_IP.to_string(), lg_rx_mac, egress),
@@ -166,11 +185,13 @@ pub fn dut_up(
                         "permanent",
                     ])?;
                     st.added_neighbours.push((addr, dev.to_string()));
+                    saved(&st)?;
                 }
             }
             DutKind::LinuxBridge => {
                 ip(&["link", "add", BRIDGE, "type", "bridge", "stp_state", "0"])?;
                 st.bridge = Some(BRIDGE.into());
+                saved(&st)?;
                 for dev in [ingress, egress] {
                     ip(&["link", "set", dev, "master", BRIDGE])?;
                 }
@@ -214,6 +235,9 @@ pub fn dut_down(st: &DutState) -> Vec<String> {
         if let Err(e) = std::fs::write(IP_FORWARD, v) {
             problems.push(format!("cannot restore {IP_FORWARD} to {v}: {e}"));
         }
+    }
+    if let (Some(tag), true) = (&st.owner, problems.is_empty()) {
+        let _ = std::fs::remove_file(crate::remote_gc::dut_state_path(tag, &st.ingress));
     }
     problems
 }
@@ -276,6 +300,8 @@ pub struct RemoteDut {
     host: HostEntry,
     state: DutState,
     down: bool,
+    /// Names the host until it is clean again, for `topo gc` after a kill.
+    journal: crate::knob_journal::KnobJournal,
 }
 
 impl RemoteDut {
@@ -286,7 +312,10 @@ impl RemoteDut {
         lg_tx_mac: &str,
         lg_rx_mac: &str,
     ) -> Result<RemoteDut, LabError> {
+        let mut journal = crate::remote_gc::journal_host(host)?;
         let v = host.remote(&[
+            "--owner",
+            crate::remote_gc::owner_tag(),
             "dut-up",
             "--kind",
             kind.as_str(),
@@ -298,7 +327,9 @@ impl RemoteDut {
             lg_tx_mac,
             "--lg-rx-mac",
             lg_rx_mac,
-        ])?;
+        ]);
+        // A failed dut-up undid its own changes on the host.
+        let v = v.inspect_err(|_| journal.finish())?;
         let state: DutState = serde_json::from_value(v).map_err(|e| {
             LabError::Host(format!(
                 "host {}: unexpected dut-up answer: {e}",
@@ -309,6 +340,7 @@ impl RemoteDut {
             host: host.clone(),
             state,
             down: false,
+            journal,
         })
     }
 
@@ -324,9 +356,9 @@ impl RemoteDut {
         }
         self.down = true;
         let state = serde_json::to_string(&self.state).unwrap_or_default();
-        self.host
-            .remote(&["dut-down", "--state", &state])
-            .map(|_| ())
+        self.host.remote(&["dut-down", "--state", &state])?;
+        self.journal.finish();
+        Ok(())
     }
 }
 

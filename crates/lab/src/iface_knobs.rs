@@ -500,9 +500,7 @@ impl AppliedIfaceKnobs {
     /// Journal how to restore a knob, unless it lives in a namespace of
     /// nflab's own topology, which goes with its knobs.
     fn journal(&mut self, entry: &Restore) -> Result<(), String> {
-        let ns = match entry {
-            Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
-        };
+        let ns = entry.ns();
         if crate::knob_journal::deleted_with_topology(ns) {
             if let Some(j) = self.journal.as_mut() {
                 j.skip_next();

@@ -11,6 +11,10 @@
 //! owner is gone and removes it. A torn last line is a change that never
 //! happened (the entry is written before the change), so it is ignored.
 //!
+//! The same journal names the remote hosts a study touches (`Restore::Remote`):
+//! gc asks each to undo what the dead controller left there
+//! ([`crate::remote_gc`]).
+//!
 //! Not journaled, because they end with the process: the PM QoS request (an
 //! open file), thread scheduling policies and the background load threads;
 //! and everything inside the namespaces a topology creates, which go with
@@ -52,13 +56,23 @@ pub enum Restore {
         /// The command and its arguments.
         argv: Vec<String>,
     },
+    /// Ask a host of a hosts topology or a pair to undo what the controller
+    /// `owner` left there: `nflab remote gc --owner OWNER` over SSH
+    /// ([`crate::remote_gc`]).
+    Remote {
+        /// The host, as the spec declared it.
+        host: Box<crate::inventory::HostEntry>,
+        /// The controller's owner tag.
+        owner: String,
+    },
 }
 
 impl Restore {
     /// The namespace it acts in ("" = the host's).
-    fn ns(&self) -> &str {
+    pub(crate) fn ns(&self) -> &str {
         match self {
             Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
+            Restore::Remote { .. } => "",
         }
     }
 
@@ -77,6 +91,19 @@ impl Restore {
                 ns_run(ns, &args)
                     .map(|_| ())
                     .map_err(|e| format!("cannot run '{}': {e}", argv.join(" ")))
+            }
+            Restore::Remote { host, owner } => {
+                let v = host
+                    .remote(&["gc", "--owner", owner])
+                    .map_err(|e| e.to_string())?;
+                match v["problems"].as_array() {
+                    Some(p) if !p.is_empty() => Err(format!(
+                        "host {} could not undo everything of {owner}: {}",
+                        host.address,
+                        serde_json::Value::Array(p.clone())
+                    )),
+                    _ => Ok(()),
+                }
             }
         }
     }

@@ -97,6 +97,10 @@ impl KnobsSection {
                     b.cpus, b.duty, b.period_ms
                 ));
             }
+            if let Some(p) = &b.policy {
+                nflab_io::process::parse_sched(p)
+                    .map_err(|e| format!("knobs.background_load.policy: {e}"))?;
+            }
         }
         for (pat, cpus) in &self.irq_affinity {
             if pat.is_empty()
@@ -166,6 +170,13 @@ pub struct BackgroundLoad {
     /// Period in ms.
     #[serde(default = "ten")]
     pub period_ms: u64,
+    /// Scheduling policy of the burning threads ("other" by default; see
+    /// `knobs.sched`). With "idle" and duty 1 a thread takes only time no
+    /// other thread wants: it keeps its CPU from halting (on a VM a halted
+    /// vCPU wakes tens of µs late) without delaying anything, as the
+    /// kernel's idle=poll would for that CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 fn ten() -> u64 {
@@ -192,8 +203,13 @@ impl LoadThreads {
                     std::time::Duration::from_secs_f64(b.period_ms as f64 / 1e3 * b.duty),
                     std::time::Duration::from_millis(b.period_ms),
                 );
+                let policy = b.policy.clone();
                 std::thread::spawn(move || {
                     crate::cpu::pin_thread(cpu);
+                    if let Some(p) = &policy {
+                        // Checked with the spec; a refusal leaves the default policy.
+                        let _ = nflab_io::process::set_thread_sched(p);
+                    }
                     while !stop.load(Ordering::Relaxed) {
                         let start = std::time::Instant::now();
                         while start.elapsed() < busy {
@@ -476,8 +492,11 @@ impl AppliedKnobs {
                 "background_load",
                 "threads",
                 &format!(
-                    "cpus {:?}, duty {}, period {} ms",
-                    b.cpus, b.duty, b.period_ms
+                    "cpus {:?}, duty {}, period {} ms, policy {}",
+                    b.cpus,
+                    b.duty,
+                    b.period_ms,
+                    b.policy.as_deref().unwrap_or("other")
                 ),
             );
             self.load = Some(LoadThreads::start(b));

@@ -61,6 +61,7 @@ mod plant_ns;
 pub mod preflight;
 pub mod record_segments;
 pub mod recorder;
+pub mod remote_gc;
 pub mod results;
 pub mod rfc2544;
 pub mod rfc2544_section;

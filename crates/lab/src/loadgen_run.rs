@@ -20,6 +20,23 @@ use crate::topology::Topology;
 use crate::traffic::{run_traffic, TrafficCpus, TrafficOutcome};
 use crate::traffic_plan::{build_plan, probe_base};
 
+/// Prefix of a progress line on the stderr of `nflab remote loadgen --take`:
+/// `nflab-progress {"event":"progress",…}`, read by the controller.
+pub const PROGRESS_PREFIX: &str = "nflab-progress ";
+
+/// Writes each `progress` event as a [`PROGRESS_PREFIX`] line on stderr.
+pub struct ProgressLines;
+
+impl crate::events::Observer for ProgressLines {
+    fn on(&self, event: &crate::events::Event) {
+        if let (crate::events::Event::Progress { .. }, Ok(json)) =
+            (event, serde_json::to_string(event))
+        {
+            eprintln!("{PROGRESS_PREFIX}{json}");
+        }
+    }
+}
+
 /// Prefix of the scratch directories (under the temp dir) of this host's runs.
 pub const SCRATCH_PREFIX: &str = "nflab-lg-";
 
@@ -52,9 +69,13 @@ pub fn run_loadgen(
     pair_name: &str,
     run: usize,
     dst: MacAddr,
+    owner: Option<&str>,
     stop: &AtomicBool,
 ) -> Result<(PathBuf, Vec<String>), LabError> {
     crate::netns::check_root()?;
+    if let Some(tag) = owner {
+        crate::remote_gc::check_tag(tag)?;
+    }
     let lg = &pair(spec, pair_name)?.loadgen;
     let topo = Topology::for_loadgen_host(
         lg.netns.clone(),
@@ -63,8 +84,10 @@ pub fn run_loadgen(
         spec.dut.kind,
         dst,
     );
+    // The controller's tag first, so its gc finds the directory.
     let dir = std::env::temp_dir().join(format!(
-        "{SCRATCH_PREFIX}{}-{run:03}-{}",
+        "{SCRATCH_PREFIX}{}{}-{run:03}-{}",
+        owner.map(|t| format!("{t}-")).unwrap_or_default(),
         std::process::id(),
         crate::events::unix_s() as u64
     ));
@@ -93,10 +116,13 @@ fn traffic_and_analysis(
 ) -> Result<(), LabError> {
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
     let records_path = dir.join("records.nfr");
-    let TrafficOutcome {
-        generator: gen_report,
-        recorder: rec_report,
-    } = run_traffic(
+    // For the progress lines of `remote loadgen --take` ([`ProgressLines`]).
+    let live = crate::live::watch(
+        topo,
+        run,
+        gen_plan.streams[0].spec.mean_pps().unwrap_or(0.0),
+    );
+    let traffic = run_traffic(
         topo,
         &spec.traffic,
         &gen_plan,
@@ -104,7 +130,12 @@ fn traffic_and_analysis(
         &records_path,
         TrafficCpus::from_spec(spec),
         stop,
-    )?;
+    );
+    drop(live);
+    let TrafficOutcome {
+        generator: gen_report,
+        recorder: rec_report,
+    } = traffic?;
     let acfg = AnalysisConfig {
         anomalies: spec
             .analysis

@@ -236,9 +236,12 @@ fn run_on_pair(
         let run = plan.index.to_string();
         let dst = dst.to_string();
         // One SSH call: the LoadGen sends, records, analyses and streams the files back.
+        let mut journal = crate::remote_gc::journal_host(&pair.loadgen)?;
         let taken = take(
             &pair.loadgen,
             &[
+                "--owner",
+                crate::remote_gc::owner_tag(),
                 "loadgen",
                 "--spec-json",
                 &spec_json,
@@ -251,7 +254,11 @@ fn run_on_pair(
                 "--take",
             ],
             &rd,
+            events,
         );
+        // The call ended (the LoadGen cleaned up after itself, whatever its
+        // outcome): only a controller killed during it leaves the entry.
+        journal.finish();
         if !plan.spec.topology.keep {
             if let Some((_, mut d)) = kept.take() {
                 d.down()?;
@@ -292,8 +299,9 @@ fn run_on_pair(
 }
 
 /// Run `nflab remote ARGS` on the LoadGen, which streams a run's files
-/// ([`crate::loadgen_run::take`]) into `dest`, over one SSH connection.
-fn take(lg: &HostEntry, args: &[&str], dest: &Path) -> Result<(), LabError> {
+/// ([`crate::loadgen_run::take`]) into `dest`, over one SSH connection; its
+/// progress lines on stderr become `progress` events.
+fn take(lg: &HostEntry, args: &[&str], dest: &Path, events: &Observers) -> Result<(), LabError> {
     let (mut cmd, _pinned) = lg.remote_command(args)?;
     let mut child = cmd
         .stdin(Stdio::null())
@@ -301,14 +309,51 @@ fn take(lg: &HostEntry, args: &[&str], dest: &Path) -> Result<(), LabError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| LabError::Host(format!("cannot run ssh for host {}: {e}", lg.address)))?;
-    let received = match child.stdout.take() {
-        Some(out) => crate::loadgen_run::receive(&mut std::io::BufReader::new(out), dest),
-        None => Err(LabError::Other("no output pipe".into())),
-    };
-    let out = child
-        .wait_with_output()
+    let stderr = child.stderr.take();
+    let (received, stderr) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            stderr
+                .map(|e| relay_progress(e, events))
+                .unwrap_or_default()
+        });
+        let received = match child.stdout.take() {
+            Some(out) => crate::loadgen_run::receive(&mut std::io::BufReader::new(out), dest),
+            None => Err(LabError::Other("no output pipe".into())),
+        };
+        (received, reader.join().unwrap_or_default())
+    });
+    let status = child
+        .wait()
         .map_err(|e| LabError::Host(format!("host {}: {e}", lg.address)))?;
+    let out = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: stderr.into_bytes(),
+    };
     // The remote's own error says more than a damaged stream.
     lg.check_status(args, &out)?;
     received.map(|_| ())
+}
+
+/// Emit the progress lines of a LoadGen's stderr as events; the other lines
+/// are returned (the remote's messages).
+fn relay_progress(stderr: impl std::io::Read, events: &Observers) -> String {
+    use std::io::BufRead;
+    let mut rest = String::new();
+    for line in std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+    {
+        let event = line
+            .strip_prefix(crate::loadgen_run::PROGRESS_PREFIX)
+            .and_then(|json| serde_json::from_str::<Event>(json).ok());
+        match event {
+            Some(e @ Event::Progress { .. }) => events.emit(&e),
+            _ => {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+        }
+    }
+    rest
 }

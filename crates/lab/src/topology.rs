@@ -585,7 +585,9 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
         crate::orphans::kill_helpers_of_dead_owners();
     }
     let mut removed = if whole_host {
-        nflab_sdn::ovs::gc()
+        let mut r = nflab_sdn::ovs::gc();
+        r.extend(crate::ssh_args::remove_dead_pinned_keys());
+        r
     } else {
         Vec::new()
     };

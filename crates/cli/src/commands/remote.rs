@@ -10,6 +10,10 @@ use nflab_lab::spec::DutKind;
 /// Arguments of `nflab remote`.
 #[derive(clap::Args)]
 pub struct Args {
+    /// The controller's owner tag: what this call leaves carries it, so that
+    /// `nflab remote gc --owner TAG` can take it back.
+    #[arg(long, global = true)]
+    owner: Option<String>,
     #[command(subcommand)]
     action: Action,
 }
@@ -68,6 +72,9 @@ enum Action {
         #[arg(long)]
         dir: String,
     },
+    /// Undo everything of the controller `--owner` on this host: stop its
+    /// LoadGen runs, delete their scratch directories, undo its DuT set-ups.
+    Gc,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -88,7 +95,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 ),
             };
             serde_json::to_value(hosts::dut_up(
-                kind, &ingress, &egress, &lg_tx_mac, &lg_rx_mac,
+                kind,
+                &ingress,
+                &egress,
+                (&lg_tx_mac, &lg_rx_mac),
+                args.owner.as_deref(),
             )?)?
         }
         Action::DutDown { state } => {
@@ -116,7 +127,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 .parse()
                 .map_err(|_| anyhow::anyhow!("--dst-mac {dst_mac:?} is not a MAC address"))?;
             let stop = super::stop_flag()?;
-            let (dir, files) = loadgen_run::run_loadgen(&spec, &pair, run, dst, &stop)?;
+            // With --take the controller reads the run's progress off stderr.
+            let progress = if take {
+                nflab_lab::events::Observers(vec![std::sync::Arc::new(loadgen_run::ProgressLines)])
+            } else {
+                nflab_lab::events::Observers::default()
+            };
+            let (dir, files) = nflab_lab::study_events::with_sampler(&progress, || {
+                loadgen_run::run_loadgen(&spec, &pair, run, dst, args.owner.as_deref(), &stop)
+            })?;
             if take {
                 loadgen_run::take(&dir, &mut std::io::BufWriter::new(std::io::stdout().lock()))?;
                 return Ok(ExitCode::SUCCESS);
@@ -130,6 +149,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 &mut std::io::BufWriter::new(std::io::stdout().lock()),
             )?;
             return Ok(ExitCode::SUCCESS);
+        }
+        Action::Gc => {
+            let Some(tag) = args.owner.as_deref() else {
+                anyhow::bail!(
+                    "nflab remote gc needs --owner TAG: the controller whose leftovers to undo"
+                );
+            };
+            serde_json::to_value(nflab_lab::remote_gc::gc_owned(tag)?)?
         }
     };
     println!("{out}");
