@@ -257,7 +257,10 @@ fn a_controller_killed_mid_run_leaves_nothing_on_its_hosts_after_gc() {
     assert!(remote_loadgens().is_empty(), "{:?}", remote_loadgens());
     // Nothing new; gc may also have removed older leftovers of dead pids.
     let after = scratch_dirs();
-    assert!(after.is_subset(&before), "{after:?} after, {before:?} before");
+    assert!(
+        after.is_subset(&before),
+        "{after:?} after, {before:?} before"
+    );
 }
 
 #[test]

@@ -1404,6 +1404,18 @@ impl Spec {
                 });
             }
         }
+        if let (true, Some(first)) = (plans.is_empty(), refused.first()) {
+            // Found by fuzzing: a study that would run nothing and say nothing.
+            return Err(LabError::Spec {
+                file: origin.to_string(),
+                message: format!(
+                    "experiment.skip_refused = true, but all {} combinations of the sweep are refused, so nothing would run; the first, with {}: {}",
+                    refused.len(),
+                    describe_combo(&first.params),
+                    first.reason
+                ),
+            });
+        }
         if self.experiment.order == Order::Random {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.experiment.seed);
             plans.shuffle(&mut rng);
@@ -1857,6 +1869,29 @@ duration_s = 1
         );
         let text = QUICK.replace("repetitions = 2", "repetitions = 16666");
         assert!(Spec::parse(&text, "t").is_ok(), "6 × 16666 runs are fine");
+    }
+
+    /// Regression (fuzz target spec_parse, crash-52e427f6…): skip_refused with a
+    /// sweep whose every value is refused was accepted with no run at all.
+    #[test]
+    fn a_sweep_refused_whole_under_skip_refused_is_an_error() {
+        let text = "[experiment]\nname = \"x\"\nskip_refused = true\n[dut]\nkind = \"link\"\n\
+                    [app]\nkind = \"prrt\"\ngap_ms = 1\npayload_bytes = 20\ntarget_delay_ms = 10\n\
+                    window_ms = 2\nduration_s = 2\noutage_threshold_ms = 100\n\
+                    [sweep]\n\"app.gap_ms\" = [0]\n";
+        let e = Spec::parse(text, "t")
+            .and_then(|s| s.expand(text).map(|_| ()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("all 1 combinations of the sweep are refused") && e.contains("gap_ms"),
+            "{e}"
+        );
+        // One value that runs is enough.
+        let some = text.replace("[0]", "[0, 1]");
+        let spec = Spec::parse(&some, "t").unwrap();
+        let (plans, refused) = spec.expand_all(&some).unwrap();
+        assert_eq!((plans.len(), refused.len()), (1, 1));
     }
 
     #[test]

@@ -120,7 +120,11 @@ impl Drop for PinnedKey {
 /// their names.
 pub fn remove_dead_pinned_keys() -> Vec<String> {
     let mut removed = Vec::new();
-    for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+    for e in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let name = e.file_name().to_string_lossy().to_string();
         let pid = name
             .strip_prefix("nflab-known-")
