@@ -8,6 +8,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
 use crate::knob_journal::{process_start_time, JOURNAL_DIR};
 
 /// The owner pid of an nflab namespace name (`nflab-<pid>-<n>-lg`).
@@ -20,43 +23,53 @@ fn owner_of(arg: &str) -> Option<u32> {
 /// to end; returns their pids.
 pub fn kill_helpers_of_dead_owners() -> Vec<u32> {
     let me = std::process::id();
-    let mut killed = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return killed;
-    };
-    for e in procs.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let orphan = cmd.split(|b| *b == 0).any(|arg| {
+    let orphans = processes_whose_args(|args| {
+        args.iter().any(|arg| {
             let arg = String::from_utf8_lossy(arg);
             let kept = std::fs::read_to_string(Path::new(JOURNAL_DIR).join(format!("{arg}.owner")))
                 .is_ok_and(|s| s.trim() == "kept");
             owner_of(&arg).is_some_and(|owner| owner != me && process_start_time(owner).is_none())
                 && !kept
-        });
-        if orphan {
-            let target = nix::unistd::Pid::from_raw(pid as i32);
-            if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL).is_ok() {
-                killed.push(pid);
-            }
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while killed
+        })
+    });
+    let killed: Vec<u32> = orphans
+        .into_iter()
+        .filter(|&pid| kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok())
+        .collect();
+    wait_until_gone(&killed, Duration::from_secs(2));
+    killed
+}
+
+/// Pids of the processes (not this one) whose command-line arguments
+/// satisfy `matches`.
+pub(crate) fn processes_whose_args(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+            matches(&args)
+        })
+        .collect()
+}
+
+/// Wait until none of `pids` exists any more, or `within` has passed.
+pub(crate) fn wait_until_gone(pids: &[u32], within: Duration) {
+    let deadline = Instant::now() + within;
+    while pids
         .iter()
         .any(|p| Path::new(&format!("/proc/{p}")).exists())
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(10));
     }
-    killed
 }
 
 #[cfg(test)]

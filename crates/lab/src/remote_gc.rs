@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -25,6 +25,7 @@ use crate::hosts::DutState;
 use crate::inventory::HostEntry;
 use crate::knob_journal::{KnobJournal, Restore, JOURNAL_DIR};
 use crate::loadgen_run::SCRATCH_PREFIX;
+use crate::orphans::{processes_whose_args, wait_until_gone};
 
 /// Prefix of a DuT host's state files in [`JOURNAL_DIR`].
 const DUT_STATE_PREFIX: &str = "remote-dut-";
@@ -160,35 +161,18 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
 /// SIGTERM, then after 2 s SIGKILL, every process whose command line has
 /// `--owner TAG` (the `nflab remote` calls of that controller), not this one.
 fn stop_processes_of(tag: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let owned: Vec<u32> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-            args.windows(2)
-                .any(|w| w[0] == b"--owner" && w[1] == tag.as_bytes())
-                && !args.iter().any(|a| *a == b"gc")
-        })
-        .collect();
+    let owned = processes_whose_args(|args| {
+        args.windows(2)
+            .any(|w| w[0] == b"--owner" && w[1] == tag.as_bytes())
+            && !args.contains(&&b"gc"[..])
+    });
     let signal = |sig: Signal| {
         for &pid in &owned {
             let _ = kill(Pid::from_raw(pid as i32), sig);
         }
     };
     signal(Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while owned
-        .iter()
-        .any(|p| Path::new(&format!("/proc/{p}")).exists())
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_gone(&owned, Duration::from_secs(2));
     signal(Signal::SIGKILL);
     owned
 }
