@@ -169,7 +169,10 @@ while kill -0 "$GEN_PID" 2>/dev/null; do
     echo "  $t s: $rx packets at the receiver; recorder VmRSS ${r%,*} KiB, generator VmRSS ${g%,*} KiB"
     next_report=$((next_report + 60))
   fi
-  sleep "$SAMPLE_S"
+  # `wait` returns at once on a trapped signal; a foreground sleep would make
+  # bash wait for it and then drop a SIGINT sent to this script alone.
+  sleep "$SAMPLE_S" &
+  wait $! || true
 done
 gen_rc=0
 wait "$GEN_PID" || gen_rc=$?

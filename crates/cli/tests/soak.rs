@@ -22,7 +22,11 @@ fn script() -> PathBuf {
 }
 
 fn soak(out: &Path, extra: &[&str]) -> Child {
+    use std::os::unix::process::CommandExt;
     Command::new("bash")
+        // A process group of its own, as a job a terminal runs: Ctrl-C goes
+        // to the whole group.
+        .process_group(0)
         .arg(script())
         .args(["--nflab", env!("CARGO_BIN_EXE_nflab"), "--out"])
         .arg(out)
@@ -254,8 +258,10 @@ fn ctrl_c_and_bad_arguments_leave_nothing() {
         assert!(Instant::now() < deadline, "no samples within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: kill with a pid we spawned and have not reaped.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    // Ctrl-C: SIGINT to the script's process group. (To the script alone,
+    // bash would let a foreground `sleep` that exits normally swallow it.)
+    // SAFETY: kill with the group of a child we spawned and have not reaped.
+    unsafe { libc::kill(-(pid as i32), libc::SIGINT) };
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
