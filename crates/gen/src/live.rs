@@ -110,9 +110,12 @@ pub fn run_live(ifname: &str, plan: &GenPlan, stop: &AtomicBool) -> Result<GenRe
             .min(limit - sent);
         let before = clock::realtime_ns();
         let t_call = clock::monotonic_ns();
-        live.send(n as u32)?;
+        // Fewer than n when a signal (Ctrl-C) cut the call short.
+        let n = u64::from(live.send(n as u32)?);
         let took = clock::monotonic_ns().saturating_sub(t_call).max(1);
-        rate = Some(n as f64 / took as f64);
+        if n > 0 {
+            rate = Some(n as f64 / took as f64);
+        }
         sent += n;
         if now < warmup_end {
             warmup += n;

@@ -168,15 +168,18 @@ impl XdpLive {
         Ok(self.read_state()?.next_seq)
     }
 
-    /// Send `n` frames (at most [`MAX_BURST`]) back to back; returns when the
-    /// kernel has handed them all to the driver.
-    pub fn send(&mut self, n: u32) -> Result<(), IoError> {
+    /// Send `n` frames (at most [`MAX_BURST`]) back to back; returns how many
+    /// the program stamped and handed to the driver: all `n`, or fewer when a
+    /// signal cut the call short (the kernel stops a test run with EINTR when
+    /// a signal is pending; the caller's stop flag decides what follows).
+    pub fn send(&mut self, n: u32) -> Result<u32, IoError> {
         let n = n.min(MAX_BURST);
         if n == 0 {
-            return Ok(());
+            return Ok(0);
         }
         // Refresh the clock offset (NTP may slew realtime); the seq stays.
         let mut st = self.read_state()?;
+        let first = st.next_seq;
         st.realtime_offset_ns = realtime_offset_ns();
         self.write_state(st)?;
         let mut ctx = XdpMd {
@@ -194,16 +197,22 @@ impl XdpLive {
             flags: BPF_F_TEST_XDP_LIVE_FRAMES,
             ..TestRunAttr::default()
         };
-        probe_caps::bpf_noreturn(BPF_PROG_TEST_RUN, &mut attr).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::EINVAL) => IoError::Unsupported {
-                    what: "XDP live frames (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES)",
-                    hint: "it needs Linux 5.18+; use backend af_xdp or af_packet",
-                },
-                _ => probe_caps::bpf_err("bpf(BPF_PROG_TEST_RUN)", &self.ifname, e),
+        match probe_caps::bpf_noreturn(BPF_PROG_TEST_RUN, &mut attr) {
+            Ok(_) => Ok(n),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                let stamped = self.read_state()?.next_seq.saturating_sub(first);
+                Ok(stamped.min(u64::from(n)) as u32)
             }
-        })?;
-        Ok(())
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(IoError::Unsupported {
+                what: "XDP live frames (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES)",
+                hint: "it needs Linux 5.18+; use backend af_xdp or af_packet",
+            }),
+            Err(e) => Err(probe_caps::bpf_err(
+                "bpf(BPF_PROG_TEST_RUN)",
+                &self.ifname,
+                e,
+            )),
+        }
     }
 }
 

@@ -740,8 +740,7 @@ fn xdp_live_frames_carry_consecutive_seqs_and_realtime_stamps() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while (got.len() as u64) < N && Instant::now() < deadline {
             if sent < N {
-                live.send(1_000).expect("send");
-                sent += 1_000;
+                sent += u64::from(live.send(1_000).expect("send"));
             }
             rx.rx_batch(4096, Duration::from_millis(1), &mut |f, _| {
                 if f.len() >= SEQ_AT + 14 && f[SEQ_AT - 4] == 0xa7 {
