@@ -177,6 +177,12 @@ done
 gen_rc=0
 wait "$GEN_PID" || gen_rc=$?
 GEN_PID=""
+# Ctrl-C reaches the whole job: the generator may notice it (exit 130) before
+# this shell runs its trap.
+if [ "$gen_rc" -eq 130 ]; then
+  echo "interrupted: cleaning up" >&2
+  exit 130
+fi
 [ "$gen_rc" -eq 0 ] || die "the generator failed (exit $gen_rc): $(tail -3 "$OUT/gen.log")"
 # Let the recorder drain its ring, then stop it as Ctrl-C would.
 sleep 1
