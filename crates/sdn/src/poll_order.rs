@@ -77,6 +77,11 @@ pub fn walk(port_nos: &[u32]) -> Vec<u32> {
     buckets.into_iter().flatten().map(|(p, _)| p).collect()
 }
 
+/// Where `port` is in `walk` (0 for a port not in it).
+fn place_in(walk: &[u32], port: u32) -> usize {
+    walk.iter().position(|&q| q == port).unwrap_or(0)
+}
+
 /// One cable of the cycle: the frame leaves on `out` and is read back on
 /// `back` (the other end of the same veth).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +105,7 @@ pub struct Leg {
 /// distances from an even spacing shrinks (deterministic, a few passes).
 pub fn cycle_against(walk: &[u32], entry: u32, cables: &[(u32, u32)]) -> Vec<Leg> {
     let n = walk.len();
-    let place = |p: u32| walk.iter().position(|&q| q == p).unwrap_or(0);
+    let place = |p: u32| place_in(walk, p);
     let before_entry = |p: u32| (place(entry) + n - place(p)) % n;
     let mut back_is_second: Vec<bool> = cables
         .iter()
@@ -152,7 +157,7 @@ pub fn cycle_against(walk: &[u32], entry: u32, cables: &[(u32, u32)]) -> Vec<Leg
 /// from p's place up to q's in the walk, a whole round if q is p).
 pub fn polls_per_prefix(walk: &[u32], entry: u32, legs: &[Leg]) -> Vec<usize> {
     let n = walk.len();
-    let place = |p: u32| walk.iter().position(|&q| q == p).unwrap_or(0);
+    let place = |p: u32| place_in(walk, p);
     let mut at = place(entry);
     let mut total = 0;
     legs.iter()
