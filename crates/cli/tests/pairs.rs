@@ -388,6 +388,100 @@ fn hostile_spec_strings_never_run_on_a_host() {
 
 /// The orchestration goal: the same study on two pairs vs one (print only; run with
 /// `cargo test -p nflab --test pairs -- --ignored --nocapture`).
+/// Done-when of issue 21: a study over several host pairs with live progress
+/// on a terminal. Both pairs' runs show on the bar at once, each with the
+/// figures its remote LoadGen streams back.
+#[test]
+fn a_study_over_two_pairs_shows_live_progress_of_both_in_tmux() {
+    require_root!();
+    require_tool!("ssh", "openssh-client");
+    require_tool!("/usr/sbin/sshd", "openssh-server");
+    require_tool!("tmux", "tmux");
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = SshLab::pairs("tmux", 2);
+    let spec = lab.dir.join("live.toml");
+    let text = study(&lab.pairs_toml(2), 4).replace("duration_s = 1\n", "duration_s = 2\n");
+    std::fs::write(&spec, text).unwrap();
+    let cmd = format!(
+        "ip netns exec {} {} run {} --out {}; sleep 60",
+        lab.ctl,
+        env!("CARGO_BIN_EXE_nflab"),
+        spec.display(),
+        lab.dir.display()
+    );
+    let term = common::tmux::Tmux::start(&lab.dir, "pairs", &cmd);
+    let mut both_live = String::new();
+    let bar_of = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains("ETA"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let screen = term.watch(
+        std::time::Duration::from_secs(120),
+        |s| {
+            let bar = bar_of(s);
+            if bar.contains("on a: offered")
+                && bar.contains("on b: offered")
+                && bar.contains("received")
+            {
+                both_live = bar;
+            }
+        },
+        |s| s.contains("artifacts:"),
+    );
+    assert!(
+        !both_live.is_empty(),
+        "never saw both pairs' runs live on the bar; last screen:\n{screen}"
+    );
+    assert!(
+        screen.contains("artifacts:"),
+        "the study did not finish:\n{screen}"
+    );
+    for pair in ["(a)", "(b)"] {
+        assert!(
+            screen.contains(pair),
+            "no run line of pair {pair}:\n{screen}"
+        );
+    }
+    println!("bar with both pairs live: {both_live}");
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Where a study's wall time went, from its event stream: before the study
+/// began (environment, host queries), before the first run, in runs (first
+/// start to last end), and after the last run (report).
+fn phases(events: &Path, start: f64, end: f64) -> String {
+    let ev: Vec<serde_json::Value> = std::fs::read_to_string(events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |kind: &str, pick: fn(f64, f64) -> f64| {
+        ev.iter()
+            .filter(|e| e["event"] == kind)
+            .filter_map(|e| e["unix_s"].as_f64())
+            .fold(f64::NAN, |a, b| if a.is_nan() { b } else { pick(a, b) })
+    };
+    let study = at("study_start", f64::min);
+    let first = at("run_start", f64::min);
+    let last = at("run_end", f64::max);
+    format!(
+        "to study_start {:.1} s, to first run {:.1} s, runs {:.1} s, after last run {:.1} s",
+        study - start,
+        first - study,
+        last - first,
+        end - last
+    )
+}
+
 #[test]
 #[ignore]
 fn bench_two_pairs_against_one() {
@@ -405,10 +499,13 @@ fn bench_two_pairs_against_one() {
                 text = text.replace("kind = \"hosts\"\n", "kind = \"hosts\"\nkeep = true\n");
             }
             std::fs::write(&spec, text).unwrap();
+            let events = lab.dir.join(format!("bench{n}.jsonl"));
             let t = Instant::now();
-            let o = run(&lab, &spec, &[]);
+            let start = unix_now();
+            let o = run(&lab, &spec, &["--events", events.to_str().unwrap()]);
             assert!(o.status.success(), "{}", stderr(&o));
             wall.push((n, t.elapsed().as_secs_f64()));
+            println!("  {n} pair(s): {}", phases(&events, start, unix_now()));
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         let one: f64 = wall.iter().filter(|w| w.0 == 1).map(|w| w.1).sum::<f64>() / 2.0;

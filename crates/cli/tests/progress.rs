@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -271,54 +271,19 @@ fn the_bar_shows_in_tmux() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = TempDir::new("tmux");
     let spec = write_spec(&tmp.0, "two", TWO_RUNS);
-    let session = format!("nflabtest-progress-{}", std::process::id());
-    let socket = tmp.0.join("tmux.sock");
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .unwrap()
-    };
     let cmd = format!(
         "{} run {} --out {}; sleep 30",
         env!("CARGO_BIN_EXE_nflab"),
         spec.display(),
         tmp.0.display()
     );
-    let o = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "160",
-        "-y",
-        "40",
-        &cmd,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    // Kill the session (and the run) whatever happens below.
-    struct Session<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
-    impl Drop for Session<'_> {
-        fn drop(&mut self) {
-            (self.0)(&["kill-server"]);
-        }
-    }
-    let _guard = Session(&tmux);
-    let start = Instant::now();
+    let term = common::tmux::Tmux::start(&tmp.0, "progress", &cmd);
     let mut seen_bar = false;
-    let mut screen = String::new();
-    while start.elapsed() < Duration::from_secs(60) {
-        screen = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout)
-            .to_string();
-        seen_bar |= screen.contains("ETA") && screen.contains("received");
-        if screen.contains("artifacts:") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let screen = term.watch(
+        Duration::from_secs(60),
+        |s| seen_bar |= s.contains("ETA") && s.contains("received"),
+        |s| s.contains("artifacts:"),
+    );
     assert!(
         seen_bar,
         "no live progress line seen in tmux; last screen:\n{screen}"

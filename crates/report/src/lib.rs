@@ -169,6 +169,13 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
     let mut files = Vec::new();
     #[cfg_attr(not(feature = "png"), allow(unused_mut))]
     let mut png_notes: Vec<String> = Vec::new();
+    #[cfg(feature = "png")]
+    let mut pngs = if opts.no_png {
+        Vec::new()
+    } else {
+        png::render_all(&selected.iter().map(|f| f.svg.as_str()).collect::<Vec<_>>())
+    }
+    .into_iter();
     for f in &selected {
         let svg_path = fdir.join(format!("{}.svg", f.id));
         let doc = format!(
@@ -183,9 +190,9 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
         write(&csv_path, f.data.to_csv().as_bytes())?;
         files.push(csv_path);
         #[cfg(feature = "png")]
-        if !opts.no_png {
+        if let Some(png) = pngs.next() {
             let png_path = fdir.join(format!("{}.png", f.id));
-            match png::render(&f.svg) {
+            match png {
                 Ok(bytes) => {
                     write(&png_path, &bytes)?;
                     files.push(png_path);

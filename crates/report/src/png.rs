@@ -32,6 +32,23 @@ fn fonts() -> Arc<fontdb::Database> {
     .clone()
 }
 
+/// Render several SVG documents, in order, on every core: each figure is a
+/// few hundred ms of rasterising and compressing, and a report has a dozen.
+pub fn render_all(svgs: &[&str]) -> Vec<Result<Vec<u8>, String>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = svgs.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = svgs
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(|svg| render(svg)).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().expect("PNG rendering panicked"))
+            .collect()
+    })
+}
+
 /// Render one SVG document to PNG bytes.
 pub fn render(svg: &str) -> Result<Vec<u8>, String> {
     let db = fonts();

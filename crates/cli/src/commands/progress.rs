@@ -26,6 +26,10 @@ fn pps(v: f64) -> String {
 /// run's offered/received rate and loss.
 pub struct Bar {
     bar: ProgressBar,
+    /// What each run in progress last said, by run name: with host pairs
+    /// several runs go at once, and each keeps its place on the line.
+    /// The value is (" on PAIR" or "", the run's latest figures).
+    active: Mutex<std::collections::BTreeMap<String, (String, String)>>,
 }
 
 impl Bar {
@@ -40,7 +44,36 @@ impl Bar {
             .progress_chars("=> "),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        Bar { bar }
+        Bar {
+            bar,
+            active: Mutex::default(),
+        }
+    }
+
+    /// Set (or with `None` drop) what `run` says, and show every active run.
+    fn say(&self, run: &str, what: Option<String>) {
+        let Ok(mut active) = self.active.lock() else {
+            return;
+        };
+        match what {
+            Some(w) => active.entry(run.to_string()).or_default().1 = w,
+            None => drop(active.remove(run)),
+        };
+        let line: Vec<String> = active
+            .iter()
+            .map(|(run, (on, what))| format!("run {run}{on}: {what}"))
+            .collect();
+        self.bar.set_message(line.join(" | "));
+    }
+
+    /// Remember which pair runs `run`, for its later progress lines.
+    fn on_pair(&self, run: &str, pair: &Option<String>) {
+        if let Ok(mut active) = self.active.lock() {
+            active.entry(run.to_string()).or_default().0 = pair
+                .as_ref()
+                .map(|p| format!(" on {p}"))
+                .unwrap_or_default();
+        }
     }
 }
 
@@ -62,14 +95,8 @@ impl Observer for Bar {
                 pair,
                 ..
             } => {
-                let on = pair
-                    .as_ref()
-                    .map(|p| format!(" on {p}"))
-                    .unwrap_or_default();
-                self.bar.set_message(format!(
-                    "run {run} {dut}{on}: offered {}",
-                    pps(*offered_pps)
-                ));
+                self.on_pair(run, pair);
+                self.say(run, Some(format!("{dut}, offered {}", pps(*offered_pps))));
             }
             Event::Progress {
                 run,
@@ -78,12 +105,15 @@ impl Observer for Bar {
                 loss_ratio,
                 ..
             } => {
-                self.bar.set_message(format!(
-                    "run {run}: offered {}, received {}, loss {:.2} %",
-                    pps(*offered_pps),
-                    pps(*rx_pps),
-                    loss_ratio * 100.0
-                ));
+                self.say(
+                    run,
+                    Some(format!(
+                        "offered {}, received {}, loss {:.2} %",
+                        pps(*offered_pps),
+                        pps(*rx_pps),
+                        loss_ratio * 100.0
+                    )),
+                );
             }
             Event::RunEnd {
                 run,
@@ -97,6 +127,7 @@ impl Observer for Bar {
                 ..
             } => {
                 self.bar.inc(1);
+                self.say(run, None);
                 if status == "resumed" {
                     // Kept runs took no time: the ETA counts the runs done now.
                     self.bar.reset_eta();

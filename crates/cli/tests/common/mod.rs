@@ -108,3 +108,4 @@ pub fn run_first(spec: &Path, out: &Path) -> PathBuf {
 }
 pub mod sshlab;
 pub mod table;
+pub mod tmux;
