@@ -67,6 +67,8 @@ fn main() -> ExitCode {
         Command::Model(a) => commands::model::main(a),
         Command::SoakReport(a) => commands::soak_report::main(a),
     };
+    // The SSH connections a command kept open to its hosts end with it.
+    nflab_lab::ssh_mux::stop_masters();
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -45,7 +45,11 @@ fn scratch_dirs() -> BTreeSet<String> {
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with("nflab-lg-") || n.starts_with("nflab-known-"))
+        .filter(|n| {
+            n.starts_with("nflab-lg-")
+                || n.starts_with("nflab-known-")
+                || n.starts_with("nflab-ssh-")
+        })
         .collect()
 }
 
@@ -190,6 +194,24 @@ fn remote_loadgens() -> Vec<u32> {
         .collect()
 }
 
+/// ssh processes using the connection sockets of controller `pid`.
+fn ssh_masters_of(pid: u32) -> Vec<u32> {
+    let needle = format!(
+        "ControlPath={}/nflab-ssh-{pid}/",
+        std::env::temp_dir().display()
+    );
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .any(|a| a.starts_with(needle.as_bytes()))
+            })
+        })
+        .collect()
+}
+
 /// A controller killed with SIGKILL in the middle of a run leaves the DuT set
 /// up and the LoadGen sending on their hosts; `nflab topo gc` finds them in
 /// its journal and undoes both over SSH.
@@ -238,6 +260,10 @@ fn a_controller_killed_mid_run_leaves_nothing_on_its_hosts_after_gc() {
     );
     assert!(!remote_loadgens().is_empty());
     assert!(!journals_of(pid).is_empty());
+    assert!(
+        !ssh_masters_of(pid).is_empty(),
+        "no SSH master connection of the study"
+    );
 
     let o = lab.nflab().args(["topo", "gc"]).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
@@ -255,6 +281,7 @@ fn a_controller_killed_mid_run_leaves_nothing_on_its_hosts_after_gc() {
         forward_before
     );
     assert!(remote_loadgens().is_empty(), "{:?}", remote_loadgens());
+    assert!(ssh_masters_of(pid).is_empty(), "{:?}", ssh_masters_of(pid));
     // Nothing new; gc may also have removed older leftovers of dead pids.
     let after = scratch_dirs();
     assert!(

@@ -66,6 +66,15 @@ impl HostEntry {
         c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]);
         // ssh keeps the first value of an option: these come before the user's.
         c.args(crate::ssh_args::host_key_options(known_hosts));
+        // One connection per host for the study, unless the spec's options
+        // say how to multiplex (ControlMaster, ControlPath, ControlPersist).
+        let own_control = self
+            .ssh_options
+            .iter()
+            .any(|o| o.to_ascii_lowercase().contains("control"));
+        if !own_control {
+            c.args(crate::ssh_mux::options());
+        }
         if let Some(p) = self.port {
             c.args(["-p", &p.to_string()]);
         }

@@ -72,6 +72,7 @@ pub mod snapshot;
 pub mod soak;
 pub mod spec;
 pub mod ssh_args;
+pub mod ssh_mux;
 pub mod stage_breakdown;
 pub mod study_events;
 pub mod topology;

@@ -587,6 +587,7 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     let mut removed = if whole_host {
         let mut r = nflab_sdn::ovs::gc();
         r.extend(crate::ssh_args::remove_dead_pinned_keys());
+        r.extend(crate::ssh_mux::stop_dead_masters());
         r
     } else {
         Vec::new()
