@@ -7,7 +7,9 @@
 #              3 repetitions (~20 min)
 #   challenge-short  examples/ncsbench-challenge-short.toml: 12–15 ms × 2 (~8 min)
 #   wlan       examples/ncsbench-wlan.toml: one run over the 802.11g profile
-# Usage: sudo bash scripts/ncsbench-goals.sh [wired30|challenge|challenge-short|wlan|all]... [-- RUN-ARGS]
+#   floor      examples/ncsbench-wired-floor.toml: the wired runs with no
+#              added delay, 10 × 49 s: the host's noise floor for d_N (~9 min)
+# Usage: sudo bash scripts/ncsbench-goals.sh [wired30|floor|challenge|challenge-short|wlan|all]... [-- RUN-ARGS]
 # Each experiment's tree goes under results/ (or --out after --); the script
 # prints the machine's load before and after, how many runs stayed up, and
 # the tree's ncs-challenge.json (fraction up per configuration with its 95 %
@@ -21,10 +23,10 @@ become_root "$0" "$@"
 which=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
-    wired30 | challenge | challenge-short | wlan) which+=("$1") ;;
-    all) which+=(wired30 challenge wlan) ;;
+    wired30 | challenge | challenge-short | wlan | floor) which+=("$1") ;;
+    all) which+=(wired30 floor challenge wlan) ;;
     *)
-      echo "error: unknown part '$1': use wired30, challenge, challenge-short, wlan or all" >&2
+      echo "error: unknown part '$1': use wired30, floor, challenge, challenge-short, wlan or all" >&2
       exit 2
       ;;
   esac
@@ -47,6 +49,7 @@ for part in "${which[@]}"; do
     challenge) spec=examples/ncsbench-challenge.toml ;;
     challenge-short) spec=examples/ncsbench-challenge-short.toml ;;
     wlan) spec=examples/ncsbench-wlan.toml ;;
+    floor) spec=examples/ncsbench-wired-floor.toml ;;
   esac
   echo "== $part: $spec, $(date -u +%FT%TZ)"
   echo "load before: $(uptime)"
