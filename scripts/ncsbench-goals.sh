@@ -7,8 +7,9 @@
 #              3 repetitions (~20 min)
 #   challenge-short  examples/ncsbench-challenge-short.toml: 12–15 ms × 2 (~8 min)
 #   wlan       examples/ncsbench-wlan.toml: one run over the 802.11g profile
-#   floor      examples/ncsbench-wired-floor.toml: the wired runs with no
-#              added delay, 10 × 49 s: the host's noise floor for d_N (~9 min)
+#   floor      examples/ncsbench-wired-floor.toml: the wired runs with and
+#              without the link's delay, 8 × 49 s each, interleaved: d_N's
+#              p99.9 against the host's noise floor (~15 min)
 # Usage: sudo bash scripts/ncsbench-goals.sh [wired30|floor|challenge|challenge-short|wlan|all]... [-- RUN-ARGS]
 # Each experiment's tree goes under results/ (or --out after --); the script
 # prints the machine's load before and after, how many runs stayed up, and

@@ -104,6 +104,43 @@ fn a_short_challenge_search_brackets_the_failure_and_lands_in_the_report() {
     );
     // 2 of 2: the lower bound is 0.025^(1/2).
     assert!((c0["lo"].as_f64().unwrap() - 0.025f64.sqrt()).abs() < 1e-9);
+    // d_N pooled over the configuration's periods: as many as its runs'
+    // periods.csv files have d_N values, its median between theirs.
+    let c = &ch["configurations"][0];
+    let mut periods = 0;
+    let mut medians = Vec::new();
+    for run in c["runs"].as_array().unwrap() {
+        let rd = dir.join("runs").join(run.as_str().unwrap());
+        let csv = std::fs::read_to_string(rd.join("ncs-periods.csv")).unwrap();
+        let col = csv
+            .lines()
+            .next()
+            .unwrap()
+            .split(',')
+            .position(|h| h == "d_N_ns")
+            .unwrap();
+        periods += csv
+            .lines()
+            .skip(1)
+            .filter(|l| !l.split(',').nth(col).unwrap_or("").is_empty())
+            .count();
+        medians.push(
+            read_json(rd.join("ncs.json"))["delays_ms"]["d_N"]["median"]
+                .as_f64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        c["d_n_pooled_periods"].as_u64(),
+        Some(periods as u64),
+        "{c}"
+    );
+    let pooled = c["d_n_pooled_ms"]["median"].as_f64().unwrap();
+    let (lo, hi) = (medians[0].min(medians[1]), medians[0].max(medians[1]));
+    assert!(
+        pooled >= lo - 0.01 && pooled <= hi + 0.01,
+        "{pooled} vs {medians:?}"
+    );
 
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2 id=\"ncs\">"));

@@ -119,6 +119,7 @@ fn tree(dir: &Path) -> Vec<NcsReport> {
             periods_completed: u64::from(r.periods_completed),
             periods: u64::from(r.periods),
             d_n_median_ms: r.delays_ms.get("d_N").map(|d| d.median),
+            d_n_ns: Vec::new(),
         });
         reports.push(r);
     }

@@ -14,6 +14,8 @@ use nflab_analyze::proportion::{clopper_pearson, Proportion};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::kpi::{delay_stats, DelayStats};
+
 /// Confidence level of every interval here.
 pub const LEVEL: f64 = 0.95;
 
@@ -36,6 +38,8 @@ pub struct RunOutcome {
     pub periods: u64,
     /// d_N's median, ms, when the run had one.
     pub d_n_median_ms: Option<f64>,
+    /// d_N of each period whose actuation came in time, ns (`ncs-periods.csv`).
+    pub d_n_ns: Vec<i64>,
 }
 
 impl RunOutcome {
@@ -84,6 +88,11 @@ pub struct Configuration {
     pub losses: Option<Mean>,
     /// d_N median per run, ms.
     pub d_n_median_ms: Option<Mean>,
+    /// d_N over the periods of all its runs together, ms (as one run's
+    /// `delays_ms.d_N` in `ncs.json`), with how many periods that is.
+    pub d_n_pooled_ms: Option<DelayStats>,
+    /// Periods in `d_n_pooled_ms`.
+    pub d_n_pooled_periods: u64,
 }
 
 /// Where the plant stops surviving along the one swept parameter.
@@ -134,6 +143,7 @@ pub fn summarize(runs: &[RunOutcome]) -> Challenge {
             let up = rs.iter().filter(|r| r.stayed_up()).count() as u64;
             let losses: Vec<f64> = rs.iter().map(|r| r.losses as f64).collect();
             let d_n: Vec<f64> = rs.iter().filter_map(|r| r.d_n_median_ms).collect();
+            let pooled: Vec<i64> = rs.iter().flat_map(|r| r.d_n_ns.iter().copied()).collect();
             Some(Configuration {
                 sweep: rs[0].sweep.clone(),
                 runs: rs.iter().map(|r| r.run.clone()).collect(),
@@ -141,6 +151,8 @@ pub fn summarize(runs: &[RunOutcome]) -> Challenge {
                 fell: rs.iter().filter(|r| r.fell).count() as u64,
                 losses: mean_of(&losses),
                 d_n_median_ms: mean_of(&d_n),
+                d_n_pooled_ms: delay_stats(&pooled),
+                d_n_pooled_periods: pooled.len() as u64,
             })
         })
         .collect();
@@ -219,6 +231,7 @@ mod tests {
             periods_completed: if fell { 300 } else { 1400 },
             periods: 1400,
             d_n_median_ms: Some(delay as f64 / 1000.0 + 0.1),
+            d_n_ns: Vec::new(),
         }
     }
 
@@ -277,8 +290,36 @@ mod tests {
         assert!(s.bracket.is_none());
         assert!(s.notes[0].contains("sweeps none"), "{:?}", s.notes);
         // A run that stopped early without falling is not "up for all periods".
+        assert!(s.configurations[0].d_n_pooled_ms.is_none());
         let mut short = run(0, 0, 1, false, 0);
         short.periods_completed = 10;
         assert!(!short.stayed_up());
+    }
+
+    #[test]
+    fn d_n_pools_the_periods_of_a_configurations_runs() {
+        // Run A: 1..=999 ms; run B: 1000 ms twice. Pooled, 1001 values:
+        // median 501 ms (nearest rank), p99.9 the 1000th value, 1000 ms; run A
+        // alone has p99.9 999 ms, run B alone 1000 ms.
+        let ms = |v: i64| v * 1_000_000;
+        let mut a = run(0, 0, 0, false, 0);
+        a.d_n_ns = (1..=999).map(ms).collect();
+        let mut b = run(1, 0, 0, false, 0);
+        b.d_n_ns = vec![ms(1000), ms(1000)];
+        let mut other = run(2, 1, 5, false, 0);
+        other.d_n_ns = vec![ms(7)];
+        let s = summarize(&[a, b, other]);
+        let c = &s.configurations[0];
+        assert_eq!(c.d_n_pooled_periods, 1001);
+        let d = c.d_n_pooled_ms.unwrap();
+        assert!((d.median - 501.0).abs() <= 501.0 * 1e-3, "{d:?}");
+        assert!((d.p99_9 - 1000.0).abs() <= 1000.0 * 1e-3, "{d:?}");
+        assert!((d.q1 - 251.0).abs() <= 251.0 * 1e-3, "{d:?}");
+        // The other configuration keeps its own periods.
+        let o = s.configurations[1].d_n_pooled_ms.unwrap();
+        assert!((o.median - 7.0).abs() < 0.01, "{o:?}");
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["configurations"][0]["d_n_pooled_periods"], 1001);
+        assert!(json["configurations"][0]["d_n_pooled_ms"]["p99_9"].is_number());
     }
 }
