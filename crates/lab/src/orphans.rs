@@ -40,6 +40,27 @@ pub fn kill_helpers_of_dead_owners() -> Vec<u32> {
     killed
 }
 
+/// Entries of the temp directory named `<prefix><pid>` or `<prefix><pid>-…`
+/// whose pid is no longer a process (a controller killed before it could
+/// remove them): their names and those pids.
+pub(crate) fn temp_entries_of_dead_pids(prefix: &str) -> Vec<(String, u32)> {
+    std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let pid = name
+                .strip_prefix(prefix)?
+                .split('-')
+                .next()?
+                .parse::<u32>()
+                .ok()?;
+            (!Path::new(&format!("/proc/{pid}")).exists()).then_some((name, pid))
+        })
+        .collect()
+}
+
 /// Pids of the processes (not this one) whose command-line arguments
 /// satisfy `matches`.
 pub(crate) fn processes_whose_args(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {

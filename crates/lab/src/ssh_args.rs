@@ -119,23 +119,11 @@ impl Drop for PinnedKey {
 /// processes that are gone (a controller killed during an ssh call); returns
 /// their names.
 pub fn remove_dead_pinned_keys() -> Vec<String> {
-    let mut removed = Vec::new();
-    for e in std::fs::read_dir(std::env::temp_dir())
+    crate::orphans::temp_entries_of_dead_pids("nflab-known-")
         .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().to_string();
-        let pid = name
-            .strip_prefix("nflab-known-")
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        let dead = pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists());
-        if dead && std::fs::remove_file(e.path()).is_ok() {
-            removed.push(name);
-        }
-    }
-    removed
+        .filter(|(name, _)| std::fs::remove_file(std::env::temp_dir().join(name)).is_ok())
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// One sentence when ssh's stderr says it refused the host's key.

@@ -98,25 +98,13 @@ pub fn stop_masters() {
 /// For `topo gc`: the masters of controllers that are gone (killed before
 /// they could end them); one line per directory removed.
 pub fn stop_dead_masters() -> Vec<String> {
-    let mut removed = Vec::new();
-    for e in std::fs::read_dir(std::env::temp_dir())
+    crate::orphans::temp_entries_of_dead_pids(DIR_PREFIX)
         .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix(DIR_PREFIX)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        .map(|(name, pid)| {
             let n = stop_masters_of(pid).len();
-            removed.push(format!("{name} ({n} SSH master connection(s))"));
-        }
-    }
-    removed
+            format!("{name} ({n} SSH master connection(s))")
+        })
+        .collect()
 }
 
 #[cfg(test)]
