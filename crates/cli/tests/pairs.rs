@@ -69,6 +69,9 @@ fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let dir = PathBuf::from(v["dir"].as_str().unwrap());
+    // The study's SSH connections ended with it (not 60 s later by themselves).
+    let left = masters_of_dead_controllers();
+    assert!(left.is_empty(), "SSH masters left: {left:?}");
 
     // One table, a pair per run, both pairs used; every run measured for real.
     let rows = common::table::parquet_rows(&dir.join("results.parquet"));
@@ -108,11 +111,7 @@ fn runs_spread_over_two_remote_pairs_merge_into_one_table_and_resume() {
         );
     }
     // Runs overlapped: some run started before another ended.
-    let ev: Vec<serde_json::Value> = std::fs::read_to_string(&events)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let ev = common::json_lines(&events);
     let mut open = 0;
     let mut most = 0;
     for e in &ev {
@@ -194,21 +193,36 @@ fn remote_loadgens() -> Vec<u32> {
         .collect()
 }
 
-/// ssh processes using the connection sockets of controller `pid`.
-fn ssh_masters_of(pid: u32) -> Vec<u32> {
-    let needle = format!(
-        "ControlPath={}/nflab-ssh-{pid}/",
-        std::env::temp_dir().display()
-    );
+/// Pids and command lines (NULs as spaces) of the processes that name `needle`.
+fn processes_naming(needle: &str) -> Vec<(u32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
-                c.split(|b| *b == 0)
-                    .any(|a| a.starts_with(needle.as_bytes()))
-            })
+        .filter_map(|p| {
+            let c = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            c.contains(needle).then_some((p, c))
         })
+        .collect()
+}
+
+/// ssh processes on the connection sockets of controller `pid`: clients
+/// (`ControlPath=…`) and masters, which retitle themselves `ssh: DIR/<hash> [mux]`.
+fn ssh_masters_of(pid: u32) -> Vec<u32> {
+    let dir = format!("{}/nflab-ssh-{pid}/", std::env::temp_dir().display());
+    processes_naming(&dir).into_iter().map(|(p, _)| p).collect()
+}
+
+/// Command lines of ssh processes on the sockets of controllers that have exited.
+fn masters_of_dead_controllers() -> Vec<String> {
+    let prefix = format!("{}/nflab-ssh-", std::env::temp_dir().display());
+    processes_naming(&prefix)
+        .into_iter()
+        .filter(|(_, c)| {
+            let owner = c.split(&prefix).nth(1).and_then(|r| r.split('/').next());
+            owner.is_some_and(|o| !Path::new(&format!("/proc/{o}")).exists())
+        })
+        .map(|(_, c)| c)
         .collect()
 }
 
@@ -413,8 +427,6 @@ fn hostile_spec_strings_never_run_on_a_host() {
     }
 }
 
-/// The orchestration goal: the same study on two pairs vs one (print only; run with
-/// `cargo test -p nflab --test pairs -- --ignored --nocapture`).
 /// Done-when of issue 21: a study over several host pairs with live progress
 /// on a terminal. Both pairs' runs show on the bar at once, each with the
 /// figures its remote LoadGen streams back.
@@ -430,7 +442,7 @@ fn a_study_over_two_pairs_shows_live_progress_of_both_in_tmux() {
     let text = study(&lab.pairs_toml(2), 4).replace("duration_s = 1\n", "duration_s = 2\n");
     std::fs::write(&spec, text).unwrap();
     let cmd = format!(
-        "ip netns exec {} {} run {} --out {}; sleep 60",
+        "ip netns exec {} {} run {} --out {}; echo nflab exited $?; sleep 60",
         lab.ctl,
         env!("CARGO_BIN_EXE_nflab"),
         spec.display(),
@@ -456,7 +468,9 @@ fn a_study_over_two_pairs_shows_live_progress_of_both_in_tmux() {
                 both_live = bar;
             }
         },
-        |s| s.contains("artifacts:"),
+        // Not at "artifacts:": nflab still ends its SSH connections after that,
+        // and killing the terminal then would cut that short.
+        |s| s.contains("nflab exited"),
     );
     assert!(
         !both_live.is_empty(),
@@ -475,22 +489,11 @@ fn a_study_over_two_pairs_shows_live_progress_of_both_in_tmux() {
     println!("bar with both pairs live: {both_live}");
 }
 
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
 /// Where a study's wall time went, from its event stream: before the study
 /// began (environment, host queries), before the first run, in runs (first
 /// start to last end), and after the last run (report).
 fn phases(events: &Path, start: f64, end: f64) -> String {
-    let ev: Vec<serde_json::Value> = std::fs::read_to_string(events)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let ev = common::json_lines(events);
     let at = |kind: &str, pick: fn(f64, f64) -> f64| {
         ev.iter()
             .filter(|e| e["event"] == kind)
@@ -509,6 +512,8 @@ fn phases(events: &Path, start: f64, end: f64) -> String {
     )
 }
 
+/// The orchestration goal: the same study on two pairs vs one (print only; run with
+/// `cargo test -p nflab --test pairs -- --ignored --nocapture`).
 #[test]
 #[ignore]
 fn bench_two_pairs_against_one() {
@@ -528,11 +533,14 @@ fn bench_two_pairs_against_one() {
             std::fs::write(&spec, text).unwrap();
             let events = lab.dir.join(format!("bench{n}.jsonl"));
             let t = Instant::now();
-            let start = unix_now();
+            let start = nflab_lab::events::unix_s();
             let o = run(&lab, &spec, &["--events", events.to_str().unwrap()]);
             assert!(o.status.success(), "{}", stderr(&o));
             wall.push((n, t.elapsed().as_secs_f64()));
-            println!("  {n} pair(s): {}", phases(&events, start, unix_now()));
+            println!(
+                "  {n} pair(s): {}",
+                phases(&events, start, nflab_lab::events::unix_s())
+            );
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         let one: f64 = wall.iter().filter(|w| w.0 == 1).map(|w| w.1).sum::<f64>() / 2.0;

@@ -4,7 +4,7 @@
 //! Real namespaces and runs; root needed.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -31,14 +31,6 @@ warmup_s = 0.2
 [sweep]
 "traffic.rate_pps" = [2000, 4000, 6000]
 "#;
-
-fn events_of(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
-}
 
 /// The story the events tell: study start first and end last, each planned run
 /// started once and ended once, progress samples only inside their run.
@@ -111,7 +103,7 @@ fn events_tell_the_study_and_match_results_parquet() {
     assert!(!err.contains("ETA") && !err.contains('\x1b'), "{err}");
     let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let dir = PathBuf::from(result["dir"].as_str().unwrap());
-    let ev = events_of(&events);
+    let ev = common::json_lines(&events);
     let ended = check_story(&ev, 3);
     assert_eq!(ev[0]["dir"], dir.to_str().unwrap());
 
@@ -169,7 +161,7 @@ fn events_tell_the_study_and_match_results_parquet() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    let ev2 = events_of(&events2);
+    let ev2 = common::json_lines(&events2);
     let ended2 = check_story(&ev2, 3);
     assert!(
         ended2.values().all(|e| e["status"] == "resumed"),

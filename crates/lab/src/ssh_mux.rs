@@ -10,8 +10,8 @@
 //! helper: [`stop_masters`] ends them when the command ends; a master outlives
 //! its last session by at most [`PERSIST_S`] seconds by itself; and after a
 //! `kill -9`, `nflab topo gc` finds the socket directory of a dead pid
-//! (`nflab-ssh-<pid>` in the temp directory, named on each master's command
-//! line) and ends its masters ([`stop_dead_masters`]).
+//! (`nflab-ssh-<pid>` in the temp directory, named on the command line of
+//! each master and client) and ends its masters ([`stop_dead_masters`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -76,9 +76,13 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 /// the pids of the masters ended.
 fn stop_masters_of(pid: u32) -> Vec<u32> {
     let dir = dir_of(pid);
-    let needle = format!("ControlPath={}/", dir.display());
-    let masters =
-        processes_whose_args(|args| args.iter().any(|a| a.starts_with(needle.as_bytes())));
+    // A master rewrites its command line to `ssh: DIR/<hash> [mux]`; its
+    // clients keep `ControlPath=DIR/%C`. Both name the directory.
+    let needle = format!("{}/", dir.display());
+    let masters = processes_whose_args(|args| {
+        args.iter()
+            .any(|a| a.windows(needle.len()).any(|w| w == needle.as_bytes()))
+    });
     let ended: Vec<u32> = masters
         .into_iter()
         .filter(|&p| kill(Pid::from_raw(p as i32), Signal::SIGTERM).is_ok())

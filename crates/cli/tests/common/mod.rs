@@ -109,3 +109,12 @@ pub fn run_first(spec: &Path, out: &Path) -> PathBuf {
 pub mod sshlab;
 pub mod table;
 pub mod tmux;
+
+/// A JSON-lines file (`--events`), one value per line.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
