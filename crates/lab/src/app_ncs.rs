@@ -182,24 +182,6 @@ impl NcsRun {
     }
 }
 
-/// The values of `column` in a run's `ncs-periods.csv` (empty cells, and a
-/// missing file, give none).
-fn period_column(path: &std::path::Path, column: &str) -> Vec<i64> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    let mut lines = text.lines();
-    let Some(i) = lines
-        .next()
-        .and_then(|h| h.split(',').position(|c| c == column))
-    else {
-        return Vec::new();
-    };
-    lines
-        .filter_map(|l| l.split(',').nth(i)?.parse().ok())
-        .collect()
-}
-
 /// Summarize the NCSbench runs of the artifact tree `dir` (each
 /// `runs/NNN/ncs.json` with its `params.json`) into `dir/ncs-challenge.json`
 /// ([`nflab_apps::ncs::challenge`]): fraction of runs up per configuration
@@ -242,7 +224,9 @@ pub fn write_challenge(
             d_n_median_ms: ncs
                 .pointer("/delays_ms/d_N/median")
                 .and_then(serde_json::Value::as_f64),
-            d_n_ns: period_column(&rd.join("ncs-periods.csv"), "d_N_ns"),
+            d_n_ns: std::fs::read_to_string(rd.join("ncs-periods.csv"))
+                .map(|t| nflab_apps::ncs::kpi::periods_csv_delays(&t, "d_N"))
+                .unwrap_or_default(),
         });
     }
     if runs.is_empty() {

@@ -68,10 +68,10 @@ impl HostEntry {
         c.args(crate::ssh_args::host_key_options(known_hosts));
         // One connection per host for the study, unless the spec's options
         // say how to multiplex (ControlMaster, ControlPath, ControlPersist).
-        let own_control = self
-            .ssh_options
-            .iter()
-            .any(|o| o.to_ascii_lowercase().contains("control"));
+        let own_control = self.ssh_options.iter().any(|o| {
+            let o = o.trim_start_matches("-o").trim_start().to_ascii_lowercase();
+            o.starts_with("control")
+        });
         if !own_control {
             c.args(crate::ssh_mux::options());
         }

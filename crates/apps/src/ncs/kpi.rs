@@ -216,6 +216,23 @@ pub fn periods_csv(records: &[PeriodRecord]) -> String {
     out
 }
 
+/// One delay's values (`key` of [`DELAY_KEYS`]) read back from the text of
+/// an `ncs-periods.csv` ([`periods_csv`]), ns, skipping periods without one;
+/// empty when the file has no such column (written by an older nflab).
+pub fn periods_csv_delays(text: &str, key: &str) -> Vec<i64> {
+    let mut lines = text.lines();
+    let column = format!("{key}_ns");
+    let Some(i) = lines
+        .next()
+        .and_then(|h| h.split(',').position(|c| c == column))
+    else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|l| l.split(',').nth(i)?.parse().ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +298,14 @@ mod tests {
         assert!(md.contains("| 1 | false | 9 of 1400 |"), "{md}");
         let csv = periods_csv(&records);
         assert_eq!(csv.lines().count(), 10);
+        // Read back: the in-time periods' d_N, as `delay_stats` saw them.
+        let d_n: Vec<i64> = period_delays(&records)
+            .iter()
+            .filter_map(|d| d[2])
+            .collect();
+        assert_eq!(periods_csv_delays(&csv, "d_N"), d_n);
+        assert_eq!(d_n.len(), 8);
+        assert!(periods_csv_delays("seq,t_read_ns\n0,1\n", "d_N").is_empty());
         // Period 4 was lost: d_PS and period only.
         assert!(
             csv.lines().nth(5).unwrap().starts_with("4,")
