@@ -84,18 +84,45 @@ pub(crate) fn processes_whose_args(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u3
 /// Wait until none of `pids` exists any more, or `within` has passed.
 pub(crate) fn wait_until_gone(pids: &[u32], within: Duration) {
     let deadline = Instant::now() + within;
-    while pids
-        .iter()
-        .any(|p| Path::new(&format!("/proc/{p}")).exists())
-        && Instant::now() < deadline
-    {
+    while pids.iter().any(|&p| !has_exited(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True when `pid` is no process or a zombie: it has exited, and only its
+/// parent's `wait` is missing. A daemonised helper (an SSH master) is reaped
+/// by init, which may take its time (a container's init: up to a second).
+fn has_exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses and
+        // may itself contain ") ".
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+        Err(_) => true,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_counts_as_exited_and_a_running_process_does_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!has_exited(pid));
+        child.kill().unwrap();
+        // Not reaped yet: /proc/<pid> stays until `wait`.
+        wait_until_gone(&[pid], Duration::from_secs(10));
+        assert!(has_exited(pid));
+        assert!(Path::new(&format!("/proc/{pid}")).exists(), "reaped too early");
+        child.wait().unwrap();
+        assert!(has_exited(pid));
+    }
 
     #[test]
     fn names_give_their_owner() {
