@@ -1066,8 +1066,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn write_trex(name: &str, pairs: &[(f64, f64)]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("nflab-fast-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let dir = nflab_testkit::scratch_dir("fast");
         let path = dir.join(name);
         let bytes: Vec<u8> = pairs
             .iter()

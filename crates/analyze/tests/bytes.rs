@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use nflab_analyze::*;
 
 fn tmp(name: &str, bytes: &[u8]) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-analyze-bytes-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = nflab_testkit::scratch_dir("analyze-bytes");
     let p = d.join(name);
     std::fs::write(&p, bytes).unwrap();
     p

@@ -7,8 +7,7 @@ use nflab_analyze::export::{self, Bins};
 use nflab_analyze::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-analyze-importers-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = nflab_testkit::scratch_dir("analyze-importers");
     d.join(name)
 }
 

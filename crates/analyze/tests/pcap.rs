@@ -8,8 +8,7 @@ use nflab_analyze::*;
 use nflab_wire::{ProbeSpec, ProbeTemplate};
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-analyze-pcap-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = nflab_testkit::scratch_dir("analyze-pcap");
     d.join(name)
 }
 

@@ -503,13 +503,41 @@ fn phases(events: &Path, start: f64, end: f64) -> String {
     let study = at("study_start", f64::min);
     let first = at("run_start", f64::min);
     let last = at("run_end", f64::max);
+    // A run from its start to its end, as the controller saw it.
+    let time_of = |kind: &str, run: &serde_json::Value| {
+        ev.iter()
+            .find(|e| e["event"] == kind && &e["run"] == run)
+            .and_then(|e| e["unix_s"].as_f64())
+    };
+    let lengths: Vec<f64> = ev
+        .iter()
+        .filter(|e| e["event"] == "run_start")
+        .filter_map(|e| Some(time_of("run_end", &e["run"])? - e["unix_s"].as_f64()?))
+        .collect();
     format!(
-        "to study_start {:.1} s, to first run {:.1} s, runs {:.1} s, after last run {:.1} s",
+        "to study_start {:.1} s, to first run {:.1} s, runs {:.1} s (each {:.2} s on average), after last run {:.1} s",
         study - start,
         first - study,
         last - first,
+        lengths.iter().sum::<f64>() / lengths.len() as f64,
         end - last
     )
+}
+
+/// Busy time of all cores since boot from `/proc/stat` (everything but idle
+/// and iowait), in seconds: who contends with the pairs, not only nflab.
+fn busy_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: Vec<f64> = stat.lines().next().unwrap()[4..]
+        .split_whitespace()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    let idle = ticks[3] + ticks[4];
+    (ticks.iter().take(8).sum::<f64>() - idle) / 100.0
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The orchestration goal: the same study on two pairs vs one (print only; run with
@@ -534,12 +562,17 @@ fn bench_two_pairs_against_one() {
             let events = lab.dir.join(format!("bench{n}.jsonl"));
             let t = Instant::now();
             let start = nflab_lab::events::unix_s();
+            let busy_before = busy_cpu_s();
             let o = run(&lab, &spec, &["--events", events.to_str().unwrap()]);
             assert!(o.status.success(), "{}", stderr(&o));
-            wall.push((n, t.elapsed().as_secs_f64()));
+            let secs = t.elapsed().as_secs_f64();
+            wall.push((n, secs));
+            let busy = busy_cpu_s() - busy_before;
             println!(
-                "  {n} pair(s): {}",
-                phases(&events, start, nflab_lab::events::unix_s())
+                "  {n} pair(s): {}; CPU busy {busy:.1} s of {:.1} ({:.0} % of the cores)",
+                phases(&events, start, nflab_lab::events::unix_s()),
+                secs * cores() as f64,
+                100.0 * busy / (secs * cores() as f64),
             );
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

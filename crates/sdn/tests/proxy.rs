@@ -62,8 +62,7 @@ to_port = 10
 "#;
 
 fn parse(text: &str) -> Result<ProxyConfig, String> {
-    let dir = std::env::temp_dir().join(format!("nflab-proxy-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = nflab_testkit::scratch_dir("proxy-cfg");
     let p = dir.join(format!("{}.toml", text.len()));
     std::fs::write(&p, text).unwrap();
     let r = ProxyConfig::load(&p).map_err(|e| e.to_string());

@@ -86,6 +86,34 @@ fn skip(why: &str, allowed: bool) {
     }
 }
 
+/// A directory `nflab-<tag>-<pid>` in the temp directory for the files of one
+/// test binary, removed when the binary exits (the harness ends with `exit`,
+/// which runs `atexit` handlers), so tests that share it need not agree who
+/// goes last. Only a killed test binary leaves it.
+pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    use std::sync::Mutex;
+    static DIRS: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+    extern "C" fn remove_all() {
+        if let Ok(dirs) = DIRS.lock() {
+            for d in dirs.iter() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("nflab-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if !dirs.contains(&dir) {
+        if dirs.is_empty() {
+            // SAFETY: `remove_all` is an `extern "C" fn()` that never unwinds
+            // out (every error is ignored) and touches only the static above.
+            unsafe { libc::atexit(remove_all) };
+        }
+        dirs.push(dir.clone());
+    }
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +129,16 @@ mod tests {
     #[test]
     fn a_present_tool_is_not_a_skip() {
         assert!(require_tool("sh", "dash"));
+    }
+
+    #[test]
+    fn a_scratch_dir_is_made_once_and_named_by_tag_and_pid() {
+        let a = super::scratch_dir("testkit-self");
+        let b = super::scratch_dir("testkit-self");
+        assert_eq!(a, b);
+        assert!(a.is_dir());
+        assert!(a
+            .to_string_lossy()
+            .ends_with(&format!("nflab-testkit-self-{}", std::process::id())));
     }
 }
