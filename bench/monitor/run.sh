@@ -6,11 +6,18 @@
 # 0.2 s) and taking every datagram — one invocation, runs interleaved per repeat so
 # the host's load hits all three alike. Prints each throughput and the ratios to
 # the no-monitor run, with the machine and its load.
-#   bench/monitor/run.sh [REPEATS] [TRIAL_SECONDS]
+# Then the same three at one fixed rate below every lossless rate (FIXED_PPS,
+# FIXED_SECONDS per run, interleaved, REPEATS rounds): the CPU time of both cores
+# per relayed datagram during the traffic (busy ticks of /proc/stat, recorded by
+# `nflab run` in runs/NNN/system.json), and each mode's extra over `off` — a
+# finer instrument than a zero-loss search, whose trials scatter by ±30 %.
+#   bench/monitor/run.sh [REPEATS] [TRIAL_SECONDS] [FIXED_PPS] [FIXED_SECONDS]
 # Run it alone on a quiet machine: two cores are shared by everything.
 set -euo pipefail
 R=${1:-3}
 T=${2:-1}
+FIXED_PPS=${3:-20000}
+FIXED_S=${4:-20}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 bash "$ROOT/scripts/deps.sh" run
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -69,4 +76,54 @@ base = statistics.median(runs["off"])
 for mode in ("off", "sampling", "all"):
     med = statistics.median(runs[mode])
     print(f"{mode:9s} lossless rate median {med:10.0f} pps  runs {runs[mode]}  ratio to off {med / base:.3f}")
+PY
+
+echo "== fixed rate: $FIXED_PPS pps for $FIXED_S s per run, $R rounds; CPU from /proc/stat at $(getconf CLK_TCK) Hz"
+fixed_spec() { # mode -> spec text
+  cat <<SPEC
+[experiment]
+name = "monitor-cpu-$1"
+seed = 1
+[dut]
+kind = "udp-relay"
+[dut.relay]
+flood = true
+[traffic]
+frame_bytes = 128
+rate_pps = $FIXED_PPS
+duration_s = $FIXED_S
+warmup_s = 0.2
+SPEC
+  case "$1" in
+    sampling) printf '[monitor]\nkind = "udp"\nsample = { packets = 10, mean_interval_s = 0.2 }\n' ;;
+    all) printf '[monitor]\nkind = "udp"\nsample = "all"\n' ;;
+  esac
+}
+for mode in off sampling all; do fixed_spec "$mode" > "$WORK/fixed-$mode.toml"; done
+echo "load before: $(uptime)"
+for i in $(seq 1 "$R"); do
+  for mode in off sampling all; do
+    "$NFLAB" run "$WORK/fixed-$mode.toml" --out "$WORK/fixed-$mode-$i" > /dev/null
+    python3 - "$WORK/fixed-$mode-$i" "$mode" "$(getconf CLK_TCK)" <<'PY' | tee -a "$WORK/fixed.txt"
+import glob, json, sys
+run = glob.glob(sys.argv[1] + "/*/runs/000")[0]
+ticks = json.load(open(run + "/system.json"))["delta"]["cpu_ticks"]
+busy = sum(v for k, v in ticks.items() if k not in ("idle", "iowait"))
+got = json.load(open(run + "/summary.json"))["packets"]["received"]
+print(sys.argv[2], got, busy, f"{busy / int(sys.argv[3]) * 1e9 / max(got, 1):.0f}")
+PY
+  done
+done
+echo "load after: $(uptime)"
+python3 - "$WORK/fixed.txt" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    mode, got, busy, ns = line.split()
+    runs.setdefault(mode, []).append((int(got), float(ns)))
+base = statistics.median(ns for _, ns in runs["off"])
+for mode in ("off", "sampling", "all"):
+    med = statistics.median(ns for _, ns in runs[mode])
+    print(f"{mode:9s} CPU per datagram median {med:6.0f} ns (runs {[int(ns) for _, ns in runs[mode]]}, "
+          f"datagrams {[g for g, _ in runs[mode]]})  extra {med - base:+5.0f} ns = {(med - base) / base:+.1%} of off")
 PY

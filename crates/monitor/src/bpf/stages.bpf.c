@@ -82,6 +82,18 @@ static __always_inline struct parked *parked_here(void)
 	return bpf_map_lookup_elem(&parked, &zero);
 }
 
+/* No wakeup per event: the consumer polls with a short timeout (2-5 ms), so
+ * waking it for each of tens of thousands of events a second only costs an
+ * irq_work and an IPI per event (measured: ~27 000 of each per second at
+ * 20 kpps) and disturbs the very VNF being measured. A ring a quarter full
+ * wakes it at once. */
+static __always_inline __u64 wakeup_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= (1 << 23) / 4 ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 hook)
 {
 	__u32 zero = 0;
@@ -97,7 +109,7 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 hook)
 	e->flow = k->flow;
 	e->hook = hook;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup_flags());
 }
 
 SEC("tp_btf/netif_receive_skb")

@@ -118,6 +118,18 @@ static __always_inline bool take(__u32 mode)
 	return true;
 }
 
+/* No wakeup per event: the consumer polls with a short timeout (2-5 ms), so
+ * waking it for each of tens of thousands of events a second only costs an
+ * irq_work and an IPI per event (measured: ~27 000 of each per second at
+ * 20 kpps) and disturbs the very VNF being measured. A ring a quarter full
+ * wakes it at once. */
+static __always_inline __u64 wakeup_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= (1 << 22) / 4 ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -132,7 +144,7 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 	e->kind = kind;
 	e->has_seq = k->has_seq;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup_flags());
 }
 
 /* The ingress event is emitted here, before the stack goes on to queue the
