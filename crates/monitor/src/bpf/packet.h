@@ -62,39 +62,61 @@ static __always_inline void key_from_payload(const __u8 *p, __u32 n, struct pkt_
 	}
 }
 
-/* Parse IPv4/UDP at byte `base` of the skb's data; fills the key and the UDP
- * destination port. Returns 0 for a UDP datagram, -1 otherwise. */
-static __always_inline int skb_udp_key(const struct sk_buff *skb, __u32 base, struct pkt_key *k,
-				       __u16 *dport)
+/* Parse the IPv4/UDP headers at byte `base` of the skb's data: the UDP
+ * destination port, and where the payload starts and how long it is. Returns 0
+ * for a UDP datagram, -1 otherwise. */
+static __always_inline int skb_udp_header(const struct sk_buff *skb, __u32 base,
+					  struct bpf_dynptr *d, __u16 *dport, __u32 *at, __u32 *len)
 {
-	struct bpf_dynptr d;
 	__u8 ip[20];
 	__u8 udp[8];
-	__u8 payload[KEY_BYTES] = {};
 	__u32 ihl, n;
 
-	if (bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, &d))
+	if (bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, d))
 		return -1;
-	if (bpf_dynptr_read(ip, sizeof(ip), &d, base, 0))
+	if (bpf_dynptr_read(ip, sizeof(ip), d, base, 0))
 		return -1;
 	if ((ip[0] >> 4) != 4 || ip[9] != IPPROTO_UDP)
 		return -1;
 	ihl = (ip[0] & 0xf) * 4;
 	if (ihl < 20)
 		return -1;
-	if (bpf_dynptr_read(udp, sizeof(udp), &d, base + ihl, 0))
+	if (bpf_dynptr_read(udp, sizeof(udp), d, base + ihl, 0))
 		return -1;
 	*dport = be16(udp + 2);
 	n = be16(udp + 4);
 	if (n < 8)
 		return -1;
-	n -= 8;
-	if (n > KEY_BYTES)
-		n = KEY_BYTES;
-	if (n > 0 && bpf_dynptr_read(payload, n, &d, base + ihl + 8, 0))
-		return -1;
-	key_from_payload(payload, n, k);
+	*at = base + ihl + 8;
+	*len = n - 8;
 	return 0;
+}
+
+/* The key of the `len`-byte UDP payload at byte `at` behind `d`. */
+static __always_inline int dynptr_payload_key(struct bpf_dynptr *d, __u32 at, __u32 len,
+					      struct pkt_key *k)
+{
+	__u8 payload[KEY_BYTES] = {};
+
+	if (len > KEY_BYTES)
+		len = KEY_BYTES;
+	if (len > 0 && bpf_dynptr_read(payload, len, d, at, 0))
+		return -1;
+	key_from_payload(payload, len, k);
+	return 0;
+}
+
+/* Parse IPv4/UDP at byte `base` of the skb's data; fills the key and the UDP
+ * destination port. Returns 0 for a UDP datagram, -1 otherwise. */
+static __always_inline int skb_udp_key(const struct sk_buff *skb, __u32 base, struct pkt_key *k,
+				       __u16 *dport)
+{
+	struct bpf_dynptr d;
+	__u32 at, len;
+
+	if (skb_udp_header(skb, base, &d, dport, &at, &len))
+		return -1;
+	return dynptr_payload_key(&d, at, len, k);
 }
 
 /* The key of a UDP payload that starts at byte `at` of the skb's data (a datagram
