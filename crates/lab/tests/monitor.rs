@@ -143,6 +143,9 @@ kind = "netns"
 [dut]
 kind = "udp-relay"
 realtime = true
+cpu = 0
+[knobs]
+background_load = { cpus = [0, 1], duty = 1.0, policy = "idle" }
 [traffic]
 backend = "af_packet"
 pattern = "cbr"
