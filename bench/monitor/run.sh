@@ -6,12 +6,12 @@
 # 0.2 s) and taking every datagram — one invocation, runs interleaved per repeat so
 # the host's load hits all three alike. Prints each throughput and the ratios to
 # the no-monitor run, with the machine and its load.
-# Then the same three at one fixed rate below every lossless rate (FIXED_PPS,
-# FIXED_SECONDS per run, interleaved, REPEATS rounds): the CPU time of both cores
-# per relayed datagram during the traffic (busy ticks of /proc/stat, recorded by
-# `nflab run` in runs/NNN/system.json), and each mode's extra over `off` — a
-# finer instrument than a zero-loss search, whose trials scatter by ±30 %.
+# Then, at one fixed rate (FIXED_PPS) for sampling and all, what the monitor
+# itself spends per datagram, read where it is spent: the BPF programs' run time
+# from the kernel (bpf_stats) and the monitor thread's CPU time over FIXED_SECONDS
+# — a finer instrument than a zero-loss search, whose trials scatter by ±30 %.
 #   bench/monitor/run.sh [REPEATS] [TRIAL_SECONDS] [FIXED_PPS] [FIXED_SECONDS]
+# (root: it sets kernel.bpf_stats_enabled for the second part and restores it)
 # Run it alone on a quiet machine: two cores are shared by everything.
 set -euo pipefail
 R=${1:-3}
@@ -29,10 +29,10 @@ fi
 WORK=$(mktemp -d /tmp/nflab-bench-monitor-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-spec() { # mode -> spec text
+spec() { # mode, then "search" (RFC 2544 throughput) or "fixed" -> spec text
   cat <<SPEC
 [experiment]
-name = "monitor-overhead-$1"
+name = "monitor-$2-$1"
 seed = 1
 [dut]
 kind = "udp-relay"
@@ -41,14 +41,13 @@ flood = true
 [traffic]
 frame_bytes = 128
 warmup_s = 0.2
-[rfc2544]
-procedure = "throughput"
-loss_tolerance = 0.0
-min_rate_pps = 5000
-max_rate_pps = 400000
-resolution_pps = 5000
-trial_s = $T
 SPEC
+  if [ "$2" = search ]; then
+    printf '[rfc2544]\nprocedure = "throughput"\nloss_tolerance = 0.0\nmin_rate_pps = 5000\n'
+    printf 'max_rate_pps = 400000\nresolution_pps = 5000\ntrial_s = %s\n' "$T"
+  else
+    printf 'rate_pps = %s\nduration_s = %s\n' "$FIXED_PPS" "$((FIXED_S + 6))"
+  fi
   case "$1" in
     sampling) printf '[monitor]\nkind = "udp"\nsample = { packets = 10, mean_interval_s = 0.2 }\n' ;;
     all) printf '[monitor]\nkind = "udp"\nsample = "all"\n' ;;
@@ -57,7 +56,7 @@ SPEC
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r)"
 echo "load before: $(uptime)"
-for mode in off sampling all; do spec "$mode" > "$WORK/$mode.toml"; done
+for mode in off sampling all; do spec "$mode" search > "$WORK/$mode.toml"; done
 for i in $(seq 1 "$R"); do
   for mode in off sampling all; do
     "$NFLAB" run "$WORK/$mode.toml" --out "$WORK/out" --json > "$WORK/$mode-$i.json"
@@ -78,52 +77,41 @@ for mode in ("off", "sampling", "all"):
     print(f"{mode:9s} lossless rate median {med:10.0f} pps  runs {runs[mode]}  ratio to off {med / base:.3f}")
 PY
 
-echo "== fixed rate: $FIXED_PPS pps for $FIXED_S s per run, $R rounds; CPU from /proc/stat at $(getconf CLK_TCK) Hz"
-fixed_spec() { # mode -> spec text
-  cat <<SPEC
-[experiment]
-name = "monitor-cpu-$1"
-seed = 1
-[dut]
-kind = "udp-relay"
-[dut.relay]
-flood = true
-[traffic]
-frame_bytes = 128
-rate_pps = $FIXED_PPS
-duration_s = $FIXED_S
-warmup_s = 0.2
-SPEC
-  case "$1" in
-    sampling) printf '[monitor]\nkind = "udp"\nsample = { packets = 10, mean_interval_s = 0.2 }\n' ;;
-    all) printf '[monitor]\nkind = "udp"\nsample = "all"\n' ;;
-  esac
-}
-for mode in off sampling all; do fixed_spec "$mode" > "$WORK/fixed-$mode.toml"; done
-echo "load before: $(uptime)"
-for i in $(seq 1 "$R"); do
-  for mode in off sampling all; do
-    "$NFLAB" run "$WORK/fixed-$mode.toml" --out "$WORK/fixed-$mode-$i" > /dev/null
-    python3 - "$WORK/fixed-$mode-$i" "$mode" "$(getconf CLK_TCK)" <<'PY' | tee -a "$WORK/fixed.txt"
-import glob, json, sys
-run = glob.glob(sys.argv[1] + "/*/runs/000")[0]
-ticks = json.load(open(run + "/system.json"))["delta"]["cpu_ticks"]
-busy = sum(v for k, v in ticks.items() if k not in ("idle", "iowait"))
-got = json.load(open(run + "/summary.json"))["packets"]["received"]
-print(sys.argv[2], got, busy, f"{busy / int(sys.argv[3]) * 1e9 / max(got, 1):.0f}")
+echo "== cost per hook: $FIXED_PPS pps, BPF run time from the kernel (bpf_stats) over $FIXED_S s"
+# The programs' own time (run_time_ns / run_cnt of each, kernel.bpf_stats_enabled:
+# two clock reads per call on top, so upper bounds) and the monitor thread's CPU
+# time, read FIXED_S seconds apart in the middle of a run of each mode. The
+# receive hook fires for every packet of the host (twice per datagram here).
+STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
+trap 'sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"; rm -rf "$WORK"' EXIT
+sysctl -qw kernel.bpf_stats_enabled=1
+cat >"$WORK/hooks.py" <<'PY'
+import json, sys
+progs = [p for p in json.load(sys.stdin) if p.get("name") in ("udp_ingress", "udp_egress")]
+print(" ".join(f"{p['name']}={p.get('run_time_ns', 0)}:{p.get('run_cnt', 0)}" for p in progs))
 PY
-  done
+hooks() { bpftool prog show -j | python3 "$WORK/hooks.py"; }
+thread_ticks() { awk '{print $14 + $15}' "$(dirname "$(grep -lx nflab-monitor /proc/[0-9]*/task/*/comm | head -1)")/stat"; }
+for mode in sampling all; do
+  spec "$mode" fixed > "$WORK/fixed-$mode.toml"
+  "$NFLAB" run "$WORK/fixed-$mode.toml" --out "$WORK/fixed-$mode" > /dev/null &
+  run_pid=$!
+  sleep 3
+  h0=$(hooks); c0=$(thread_ticks)
+  sleep "$FIXED_S"
+  h1=$(hooks); c1=$(thread_ticks)
+  wait "$run_pid"
+  python3 - "$mode" "$h0" "$h1" "$((c1 - c0))" "$FIXED_S" "$FIXED_PPS" "$(getconf CLK_TCK)" <<'PY'
+import sys
+mode, h0, h1, ticks, secs, pps, hz = sys.argv[1:]
+parse = lambda h: {k: tuple(map(int, v.split(":"))) for k, v in (x.split("=") for x in h.split())}
+a, b = parse(h0), parse(h1)
+per = {k: (b[k][0] - a[k][0]) / max(b[k][1] - a[k][1], 1) for k in b}
+calls = {k: (b[k][1] - a[k][1]) / float(secs) / float(pps) for k in b}
+bpf = sum(per[k] * calls[k] for k in b)
+thread_ns = int(ticks) / int(hz) * 1e9 / (float(secs) * float(pps))
+print(f"{mode:9s} ingress {per['udp_ingress']:5.0f} ns x {calls['udp_ingress']:.2f}/datagram, "
+      f"egress {per['udp_egress']:5.0f} ns x {calls['udp_egress']:.2f}/datagram: BPF {bpf:5.0f} ns per datagram; "
+      f"monitor thread {ticks} ticks = {thread_ns:.0f} ns per datagram")
+PY
 done
-echo "load after: $(uptime)"
-python3 - "$WORK/fixed.txt" <<'PY'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    mode, got, busy, ns = line.split()
-    runs.setdefault(mode, []).append((int(got), float(ns)))
-base = statistics.median(ns for _, ns in runs["off"])
-for mode in ("off", "sampling", "all"):
-    med = statistics.median(ns for _, ns in runs[mode])
-    print(f"{mode:9s} CPU per datagram median {med:6.0f} ns (runs {[int(ns) for _, ns in runs[mode]]}, "
-          f"datagrams {[g for g, _ in runs[mode]]})  extra {med - base:+5.0f} ns = {(med - base) / base:+.1%} of off")
-PY

@@ -119,7 +119,10 @@ mod tests {
         // Not reaped yet: /proc/<pid> stays until `wait`.
         wait_until_gone(&[pid], Duration::from_secs(10));
         assert!(has_exited(pid));
-        assert!(Path::new(&format!("/proc/{pid}")).exists(), "reaped too early");
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "reaped too early"
+        );
         child.wait().unwrap();
         assert!(has_exited(pid));
     }
