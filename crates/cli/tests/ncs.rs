@@ -78,10 +78,16 @@ fn a_short_challenge_search_brackets_the_failure_and_lands_in_the_report() {
             assert_eq!(f[0], "0", "{first}");
             let (t_read, t_write): (u64, u64) = (f[1].parse().unwrap(), f[6].parse().unwrap());
             let round_trip_ns = 2 * delay * 1000;
+            // A late answer (the controller or the way back stalled on a
+            // loaded host: the CI saw 9.65 ms once) is not a dropped sensor
+            // message: then the controller answered every period.
+            let answered_all = ncs["controller_answered"] == ncs["periods_completed"];
             assert!(
-                f[11] == "false" || t_write - t_read < round_trip_ns,
-                "period 0 lost with {} µs between its read and its deadline: {first}",
-                (t_write - t_read) / 1000
+                f[11] == "false" || t_write - t_read < round_trip_ns || answered_all,
+                "period 0 lost with {} µs between its read and its deadline and the controller answered {} of {} sensor messages: {first}",
+                (t_write - t_read) / 1000,
+                ncs["controller_answered"],
+                ncs["periods_completed"]
             );
         }
     }

@@ -165,10 +165,12 @@ impl NcsRun {
     pub fn finish(self, dir: &std::path::Path, scenario: &str) -> Result<NcsReport, LabError> {
         let panicked = |who: &str| LabError::Other(format!("the NCSbench {who} thread panicked"));
         let (records, fell) = self.plant.join().map_err(|_| panicked("plant"))??;
-        self.controller
+        let answered = self
+            .controller
             .join()
             .map_err(|_| panicked("controller"))??;
-        let r = report(&records, fell, &self.cfg);
+        let mut r = report(&records, fell, &self.cfg);
+        r.controller_answered = Some(answered);
         let write = |name: &str, text: &str| {
             std::fs::write(dir.join(name), text)
                 .map_err(|e| LabError::Host(format!("cannot write {name}: {e}")))

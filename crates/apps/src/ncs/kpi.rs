@@ -69,6 +69,12 @@ pub struct NcsReport {
     pub periods: u32,
     /// Faster than real time by this factor (1: real time); delays are wall-clock.
     pub time_scale: f64,
+    /// Sensor messages the controller answered, when it ran in this process:
+    /// `periods_completed` of them means every loss was an actuation that came
+    /// too late or was lost on the way back, not a sensor message that never
+    /// reached the controller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller_answered: Option<u64>,
 }
 
 /// The statistics of `values_ns`, or `None` without values.
@@ -141,6 +147,7 @@ pub fn report(records: &[PeriodRecord], fell: bool, cfg: &NcsConfig) -> NcsRepor
         periods_completed: records.len() as u32,
         periods: cfg.periods,
         time_scale: cfg.time_scale,
+        controller_answered: None,
     }
 }
 
