@@ -28,4 +28,5 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=src/bpf/nflab_core.h");
     println!("cargo:rerun-if-changed=src/bpf/packet.h");
+    println!("cargo:rerun-if-changed=src/bpf/ringbuf.h");
 }

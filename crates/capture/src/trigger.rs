@@ -152,8 +152,12 @@ impl Analyzer {
         self.inspected += 1;
         let sources = self.sources.len();
         // The flow's sequence gap and this probe's latency, for the flow rules.
-        let probe = self.watches_flows.then(|| parse_probe(frame.data).ok());
-        let probe = probe.flatten().map(|p| {
+        let probe = if self.watches_flows {
+            parse_probe(frame.data).ok()
+        } else {
+            None
+        };
+        let probe = probe.map(|p| {
             let flow = usize::from(p.flow);
             if self.flows.len() <= flow {
                 self.flows.resize(flow + 1, None);

@@ -527,13 +527,14 @@ fn phases(events: &Path, start: f64, end: f64) -> String {
 /// Busy time of all cores since boot from `/proc/stat` (everything but idle
 /// and iowait), in seconds: who contends with the pairs, not only nflab.
 fn busy_cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let ticks: Vec<f64> = stat.lines().next().unwrap()[4..]
-        .split_whitespace()
-        .map(|t| t.parse().unwrap())
-        .collect();
-    let idle = ticks[3] + ticks[4];
-    (ticks.iter().take(8).sum::<f64>() - idle) / 100.0
+    let ticks =
+        nflab_lab::snapshot::parse_cpu_ticks(&std::fs::read_to_string("/proc/stat").unwrap());
+    let busy: u64 = ticks
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "idle" | "iowait" | "guest" | "guest_nice"))
+        .map(|(_, v)| v)
+        .sum();
+    busy as f64 / 100.0 // USER_HZ
 }
 
 fn cores() -> usize {

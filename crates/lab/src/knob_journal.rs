@@ -135,10 +135,18 @@ pub(crate) fn deleted_with_topology(ns: &str) -> bool {
 
 /// Start time of a process in clock ticks since boot (field 22 of stat).
 pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
+    stat_after_comm(pid)?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// `/proc/PID/stat` from its third field (the state) on: comm may contain
+/// spaces and parentheses, so the fields start after the last ')'.
+pub(crate) fn stat_after_comm(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    Some(stat.get(stat.rfind(')')? + 2..)?.to_string())
 }
 
 /// The journal of one guard; the file exists from the first change until

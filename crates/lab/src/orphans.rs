@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::knob_journal::{process_start_time, JOURNAL_DIR};
+use crate::knob_journal::{process_start_time, stat_after_comm, JOURNAL_DIR};
 
 /// The owner pid of an nflab namespace name (`nflab-<pid>-<n>-lg`).
 fn owner_of(arg: &str) -> Option<u32> {
@@ -93,14 +93,7 @@ pub(crate) fn wait_until_gone(pids: &[u32], within: Duration) {
 /// parent's `wait` is missing. A daemonised helper (an SSH master) is reaped
 /// by init, which may take its time (a container's init: up to a second).
 fn has_exited(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name, which is in parentheses and
-        // may itself contain ") ".
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-        Err(_) => true,
-    }
+    stat_after_comm(pid).is_none_or(|rest| rest.starts_with('Z') || rest.starts_with('X'))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
  * it parked on that CPU. Only the programs of the DuT's path are attached (user
  * space picks them). */
 #include "nflab_core.h"
+#include "ringbuf.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -59,9 +60,12 @@ struct {
 	__type(value, struct parked);
 } parked SEC(".maps");
 
+/* The events ring; a quarter full wakes the consumer. */
+#define EVENTS_BYTES (1 << 23)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 23);
+	__uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
 
 static __always_inline struct config *cfg(void)
@@ -82,18 +86,6 @@ static __always_inline struct parked *parked_here(void)
 	return bpf_map_lookup_elem(&parked, &zero);
 }
 
-/* No wakeup per event: the consumer polls with a short timeout (2-5 ms), so
- * waking it for each of tens of thousands of events a second only costs an
- * irq_work and an IPI per event (measured: ~27 000 of each per second at
- * 20 kpps) and disturbs the very VNF being measured. A ring a quarter full
- * wakes it at once. */
-static __always_inline __u64 wakeup_flags(void)
-{
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= (1 << 23) / 4 ?
-		       BPF_RB_FORCE_WAKEUP :
-		       BPF_RB_NO_WAKEUP;
-}
-
 static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 hook)
 {
 	__u32 zero = 0;
@@ -109,7 +101,7 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 hook)
 	e->flow = k->flow;
 	e->hook = hook;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_ringbuf_submit(e, ringbuf_wakeup_flags(&events, EVENTS_BYTES / 4));
 }
 
 SEC("tp_btf/netif_receive_skb")

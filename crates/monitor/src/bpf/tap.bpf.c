@@ -9,6 +9,7 @@
  * polls with a short timeout instead. A record the ring has no room for is
  * counted (C_RING_FULL), never lost silently. */
 #include "nflab_core.h"
+#include "ringbuf.h"
 #include <bpf/bpf_helpers.h>
 
 /* Largest snap length: the scratch buffer's size (a power of two). */
@@ -91,9 +92,7 @@ int nflab_tap(struct xdp_md *ctx)
 	s->hdr.ts_ns = bpf_ktime_get_tai_ns();
 	s->hdr.wire_len = wire;
 	s->hdr.cap_len = cap;
-	flags = bpf_ringbuf_query(&frames, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
-			BPF_RB_FORCE_WAKEUP :
-			BPF_RB_NO_WAKEUP;
+	flags = ringbuf_wakeup_flags(&frames, wakeup_bytes);
 	if (bpf_ringbuf_output(&frames, s, sizeof(s->hdr) + cap, flags) < 0)
 		count(C_RING_FULL);
 	return XDP_PASS;

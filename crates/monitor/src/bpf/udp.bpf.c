@@ -14,6 +14,7 @@
  * refills it at exponentially distributed instants (mode 1), or every packet is
  * taken (mode 2), or none (mode 0) — all through maps, without reloading. */
 #include "nflab_core.h"
+#include "ringbuf.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -80,9 +81,12 @@ struct {
 	__type(value, __u64);
 } in_flight SEC(".maps");
 
+/* The events ring; a quarter full wakes the consumer. */
+#define EVENTS_BYTES (1 << 22)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
+	__uint(max_entries, EVENTS_BYTES);
 } events SEC(".maps");
 
 static __always_inline void count(__u32 c)
@@ -142,18 +146,6 @@ static __always_inline bool take(__u32 mode)
 	return true;
 }
 
-/* No wakeup per event: the consumer polls with a short timeout (2-5 ms), so
- * waking it for each of tens of thousands of events a second only costs an
- * irq_work and an IPI per event (measured: ~27 000 of each per second at
- * 20 kpps) and disturbs the very VNF being measured. A ring a quarter full
- * wakes it at once. */
-static __always_inline __u64 wakeup_flags(void)
-{
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= (1 << 22) / 4 ?
-		       BPF_RB_FORCE_WAKEUP :
-		       BPF_RB_NO_WAKEUP;
-}
-
 static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -168,7 +160,7 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 	e->kind = kind;
 	e->has_seq = k->has_seq;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_ringbuf_submit(e, ringbuf_wakeup_flags(&events, EVENTS_BYTES / 4));
 }
 
 /* The ingress event is emitted here, before the stack goes on to queue the
