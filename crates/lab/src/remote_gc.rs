@@ -3,8 +3,9 @@
 //!
 //! Every `nflab remote` call that changes a host carries the controller's
 //! owner tag (`--owner`, [`owner_tag`]). On the DuT host `dut-up` keeps its
-//! state in `/run/nflab/remote-dut-<tag>-<ingress>.json`, rewritten after
-//! each change; on the LoadGen host a run's scratch directory and its
+//! state in `/run/nflab/remote-dut-<tag>-<netns>-<ingress>.json` (`<netns>`:
+//! the inode of its network namespace, so hosts that are namespaces of one
+//! machine keep apart), rewritten after each change; on the LoadGen host a run's scratch directory and its
 //! `nflab remote loadgen` process carry the tag. Before the controller
 //! touches a host it writes a [`crate::knob_journal::Restore::Remote`] entry
 //! into its own knob journal, and removes the journal once the host is clean
@@ -77,8 +78,27 @@ pub fn check_tag(tag: &str) -> Result<(), LabError> {
 }
 
 /// Where the DuT host keeps the state of `tag`'s set-up on `ingress`.
+///
+/// Hosts that are network namespaces of one machine share `/run`: two DuTs
+/// of one controller with the same ingress name would write (and `gc` would
+/// undo) one file, so the name carries this thread's network namespace.
 pub fn dut_state_path(tag: &str, ingress: &str) -> PathBuf {
-    Path::new(JOURNAL_DIR).join(format!("{DUT_STATE_PREFIX}{tag}-{ingress}.json"))
+    state_path_in(this_netns(), tag, ingress)
+}
+
+fn state_path_in(netns: u64, tag: &str, ingress: &str) -> PathBuf {
+    Path::new(JOURNAL_DIR).join(format!("{}{ingress}.json", states_prefix(netns, tag)))
+}
+
+/// File-name prefix of `tag`'s DuT states in the namespace `netns`.
+fn states_prefix(netns: u64, tag: &str) -> String {
+    format!("{DUT_STATE_PREFIX}{tag}-{netns}-")
+}
+
+/// Inode of this thread's network namespace (0 if /proc cannot say).
+fn this_netns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino())
 }
 
 /// Write the DuT's state (fsynced) so that a gc can undo it.
@@ -129,7 +149,8 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
             }
         }
     }
-    let states = format!("{DUT_STATE_PREFIX}{tag}-");
+    // Only this namespace's set-ups: another's interfaces are not here.
+    let states = states_prefix(this_netns(), tag);
     for e in std::fs::read_dir(JOURNAL_DIR)
         .into_iter()
         .flatten()
@@ -190,8 +211,22 @@ mod tests {
     }
 
     #[test]
-    fn the_state_file_is_named_by_tag_and_ingress() {
-        let p = dut_state_path("h-1-2", "eth1");
-        assert_eq!(p, Path::new("/run/nflab/remote-dut-h-1-2-eth1.json"));
+    fn the_state_file_is_named_by_tag_namespace_and_ingress() {
+        let p = state_path_in(4026531840, "h-1-2", "eth1");
+        assert_eq!(
+            p,
+            Path::new("/run/nflab/remote-dut-h-1-2-4026531840-eth1.json")
+        );
+        assert!(this_netns() > 0);
+        let here = dut_state_path("h-1-2", "eth1");
+        // A thread of its own in a new namespace (the suite runs as root).
+        let other = std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+                .expect("unshare(CLONE_NEWNET) needs root");
+            dut_state_path("h-1-2", "eth1")
+        })
+        .join()
+        .unwrap();
+        assert_ne!(here, other, "two namespaces, one file");
     }
 }
