@@ -899,10 +899,7 @@ fn attach_redirect(
     sock: &OwnedFd,
     steer: Steer,
 ) -> Result<std::sync::Arc<Redirect>, IoError> {
-    let netns = std::fs::metadata("/proc/thread-self/ns/net")
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-        .unwrap_or(0);
-    let key = (netns, ifindex, steer);
+    let key = (crate::iface::this_netns_inode(), ifindex, steer);
     let mut reg = REDIRECTS.lock().unwrap_or_else(|p| p.into_inner());
     reg.retain(|(_, r)| r.strong_count() > 0);
     let shared = reg

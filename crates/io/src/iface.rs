@@ -26,6 +26,14 @@ fn check_name(name: &str) -> Result<(), IoError> {
     }
 }
 
+/// Inode of the calling thread's network namespace (0 if /proc cannot say):
+/// names the namespace, for keys and file names that must keep namespaces apart.
+pub fn this_netns_inode() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or(0)
+}
+
 /// The interface index of `name`.
 pub fn index(name: &str) -> Result<u32, IoError> {
     check_name(name)?;

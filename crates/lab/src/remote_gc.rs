@@ -5,8 +5,9 @@
 //! owner tag (`--owner`, [`owner_tag`]). On the DuT host `dut-up` keeps its
 //! state in `/run/nflab/remote-dut-<tag>-<netns>-<ingress>.json` (`<netns>`:
 //! the inode of its network namespace, so hosts that are namespaces of one
-//! machine keep apart), rewritten after each change; on the LoadGen host a run's scratch directory and its
-//! `nflab remote loadgen` process carry the tag. Before the controller
+//! machine keep apart), rewritten after each change; on the LoadGen host a
+//! run's scratch directory and its `nflab remote loadgen` process carry the
+//! tag. Before the controller
 //! touches a host it writes a [`crate::knob_journal::Restore::Remote`] entry
 //! into its own knob journal, and removes the journal once the host is clean
 //! again. After a `kill -9` the journal outlives its owner, and `topo gc`
@@ -83,7 +84,7 @@ pub fn check_tag(tag: &str) -> Result<(), LabError> {
 /// of one controller with the same ingress name would write (and `gc` would
 /// undo) one file, so the name carries this thread's network namespace.
 pub fn dut_state_path(tag: &str, ingress: &str) -> PathBuf {
-    state_path_in(this_netns(), tag, ingress)
+    state_path_in(nflab_io::iface::this_netns_inode(), tag, ingress)
 }
 
 fn state_path_in(netns: u64, tag: &str, ingress: &str) -> PathBuf {
@@ -93,12 +94,6 @@ fn state_path_in(netns: u64, tag: &str, ingress: &str) -> PathBuf {
 /// File-name prefix of `tag`'s DuT states in the namespace `netns`.
 fn states_prefix(netns: u64, tag: &str) -> String {
     format!("{DUT_STATE_PREFIX}{tag}-{netns}-")
-}
-
-/// Inode of this thread's network namespace (0 if /proc cannot say).
-fn this_netns() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino())
 }
 
 /// Write the DuT's state (fsynced) so that a gc can undo it.
@@ -150,7 +145,7 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
         }
     }
     // Only this namespace's set-ups: another's interfaces are not here.
-    let states = states_prefix(this_netns(), tag);
+    let states = states_prefix(nflab_io::iface::this_netns_inode(), tag);
     for e in std::fs::read_dir(JOURNAL_DIR)
         .into_iter()
         .flatten()
@@ -217,7 +212,7 @@ mod tests {
             p,
             Path::new("/run/nflab/remote-dut-h-1-2-4026531840-eth1.json")
         );
-        assert!(this_netns() > 0);
+        assert!(nflab_io::iface::this_netns_inode() > 0);
         let here = dut_state_path("h-1-2", "eth1");
         // A thread of its own in a new namespace (the suite runs as root).
         let other = std::thread::spawn(|| {

@@ -132,6 +132,9 @@ fn parse_event(d: &[u8], offset_ns: i64) -> Option<Event> {
     })
 }
 
+/// The calling thread's namespace's UDP sockets (its `/proc/net/udp`).
+const UDP_TABLE: &str = "/proc/thread-self/net/udp";
+
 /// This namespace's `/proc/net/udp`, opened once and read with one `pread`
 /// per sample.
 ///
@@ -152,7 +155,7 @@ impl UdpTable {
     }
 
     fn with_buffer(bytes: usize) -> Option<UdpTable> {
-        let file = std::fs::File::open("/proc/thread-self/net/udp").ok()?;
+        let file = std::fs::File::open(UDP_TABLE).ok()?;
         Some(UdpTable {
             file,
             buf: vec![0; bytes],
@@ -172,8 +175,10 @@ impl UdpTable {
         }
         // More sockets than the buffer holds: the whole file, the slow way.
         let mut all = String::new();
-        let mut whole = std::fs::File::open("/proc/thread-self/net/udp").ok()?;
-        whole.read_to_string(&mut all).ok()?;
+        std::fs::File::open(UDP_TABLE)
+            .ok()?
+            .read_to_string(&mut all)
+            .ok()?;
         udp_socket_fill(&all, port)
     }
 }
@@ -379,6 +384,8 @@ fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_table_read_in_one_pread_finds_a_socket_and_its_queue() {
         let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -407,8 +414,6 @@ mod tests {
         assert_eq!(rx3, rx2);
         assert_eq!(UdpTable::open().unwrap().fill(0), None);
     }
-
-    use super::*;
 
     #[test]
     fn finds_the_ports_queue_in_proc_net_udp() {

@@ -22,10 +22,7 @@ fn fonts() -> Arc<fontdb::Database> {
         scan.load_system_fonts();
         let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "Arial"]
             .into_iter()
-            .find(|family| {
-                scan.faces()
-                    .any(|f| f.families.iter().any(|(n, _)| n == family))
-            });
+            .find(|family| scan.faces().any(|f| of_family(f, family)));
         let mut db = in_memory(&scan, family);
         if let Some(family) = family {
             db.set_sans_serif_family(family);
@@ -45,7 +42,7 @@ fn in_memory(scan: &fontdb::Database, family: Option<&str>) -> fontdb::Database 
     let mut db = fontdb::Database::new();
     for face in scan.faces() {
         let mut face = face.clone();
-        let ours = family.is_some_and(|fam| face.families.iter().any(|(n, _)| n == fam));
+        let ours = family.is_some_and(|fam| of_family(&face, fam));
         if let (true, fontdb::Source::File(path)) = (ours, &face.source) {
             let loaded = read.entry(path.clone()).or_insert_with(|| {
                 std::fs::read(path).map_or(face.source.clone(), |bytes| {
@@ -57,6 +54,10 @@ fn in_memory(scan: &fontdb::Database, family: Option<&str>) -> fontdb::Database 
         db.push_face_info(face);
     }
     db
+}
+
+fn of_family(face: &fontdb::FaceInfo, family: &str) -> bool {
+    face.families.iter().any(|(n, _)| n == family)
 }
 
 /// Render several SVG documents, in order, on every core: each figure is a
