@@ -41,6 +41,10 @@ pub struct InnerQueue {
     pub producer: usize,
     data: Vec<u8>,
     index: Vec<Entry>,
+    /// Earliest and latest stamp: a producer fed by several CPUs (the XDP
+    /// tap's per-CPU batches) interleaves them, so the first and last frame
+    /// need not be the extremes.
+    span: Option<(u64, u64)>,
 }
 
 impl InnerQueue {
@@ -51,11 +55,16 @@ impl InnerQueue {
             data: Vec::with_capacity(bytes),
             // 64-byte frames are the densest case worth reserving for.
             index: Vec::with_capacity(bytes / 64),
+            span: None,
         }
     }
 
-    /// Append one frame (the caller keeps timestamps in arrival order).
+    /// Append one frame.
     pub fn push(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8]) {
+        self.span = Some(match self.span {
+            None => (ts_ns, ts_ns),
+            Some((lo, hi)) => (lo.min(ts_ns), hi.max(ts_ns)),
+        });
         let offset = self.data.len() as u32;
         self.data.extend_from_slice(frame);
         self.index.push(Entry {
@@ -94,6 +103,11 @@ impl InnerQueue {
     /// Time of the last frame.
     pub fn last_ns(&self) -> Option<u64> {
         self.index.last().map(|e| e.ts_ns)
+    }
+
+    /// The earliest and the latest stamp.
+    pub fn span_ns(&self) -> Option<(u64, u64)> {
+        self.span
     }
 
     /// The frames in arrival order.
@@ -192,10 +206,7 @@ impl OuterRing {
         let s = self.lock();
         s.queues
             .iter()
-            .filter(|q| match (q.first_ns(), q.last_ns()) {
-                (Some(a), Some(b)) => a <= to_ns && b >= from_ns,
-                _ => false,
-            })
+            .filter(|q| q.span_ns().is_some_and(|(a, b)| a <= to_ns && b >= from_ns))
             .cloned()
             .collect()
     }
@@ -239,6 +250,22 @@ mod tests {
             (20, 1500, 100)
         );
         assert_eq!((q.first_ns(), q.last_ns()), (Some(10), Some(20)));
+    }
+
+    /// Frames of several CPUs' batches interleave in one queue: a window that
+    /// only its middle frame falls into still finds the queue.
+    #[test]
+    fn a_queue_out_of_time_order_is_found_by_its_earliest_and_latest_frame() {
+        let ring = OuterRing::new(1 << 20, 1);
+        let mut q = InnerQueue::with_capacity(0, 1024);
+        for ts in [500, 100, 900, 300] {
+            q.push(ts, 64, &[0; 60]);
+        }
+        assert_eq!(q.span_ns(), Some((100, 900)));
+        ring.hand_over(q);
+        assert_eq!(ring.overlapping(850, 860).len(), 1);
+        assert_eq!(ring.overlapping(50, 99).len(), 0);
+        assert_eq!(ring.overlapping(901, 1000).len(), 0);
     }
 
     #[test]
