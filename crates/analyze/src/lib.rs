@@ -62,6 +62,7 @@ pub mod proportion;
 pub mod prrt;
 pub mod record_table;
 mod spec;
+pub mod sum_quantile;
 mod trex;
 
 pub use dist::{Distribution, Method, Pct};

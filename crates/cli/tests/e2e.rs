@@ -838,8 +838,19 @@ fn model_resource_json_contract() {
 fn doctor_reports_capabilities_and_noise_floor() {
     require_root!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = TempDir::new("doctor");
+    let timer_out = tmp.0.join("timer-floor.json");
     let child = nflab()
-        .args(["doctor", "--json", "--noise-seconds", "1"])
+        .args([
+            "doctor",
+            "--json",
+            "--noise-seconds",
+            "1",
+            "--timer-seconds",
+            "0.5",
+        ])
+        .arg("--timer-out")
+        .arg(&timer_out)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -867,6 +878,25 @@ fn doctor_reports_capabilities_and_noise_floor() {
         nf["max_ns"].as_i64().unwrap(),
     );
     assert!(0 < p50 && p50 <= p99 && p99 <= max, "{nf}");
+    // The timer floor: 1-ms holds every 5 ms for 0.5 s, never early; the
+    // per-period values only in the file.
+    let tf = &v["timer_floor"];
+    let periods = tf["periods"].as_u64().unwrap();
+    assert!((50..=100).contains(&periods), "{tf}");
+    assert_eq!(
+        tf["lateness_ns"]["count"].as_u64(),
+        Some(2 * periods),
+        "{tf}"
+    );
+    assert!(tf["lateness_ns"]["p50"].as_i64().unwrap() >= 0, "{tf}");
+    assert!(tf.get("half_excess_ns").is_none(), "{tf}");
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&timer_out).unwrap()).unwrap();
+    assert_eq!(
+        file["half_excess_ns"].as_array().map(Vec::len),
+        Some(periods as usize)
+    );
+    assert_eq!(file["hold_us"], 1000.0);
 }
 
 #[test]

@@ -72,6 +72,26 @@ pub fn set_timer_slack_ns(ns: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Sleep until `CLOCK_MONOTONIC` reads `deadline_ns` (an absolute
+/// `clock_nanosleep`, resumed after a signal), so a periodic loop does not
+/// drift by its own run time.
+pub fn sleep_until_monotonic_ns(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remainder pointer may be null with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}
+
 /// Reads taken by [`observed_granularity_ns`].
 pub const GRANULARITY_READS: usize = 10_000;
 

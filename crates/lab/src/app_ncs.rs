@@ -184,6 +184,29 @@ impl NcsRun {
     }
 }
 
+/// The host's timer floor kept in the tree (`timer-floor.json`), if any.
+fn read_timer_floor(
+    dir: &std::path::Path,
+) -> Result<Option<nflab_apps::ncs::challenge::TimerFloorSample>, LabError> {
+    let path = dir.join(nflab_apps::ncs::challenge::TIMER_FLOOR_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(LabError::Other(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )))
+        }
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        LabError::Other(format!(
+            "{} is not a timer floor as `nflab doctor --timer-out` writes it (hold_us and half_excess_ns): {e}",
+            path.display()
+        ))
+    })
+}
+
 /// Summarize the NCSbench runs of the artifact tree `dir` (each
 /// `runs/NNN/ncs.json` with its `params.json`) into `dir/ncs-challenge.json`
 /// ([`nflab_apps::ncs::challenge`]): fraction of runs up per configuration
@@ -234,7 +257,8 @@ pub fn write_challenge(
     if runs.is_empty() {
         return Ok(None);
     }
-    let summary = summarize(&runs);
+    let timer = read_timer_floor(dir)?;
+    let summary = summarize(&runs, timer.as_ref());
     crate::results::write_json(&dir.join("ncs-challenge.json"), &summary)?;
     Ok(Some(summary))
 }

@@ -183,15 +183,15 @@ fn ten() -> u64 {
     10
 }
 
-/// Threads that burn CPU until dropped.
+/// Threads that burn CPU until stopped.
 #[derive(Debug)]
-struct LoadThreads {
+pub(crate) struct LoadThreads {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl LoadThreads {
-    fn start(b: &BackgroundLoad) -> LoadThreads {
+    pub(crate) fn start(b: &BackgroundLoad) -> LoadThreads {
         use std::sync::atomic::Ordering;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let threads = b
@@ -225,7 +225,7 @@ impl LoadThreads {
         LoadThreads { stop, threads }
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();

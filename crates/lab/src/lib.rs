@@ -75,6 +75,7 @@ pub mod ssh_args;
 pub mod ssh_mux;
 pub mod stage_breakdown;
 pub mod study_events;
+pub mod timer_floor;
 pub mod topology;
 pub mod traffic;
 pub mod traffic_plan;

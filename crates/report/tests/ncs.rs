@@ -125,7 +125,7 @@ fn tree(dir: &Path) -> Vec<NcsReport> {
     }
     std::fs::write(
         dir.join("ncs-challenge.json"),
-        serde_json::to_string_pretty(&summarize(&outcomes)).unwrap(),
+        serde_json::to_string_pretty(&summarize(&outcomes, None)).unwrap(),
     )
     .unwrap();
     reports

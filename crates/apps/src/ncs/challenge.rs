@@ -5,16 +5,25 @@
 //! (all from `nflab-analyze`), and, when one numeric parameter is swept (the
 //! challenge search: `dut.link.delay_us`, a loss rate), the bracket of the
 //! failure point: the largest value under which every run stayed up and the
-//! smallest at which one fell.
+//! smallest at which one fell. With the host's timer floor measured
+//! alongside (`timer-floor.json`, from `nflab doctor --timer-out`), each
+//! configuration's pooled d_N is also composed with it: the d_N tail a link
+//! that holds every frame for the floor's hold cannot beat on this host.
 
 use std::collections::BTreeMap;
 
 use nflab_analyze::crossrun::mean_t_ci;
+use nflab_analyze::order_ci::quantile_ci_ranks;
 use nflab_analyze::proportion::{clopper_pearson, Proportion};
-use serde::Serialize;
+use nflab_analyze::sum_quantile::independent_sum_quantile;
+use nflab_analyze::Pct;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::kpi::{delay_stats, DelayStats};
+
+/// The file of an artifact tree that holds the host's timer floor.
+pub const TIMER_FLOOR_FILE: &str = "timer-floor.json";
 
 /// Confidence level of every interval here.
 pub const LEVEL: f64 = 0.95;
@@ -93,6 +102,10 @@ pub struct Configuration {
     pub d_n_pooled_ms: Option<DelayStats>,
     /// Periods in `d_n_pooled_ms`.
     pub d_n_pooled_periods: u64,
+    /// The 95 % interval of the pooled d_N's p99.9, `[lo, hi]` ms: the order
+    /// statistics that bound it (`nflab_analyze::order_ci`), as wide as a
+    /// tail's few values make it — what a p99.9 is compared against a floor with.
+    pub d_n_pooled_p99_9_ci95_ms: Option<[f64; 2]>,
 }
 
 /// Where the plant stops surviving along the one swept parameter.
@@ -129,10 +142,43 @@ pub struct Challenge {
     pub bracket: Option<Bracket>,
     /// Why there is no bracket, or other remarks.
     pub notes: Vec<String>,
+    /// The host's timer floor composed with each configuration, when the
+    /// tree holds one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_floor: Option<TimerFloorSummary>,
 }
 
-/// The summary of `runs`.
-pub fn summarize(runs: &[RunOutcome]) -> Challenge {
+/// The host's timer floor as `nflab doctor --timer-out` writes it (the
+/// fields read here): how long one hold was, and per period half the
+/// lateness of its two holds (what two timed link crossings add to d_N).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TimerFloorSample {
+    /// One hold, µs (the link delay it stands for).
+    pub hold_us: f64,
+    /// Half the two holds' lateness, per period, ns.
+    pub half_excess_ns: Vec<i64>,
+}
+
+/// `timer_floor` of `ncs-challenge.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimerFloorSummary {
+    /// One hold, µs.
+    pub hold_us: f64,
+    /// Periods the floor was measured over.
+    pub periods: u64,
+    /// The half excess of two holds, ms.
+    pub two_hold_half_excess_ms: Option<DelayStats>,
+    /// Per configuration (in the order of `configurations`): `hold_us` plus
+    /// the nearest-rank p99.9 of its pooled d_N plus the half excess, the two
+    /// taken as independent (every pair of a period's d_N and a floor
+    /// period), ms. For a configuration whose link has no delay — the path's
+    /// own floor — this is the d_N p99.9 below which a link holding each
+    /// frame for `hold_us` cannot get on this host.
+    pub d_n_p99_9_floor_ms: Vec<Option<f64>>,
+}
+
+/// The summary of `runs`, composed with the host's `timer` floor if given.
+pub fn summarize(runs: &[RunOutcome], timer: Option<&TimerFloorSample>) -> Challenge {
     let mut by_combination: BTreeMap<usize, Vec<&RunOutcome>> = BTreeMap::new();
     for r in runs {
         by_combination.entry(r.combination).or_default().push(r);
@@ -153,11 +199,29 @@ pub fn summarize(runs: &[RunOutcome]) -> Challenge {
                 d_n_median_ms: mean_of(&d_n),
                 d_n_pooled_ms: delay_stats(&pooled),
                 d_n_pooled_periods: pooled.len() as u64,
+                d_n_pooled_p99_9_ci95_ms: p99_9_interval_ms(&pooled),
             })
         })
         .collect();
     let mut notes = Vec::new();
     let bracket = bracket(&configurations, &mut notes);
+    let timer_floor = timer.map(|t| {
+        let p999 = Pct::parse("99.9").expect("valid percentile");
+        TimerFloorSummary {
+            hold_us: t.hold_us,
+            periods: t.half_excess_ns.len() as u64,
+            two_hold_half_excess_ms: delay_stats(&t.half_excess_ns),
+            d_n_p99_9_floor_ms: by_combination
+                .values()
+                .map(|rs| {
+                    let pooled: Vec<i64> =
+                        rs.iter().flat_map(|r| r.d_n_ns.iter().copied()).collect();
+                    independent_sum_quantile(&pooled, &t.half_excess_ns, p999)
+                        .map(|ns| t.hold_us / 1e3 + ns as f64 / 1e6)
+                })
+                .collect(),
+        }
+    });
     Challenge {
         level: LEVEL,
         runs: runs.len() as u64,
@@ -165,7 +229,17 @@ pub fn summarize(runs: &[RunOutcome]) -> Challenge {
         configurations,
         bracket,
         notes,
+        timer_floor,
     }
+}
+
+/// The order-statistic 95 % interval of the p99.9 of `values_ns`, ms.
+fn p99_9_interval_ms(values_ns: &[i64]) -> Option<[f64; 2]> {
+    let (lo, hi) = quantile_ci_ranks(values_ns.len() as u64, 0.999, LEVEL)?;
+    let mut sorted = values_ns.to_vec();
+    sorted.sort_unstable();
+    let at = |rank: u64| sorted[(rank - 1) as usize] as f64 / 1e6;
+    Some([at(lo), at(hi)])
 }
 
 fn bracket(configs: &[Configuration], notes: &mut Vec<String>) -> Option<Bracket> {
@@ -251,7 +325,7 @@ mod tests {
                 ));
             }
         }
-        let s = summarize(&runs);
+        let s = summarize(&runs, None);
         assert_eq!((s.runs, s.stayed_up), (12, 8));
         assert_eq!(s.configurations.len(), 4);
         let c2 = &s.configurations[2];
@@ -269,7 +343,7 @@ mod tests {
             (Some(13_000.0), Some(14_000.0), Some(1000.0))
         );
         assert!(b.up_again_above.is_empty());
-        let json = serde_json::to_value(summarize(&runs)).unwrap();
+        let json = serde_json::to_value(summarize(&runs, None)).unwrap();
         assert_eq!(json["configurations"][2]["stayed_up"]["successes"], 2);
         assert_eq!(json["bracket"]["smallest_any_down"], 14_000.0);
     }
@@ -282,7 +356,7 @@ mod tests {
                 ..run(i, 0, 3910, false, 0)
             })
             .collect();
-        let s = summarize(&runs);
+        let s = summarize(&runs, None);
         assert_eq!(s.configurations.len(), 1);
         let p = s.configurations[0].stayed_up;
         assert_eq!((p.successes, p.n, p.hi), (30, 30, 1.0));
@@ -308,7 +382,7 @@ mod tests {
         b.d_n_ns = vec![ms(1000), ms(1000)];
         let mut other = run(2, 1, 5, false, 0);
         other.d_n_ns = vec![ms(7)];
-        let s = summarize(&[a, b, other]);
+        let s = summarize(&[a, b, other], None);
         let c = &s.configurations[0];
         assert_eq!(c.d_n_pooled_periods, 1001);
         let d = c.d_n_pooled_ms.unwrap();
@@ -321,5 +395,40 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["configurations"][0]["d_n_pooled_periods"], 1001);
         assert!(json["configurations"][0]["d_n_pooled_ms"]["p99_9"].is_number());
+        assert!(json.get("timer_floor").is_none());
+        // 1001 pooled values (1..=999 ms, 1000 ms twice): np = 999.999, half
+        // width 1.96·√(np(1−p)) ≈ 1.960, ranks ⌊998.04⌋ = 998 and ⌈1001.96⌉ + 1
+        // = 1003, clamped to 1001: [998 ms, 1000 ms].
+        assert_eq!(c.d_n_pooled_p99_9_ci95_ms, Some([998.0, 1000.0]));
+    }
+
+    #[test]
+    fn the_timer_floor_is_composed_with_each_configuration() {
+        // Configuration 0 (no delay): d_N 1..=1000 µs. The floor: a half excess of 0
+        // in 999 periods and 10 ms in one. Of the 10⁶ sums, 999·1000 are d_N itself
+        // and 1000 are d_N + 10 ms, so the p99.9 (rank 999 000) is the largest of
+        // the first kind, 1000 µs; a floor with 10 ms in two periods moves it to
+        // the 1000th smallest of the 2000 sums d_N + 10 ms (each d_N twice):
+        // 10.5 ms. Plus the 3.91-ms hold.
+        let us = |v: i64| v * 1_000;
+        let mut a = run(0, 0, 0, false, 0);
+        a.d_n_ns = (1..=1000).map(us).collect();
+        let mut b = run(1, 1, 3910, false, 0);
+        b.d_n_ns = vec![us(3_950)];
+        let floor = |tens: usize| TimerFloorSample {
+            hold_us: 3910.0,
+            half_excess_ns: (0..1000)
+                .map(|i| if i < tens { us(10_000) } else { 0 })
+                .collect(),
+        };
+        let s = summarize(&[a.clone(), b.clone()], Some(&floor(1)));
+        let t = s.timer_floor.unwrap();
+        assert_eq!((t.hold_us, t.periods), (3910.0, 1000));
+        let f0 = t.d_n_p99_9_floor_ms[0].unwrap();
+        assert!((f0 - (3.91 + 1.0)).abs() < 1e-9, "{f0}");
+        assert!((t.d_n_p99_9_floor_ms[1].unwrap() - (3.91 + 3.95)).abs() < 1e-9);
+        let s = summarize(&[a, b], Some(&floor(2)));
+        let f0 = s.timer_floor.unwrap().d_n_p99_9_floor_ms[0].unwrap();
+        assert!((f0 - (3.91 + 10.5)).abs() < 1e-9, "{f0}");
     }
 }

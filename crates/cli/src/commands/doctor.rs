@@ -3,7 +3,8 @@
 use std::process::{Command, ExitCode};
 
 use nflab_lab::netns::NetnsGuard;
-use nflab_lab::spec::DutKind;
+use nflab_lab::spec::{DutKind, DutSection};
+use nflab_lab::timer_floor::{TimerFloor, TimerFloorConfig};
 use nflab_lab::topology::Topology;
 use serde::Serialize;
 
@@ -16,6 +17,25 @@ pub struct Args {
     /// Rate of the calibration run, packets per second.
     #[arg(long, default_value_t = 10_000.0)]
     noise_rate: f64,
+    /// Seconds of the timer floor (0 skips it): a thread under the link
+    /// emulator's conditions (the DuT's CPU, SCHED_FIFO, timer slack 1 ns) that
+    /// wakes once per period and holds twice, measuring how late each hold ends.
+    #[arg(long, default_value_t = 1.0, value_name = "S")]
+    timer_seconds: f64,
+    /// Length of one hold of the timer floor, µs (a link's one-way delay).
+    #[arg(long, default_value_t = 1000, value_name = "US")]
+    timer_hold_us: u64,
+    /// Period of the timer floor, ms (at least two holds; NCSbench's is 35).
+    #[arg(long, default_value_t = 5.0, value_name = "MS")]
+    timer_period_ms: f64,
+    /// Keep every CPU from halting while the timer floor is measured (a
+    /// SCHED_IDLE spinner on each, as knobs.background_load with policy "idle").
+    #[arg(long)]
+    timer_keep_awake: bool,
+    /// Write the timer floor with its per-period values to this file (what an
+    /// NCSbench tree's timer-floor.json holds; docs/experiments.md).
+    #[arg(long, value_name = "FILE")]
+    timer_out: Option<std::path::PathBuf>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -46,6 +66,7 @@ struct Report {
     machine: String,
     checks: Vec<Check>,
     noise_floor: Option<NoiseFloor>,
+    timer_floor: Option<TimerFloor>,
 }
 
 fn check(name: &'static str, r: Result<String, String>) -> Check {
@@ -174,10 +195,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             noise = Some(noise_floor(args.noise_seconds, args.noise_rate, &stop)?);
         }
     }
+    let timer = timer_floor(&args, &stop)?;
     let report = Report {
         machine: env.machine_line(),
         checks,
         noise_floor: noise,
+        timer_floor: timer,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -200,8 +223,51 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             );
             println!("  a DuT's added latency is only meaningful well above this floor");
         }
+        if let Some(t) = &report.timer_floor {
+            use nflab_lab::results::human_ns;
+            let h = |v: Option<i64>| human_ns(v.map(|x| x as f64));
+            let (l, e) = (&t.lateness_ns, &t.two_hold_half_excess_ns);
+            println!(
+                "timer floor (holds of {} µs, {} periods of {} ms, CPU {}, {}{}): a hold ends late by p50 {}  p99 {}  p99.9 {}  max {}; half of two holds p99.9 {}  max {}",
+                t.hold_us, t.periods, t.period_ms, t.cpu,
+                if t.realtime { "SCHED_FIFO" } else { "not real-time" },
+                if t.keep_awake { ", CPUs kept awake" } else { "" },
+                h(l.p50), h(l.p99), h(l.p99_9), h(l.max), h(e.p99_9), h(e.max)
+            );
+            println!(
+                "  a timed release (a link's delay) cannot be more punctual than this on this host"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The timer floor of `args` (none with `--timer-seconds 0`), written to
+/// `--timer-out` with its per-period values.
+fn timer_floor(
+    args: &Args,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Option<TimerFloor>> {
+    if args.timer_seconds <= 0.0 {
+        return Ok(None);
+    }
+    let cfg = TimerFloorConfig {
+        hold_ns: args.timer_hold_us * 1_000,
+        period_ns: (args.timer_period_ms * 1e6) as u64,
+        duration: std::time::Duration::from_secs_f64(args.timer_seconds),
+        cpu: DutSection::default().dut_cpu()?,
+        realtime: true,
+        keep_awake: args.timer_keep_awake,
+    };
+    let mut floor = nflab_lab::timer_floor::measure(&cfg, stop).map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.timer_out {
+        std::fs::write(path, serde_json::to_vec_pretty(&floor)?).map_err(|e| {
+            anyhow::anyhow!("cannot write the timer floor to {}: {e}", path.display())
+        })?;
+    }
+    // The per-period values go to the file only.
+    floor.half_excess_ns.clear();
+    Ok(Some(floor))
 }
 
 fn noise_floor(
