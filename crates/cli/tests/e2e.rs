@@ -897,6 +897,25 @@ fn doctor_reports_capabilities_and_noise_floor() {
         Some(periods as usize)
     );
     assert_eq!(file["hold_us"], 1000.0);
+    // Flags that do not fit are one sentence and exit 2, before anything runs.
+    let bad = nflab()
+        .args([
+            "doctor",
+            "--timer-hold-us",
+            "3000",
+            "--timer-period-ms",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    let msg = stderr(&bad);
+    assert!(
+        msg.contains("--timer-period-ms 5")
+            && msg.contains("at least 6 ms")
+            && msg.lines().count() == 1,
+        "{msg}"
+    );
 }
 
 #[test]

@@ -85,6 +85,16 @@ fn check(name: &'static str, r: Result<String, String>) -> Check {
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    // Bad timer-floor flags are refused before anything is measured.
+    let two_holds_ms = 2.0 * args.timer_hold_us as f64 / 1e3;
+    if args.timer_seconds > 0.0 && (args.timer_hold_us == 0 || args.timer_period_ms < two_holds_ms)
+    {
+        eprintln!(
+            "error: --timer-hold-us {} with --timer-period-ms {} does not fit: a period holds a wake-up and two holds, so give a hold above 0 and a period of at least {two_holds_ms} ms",
+            args.timer_hold_us, args.timer_period_ms
+        );
+        return Ok(ExitCode::from(2));
+    }
     let (version, commit) = super::version();
     let env = nflab_lab::env::Environment::capture(&version, &commit);
     let root = nflab_lab::topology::check_root();
