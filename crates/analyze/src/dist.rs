@@ -94,6 +94,40 @@ impl Pct {
     }
 }
 
+/// Count, nearest-rank p50, p99, p99.9 and the largest value of one sample
+/// (a short tail summary, e.g. of timer lateness).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tail {
+    /// Values in the sample.
+    pub count: u64,
+    /// Median.
+    pub p50: Option<i64>,
+    /// 99th percentile.
+    pub p99: Option<i64>,
+    /// 99.9th percentile.
+    pub p99_9: Option<i64>,
+    /// Largest value.
+    pub max: Option<i64>,
+}
+
+impl Tail {
+    /// The percentiles of `values` (exact: the sample is kept whole).
+    pub fn of(values: &[i64]) -> Tail {
+        let mut d = Distribution::new(u64::MAX, 3);
+        values.iter().for_each(|&v| d.record(v));
+        let pcts = ["50", "99", "99.9"].map(|p| Pct::parse(p).expect("valid percentile"));
+        let q = d.quantiles(&pcts);
+        let at = |i: usize| q[i].map(|q| q.value);
+        Tail {
+            count: d.count(),
+            p50: at(0),
+            p99: at(1),
+            p99_9: at(2),
+            max: d.max(),
+        }
+    }
+}
+
 /// The q-quantile (0 < q ≤ 1) of a distribution given as probabilities
 /// over 0, 1, 2, … (`pmf[k]` ∝ P(X = k), normalised here): the smallest k
 /// with P(X ≤ k) ≥ q — the nearest-rank rule of [`Pct::rank`] for a model's
@@ -1010,6 +1044,18 @@ pub fn percentile_ladder(n: u64, ticks_per_half: u32) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_summary_of_a_known_sample() {
+        let v: Vec<i64> = (1..=1000).rev().collect();
+        let t = Tail::of(&v);
+        assert_eq!(
+            (t.count, t.p50, t.p99, t.p99_9, t.max),
+            (1000, Some(500), Some(990), Some(999), Some(1000))
+        );
+        assert_eq!(Tail::of(&[]).p50, None);
+    }
+
     use proptest::test_runner::TestCaseError;
 
     #[test]

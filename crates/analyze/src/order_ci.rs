@@ -22,9 +22,23 @@ pub fn quantile_ci_ranks(n: u64, p: f64, level: f64) -> Option<(u64, u64)> {
     Some((lo.min(n), hi.max(lo.min(n))))
 }
 
+/// The interval `[x_(lo), x_(hi)]` of [`quantile_ci_ranks`] read off the
+/// ascending `sorted` values; `None` as there.
+pub fn quantile_ci_of_sorted(sorted: &[i64], p: f64, level: f64) -> Option<(i64, i64)> {
+    let (lo, hi) = quantile_ci_ranks(sorted.len() as u64, p, level)?;
+    Some((sorted[lo as usize - 1], sorted[hi as usize - 1]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interval_is_read_off_the_sorted_values_at_those_ranks() {
+        let sorted: Vec<i64> = (1..=100).map(|v| v * 10).collect();
+        assert_eq!(quantile_ci_of_sorted(&sorted, 0.5, 0.95), Some((400, 610)));
+        assert_eq!(quantile_ci_of_sorted(&[], 0.5, 0.95), None);
+    }
 
     #[test]
     fn ranks_match_the_textbook_and_cover_the_median() {

@@ -41,9 +41,11 @@ pub struct InnerQueue {
     pub producer: usize,
     data: Vec<u8>,
     index: Vec<Entry>,
-    /// Earliest and latest stamp: a producer fed by several CPUs (the XDP
-    /// tap's per-CPU batches) interleaves them, so the first and last frame
-    /// need not be the extremes.
+    /// Earliest and latest stamp, kept as frames come (two compares a
+    /// frame, so finding a window's queues stays O(1) per queue): the XDP
+    /// tap's ring takes frames from every CPU that runs XDP on the interface,
+    /// in the order they reserve room, so the first and last frame need not
+    /// be the extremes.
     span: Option<(u64, u64)>,
 }
 
@@ -252,8 +254,8 @@ mod tests {
         assert_eq!((q.first_ns(), q.last_ns()), (Some(10), Some(20)));
     }
 
-    /// Frames of several CPUs' batches interleave in one queue: a window that
-    /// only its middle frame falls into still finds the queue.
+    /// Frames of several CPUs interleave in one queue: a window that only
+    /// its middle frame falls into still finds the queue.
     #[test]
     fn a_queue_out_of_time_order_is_found_by_its_earliest_and_latest_frame() {
         let ring = OuterRing::new(1 << 20, 1);

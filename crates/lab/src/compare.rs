@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::app_results::{column_names, get, read_app_columns, AppColumns, AppValue};
-use nflab_analyze::order_ci::quantile_ci_ranks;
+use nflab_analyze::order_ci::quantile_ci_of_sorted;
 // The KS test is the engine's; re-exported for the callers of this module.
 pub use nflab_analyze::ks::{ks_p_value, ks_statistic};
 use nflab_analyze::Pct;
@@ -121,13 +121,12 @@ pub struct Comparison {
 pub fn quantile_ci(v: &[i64], q: f64) -> Option<QuantileCi> {
     let n = v.len() as u64;
     let pct = Pct::parse(&format!("{}", (q * 1e6).round() / 1e4))?;
-    let (lo, hi) = quantile_ci_ranks(n, q, 0.95)?;
-    let at = |rank: u64| v[rank as usize - 1];
+    let (low, high) = quantile_ci_of_sorted(v, q, 0.95)?;
     Some(QuantileCi {
         q,
-        value: at(pct.rank(n)),
-        low: at(lo),
-        high: at(hi),
+        value: v[pct.rank(n) as usize - 1],
+        low,
+        high,
         reliable: n as f64 * q * (1.0 - q) >= 5.0,
     })
 }

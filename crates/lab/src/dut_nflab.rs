@@ -229,7 +229,7 @@ pub fn spawn(
                     eprintln!("warning: {e}");
                 }
                 if realtime {
-                    if let Err(e) = nflab_io::clock::set_realtime(50) {
+                    if let Err(e) = nflab_io::clock::set_realtime(crate::dut_realtime::PRIORITY) {
                         eprintln!("warning: dut.realtime: cannot run the data plane under SCHED_FIFO: {e}");
                     }
                 }

@@ -5,6 +5,10 @@
 //! raise, so the key is refused in one sentence rather than ignored.
 
 use crate::error::LabError;
+
+/// SCHED_FIFO priority of the DuT threads nflab runs itself (the data plane's
+/// and the link's workers, the udp relay): above the generator and recorder.
+pub const PRIORITY: i32 = 50;
 use crate::spec::DutKind;
 
 /// Why `dut.realtime` cannot apply to `kind`, or `None` where it does.

@@ -103,7 +103,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             // dut.realtime: above the generator and the recorder (50), as the nflab
             // data plane's workers, so a busy host does not hold datagrams up.
             let realtime = want_realtime
-                && match nflab_io::clock::set_realtime(50) {
+                && match nflab_io::clock::set_realtime(crate::dut_realtime::PRIORITY) {
                     Ok(()) => true,
                     Err(e) => {
                         eprintln!(

@@ -7,11 +7,11 @@
 //! the inode of its network namespace, so hosts that are namespaces of one
 //! machine keep apart), rewritten after each change; on the LoadGen host a
 //! run's scratch directory and its `nflab remote loadgen` process carry the
-//! tag. Before the controller
-//! touches a host it writes a [`crate::knob_journal::Restore::Remote`] entry
-//! into its own knob journal, and removes the journal once the host is clean
-//! again. After a `kill -9` the journal outlives its owner, and `topo gc`
-//! asks each host it names to run `nflab remote gc --owner TAG` ([`gc_owned`]),
+//! tag. Before the controller touches a host it writes a
+//! [`crate::knob_journal::Restore::Remote`] entry into its own knob journal,
+//! and removes the journal once the host is clean again. After a `kill -9`
+//! the journal outlives its owner, and `topo gc` asks each host it names to
+//! run `nflab remote gc --owner TAG` ([`gc_owned`]),
 //! which stops that controller's LoadGen processes, deletes its scratch
 //! directories and undoes its DuT set-ups.
 

@@ -18,14 +18,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nflab_analyze::{Distribution, Pct};
+use nflab_analyze::dist::Tail;
 use nflab_io::clock::{monotonic_ns, sleep_until_monotonic_ns};
 use serde::Serialize;
 
 use crate::knobs::{BackgroundLoad, LoadThreads};
-
-/// `SCHED_FIFO` priority of the link's workers (`dut.realtime`), used here too.
-pub const REALTIME_PRIORITY: i32 = 50;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -42,39 +39,6 @@ pub struct TimerFloorConfig {
     pub realtime: bool,
     /// A `SCHED_IDLE` spinner on every CPU while measuring.
     pub keep_awake: bool,
-}
-
-/// Nearest-rank percentiles of one sample, ns.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Tail {
-    /// Values in the sample.
-    pub count: u64,
-    /// Median.
-    pub p50: Option<i64>,
-    /// 99th percentile.
-    pub p99: Option<i64>,
-    /// 99.9th percentile.
-    pub p99_9: Option<i64>,
-    /// Largest value.
-    pub max: Option<i64>,
-}
-
-impl Tail {
-    /// The percentiles of `values` (exact: the sample is kept whole).
-    pub fn of(values: &[i64]) -> Tail {
-        let mut d = Distribution::new(u64::MAX, 3);
-        values.iter().for_each(|&v| d.record(v));
-        let pcts = ["50", "99", "99.9"].map(|p| Pct::parse(p).expect("valid percentile"));
-        let q = d.quantiles(&pcts);
-        let at = |i: usize| q[i].map(|q| q.value);
-        Tail {
-            count: d.count(),
-            p50: at(0),
-            p99: at(1),
-            p99_9: at(2),
-            max: d.max(),
-        }
-    }
 }
 
 /// The measured floor.
@@ -104,16 +68,25 @@ pub struct TimerFloor {
     pub half_excess_ns: Vec<i64>,
 }
 
+impl TimerFloorConfig {
+    /// Whether a period fits a wake-up and two holds; the error says what would.
+    pub fn check(&self) -> Result<(), String> {
+        if self.hold_ns == 0 || self.period_ns < 2 * self.hold_ns {
+            return Err(format!(
+                "a timer floor needs a hold above 0 and a period of at least two holds, so at least {} ms (hold {} µs, period {} ms)",
+                (2 * self.hold_ns) as f64 / 1e6,
+                self.hold_ns as f64 / 1e3,
+                self.period_ns as f64 / 1e6
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Measure for `cfg.duration` or until `stop`; the holding thread is a thread
 /// of its own, so the caller's scheduling is left alone.
 pub fn measure(cfg: &TimerFloorConfig, stop: &AtomicBool) -> Result<TimerFloor, String> {
-    if cfg.hold_ns == 0 || cfg.period_ns < 2 * cfg.hold_ns {
-        return Err(format!(
-            "a timer floor needs a hold above 0 and a period of at least two holds (hold {} µs, period {} ms)",
-            cfg.hold_ns as f64 / 1e3,
-            cfg.period_ns as f64 / 1e6
-        ));
-    }
+    cfg.check()?;
     let mut spinners = cfg.keep_awake.then(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         LoadThreads::start(&BackgroundLoad {
@@ -149,7 +122,8 @@ pub fn measure(cfg: &TimerFloorConfig, stop: &AtomicBool) -> Result<TimerFloor, 
 /// The holding thread: per period a wake-up, then two holds.
 fn hold_periodically(cfg: &TimerFloorConfig, stop: &AtomicBool) -> (Vec<i64>, Vec<i64>, bool) {
     crate::cpu::pin_thread(cfg.cpu);
-    let realtime = cfg.realtime && nflab_io::clock::set_realtime(REALTIME_PRIORITY).is_ok();
+    let realtime =
+        cfg.realtime && nflab_io::clock::set_realtime(crate::dut_realtime::PRIORITY).is_ok();
     let _ = nflab_io::clock::set_timer_slack_ns(1);
     let (mut lateness, mut half_excess) = (Vec::new(), Vec::new());
     let start = monotonic_ns() + cfg.period_ns;
@@ -179,17 +153,6 @@ fn hold_periodically(cfg: &TimerFloorConfig, stop: &AtomicBool) -> (Vec<i64>, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_of_a_known_sample() {
-        let v: Vec<i64> = (1..=1000).rev().collect();
-        let t = Tail::of(&v);
-        assert_eq!(
-            (t.count, t.p50, t.p99, t.p99_9, t.max),
-            (1000, Some(500), Some(990), Some(999), Some(1000))
-        );
-        assert_eq!(Tail::of(&[]).p50, None);
-    }
 
     /// Real sleeps: every hold ends at or after its deadline, one value per
     /// period, and a bad shape is refused before anything runs.

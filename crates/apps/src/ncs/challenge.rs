@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use nflab_analyze::crossrun::mean_t_ci;
-use nflab_analyze::order_ci::quantile_ci_ranks;
+use nflab_analyze::order_ci::quantile_ci_of_sorted;
 use nflab_analyze::proportion::{clopper_pearson, Proportion};
 use nflab_analyze::sum_quantile::independent_sum_quantile;
 use nflab_analyze::Pct;
@@ -183,13 +183,22 @@ pub fn summarize(runs: &[RunOutcome], timer: Option<&TimerFloorSample>) -> Chall
     for r in runs {
         by_combination.entry(r.combination).or_default().push(r);
     }
+    // Each configuration's d_N over all its runs' periods, ascending.
+    let pooled: Vec<Vec<i64>> = by_combination
+        .values()
+        .map(|rs| {
+            let mut v: Vec<i64> = rs.iter().flat_map(|r| r.d_n_ns.iter().copied()).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
     let configurations: Vec<Configuration> = by_combination
         .values()
-        .filter_map(|rs| {
+        .zip(&pooled)
+        .filter_map(|(rs, pooled)| {
             let up = rs.iter().filter(|r| r.stayed_up()).count() as u64;
             let losses: Vec<f64> = rs.iter().map(|r| r.losses as f64).collect();
             let d_n: Vec<f64> = rs.iter().filter_map(|r| r.d_n_median_ms).collect();
-            let pooled: Vec<i64> = rs.iter().flat_map(|r| r.d_n_ns.iter().copied()).collect();
             Some(Configuration {
                 sweep: rs[0].sweep.clone(),
                 runs: rs.iter().map(|r| r.run.clone()).collect(),
@@ -197,9 +206,10 @@ pub fn summarize(runs: &[RunOutcome], timer: Option<&TimerFloorSample>) -> Chall
                 fell: rs.iter().filter(|r| r.fell).count() as u64,
                 losses: mean_of(&losses),
                 d_n_median_ms: mean_of(&d_n),
-                d_n_pooled_ms: delay_stats(&pooled),
+                d_n_pooled_ms: delay_stats(pooled),
                 d_n_pooled_periods: pooled.len() as u64,
-                d_n_pooled_p99_9_ci95_ms: p99_9_interval_ms(&pooled),
+                d_n_pooled_p99_9_ci95_ms: quantile_ci_of_sorted(pooled, 0.999, LEVEL)
+                    .map(|(lo, hi)| [lo as f64 / 1e6, hi as f64 / 1e6]),
             })
         })
         .collect();
@@ -211,12 +221,10 @@ pub fn summarize(runs: &[RunOutcome], timer: Option<&TimerFloorSample>) -> Chall
             hold_us: t.hold_us,
             periods: t.half_excess_ns.len() as u64,
             two_hold_half_excess_ms: delay_stats(&t.half_excess_ns),
-            d_n_p99_9_floor_ms: by_combination
-                .values()
-                .map(|rs| {
-                    let pooled: Vec<i64> =
-                        rs.iter().flat_map(|r| r.d_n_ns.iter().copied()).collect();
-                    independent_sum_quantile(&pooled, &t.half_excess_ns, p999)
+            d_n_p99_9_floor_ms: pooled
+                .iter()
+                .map(|d_n| {
+                    independent_sum_quantile(d_n, &t.half_excess_ns, p999)
                         .map(|ns| t.hold_us / 1e3 + ns as f64 / 1e6)
                 })
                 .collect(),
@@ -231,15 +239,6 @@ pub fn summarize(runs: &[RunOutcome], timer: Option<&TimerFloorSample>) -> Chall
         notes,
         timer_floor,
     }
-}
-
-/// The order-statistic 95 % interval of the p99.9 of `values_ns`, ms.
-fn p99_9_interval_ms(values_ns: &[i64]) -> Option<[f64; 2]> {
-    let (lo, hi) = quantile_ci_ranks(values_ns.len() as u64, 0.999, LEVEL)?;
-    let mut sorted = values_ns.to_vec();
-    sorted.sort_unstable();
-    let at = |rank: u64| sorted[(rank - 1) as usize] as f64 / 1e6;
-    Some([at(lo), at(hi)])
 }
 
 fn bracket(configs: &[Configuration], notes: &mut Vec<String>) -> Option<Bracket> {

@@ -86,15 +86,7 @@ fn check(name: &'static str, r: Result<String, String>) -> Check {
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // Bad timer-floor flags are refused before anything is measured.
-    let two_holds_ms = 2.0 * args.timer_hold_us as f64 / 1e3;
-    if args.timer_seconds > 0.0 && (args.timer_hold_us == 0 || args.timer_period_ms < two_holds_ms)
-    {
-        eprintln!(
-            "error: --timer-hold-us {} with --timer-period-ms {} does not fit: a period holds a wake-up and two holds, so give a hold above 0 and a period of at least {two_holds_ms} ms",
-            args.timer_hold_us, args.timer_period_ms
-        );
-        return Ok(ExitCode::from(2));
-    }
+    let timer_cfg = timer_config(&args)?;
     let (version, commit) = super::version();
     let env = nflab_lab::env::Environment::capture(&version, &commit);
     let root = nflab_lab::topology::check_root();
@@ -205,7 +197,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             noise = Some(noise_floor(args.noise_seconds, args.noise_rate, &stop)?);
         }
     }
-    let timer = timer_floor(&args, &stop)?;
+    let timer = match &timer_cfg {
+        Some(cfg) => Some(timer_floor(cfg, args.timer_out.as_deref(), &stop)?),
+        None => None,
+    };
     let report = Report {
         machine: env.machine_line(),
         checks,
@@ -252,12 +247,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The timer floor of `args` (none with `--timer-seconds 0`), written to
-/// `--timer-out` with its per-period values.
-fn timer_floor(
-    args: &Args,
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<Option<TimerFloor>> {
+/// The timer floor `args` ask for (none with `--timer-seconds 0`), checked.
+fn timer_config(args: &Args) -> anyhow::Result<Option<TimerFloorConfig>> {
     if args.timer_seconds <= 0.0 {
         return Ok(None);
     }
@@ -269,15 +260,31 @@ fn timer_floor(
         realtime: true,
         keep_awake: args.timer_keep_awake,
     };
-    let mut floor = nflab_lab::timer_floor::measure(&cfg, stop).map_err(anyhow::Error::msg)?;
-    if let Some(path) = &args.timer_out {
+    cfg.check().map_err(|e| {
+        anyhow::anyhow!(
+            "--timer-hold-us {} with --timer-period-ms {} does not fit: {e}",
+            args.timer_hold_us,
+            args.timer_period_ms
+        )
+    })?;
+    Ok(Some(cfg))
+}
+
+/// Measure the timer floor of `cfg`, written to `out` with its per-period values.
+fn timer_floor(
+    cfg: &TimerFloorConfig,
+    out: Option<&std::path::Path>,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<TimerFloor> {
+    let mut floor = nflab_lab::timer_floor::measure(cfg, stop).map_err(anyhow::Error::msg)?;
+    if let Some(path) = out {
         std::fs::write(path, serde_json::to_vec_pretty(&floor)?).map_err(|e| {
             anyhow::anyhow!("cannot write the timer floor to {}: {e}", path.display())
         })?;
     }
     // The per-period values go to the file only.
     floor.half_excess_ns.clear();
-    Ok(Some(floor))
+    Ok(floor)
 }
 
 fn noise_floor(
