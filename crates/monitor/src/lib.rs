@@ -3,12 +3,14 @@
 //!
 //! | monitor | what | module |
 //! |---|---|---|
-//! | `udp` | seed 003's KOMon: per-datagram sojourn time of a UDP VNF, from the kernel's UDP receive path to the VNF's send | [`udp`] |
+//! | `udp` | seed 003's KOMon: per-datagram sojourn time of a UDP VNF, from its socket's receive path to the VNF's send | [`udp`] |
 //! | `stages` | per-packet timestamps at the stages of a kernel DuT (ingress, route, socket, egress) | [`stages`] |
 //! | `tap` | the capture's XDP producer: a copy of each received frame into a ring buffer, the frame passed on | [`tap`] |
 //!
-//! Every program is attached through a link owned by the monitor's thread; nothing
-//! is pinned, so programs and maps go when the process goes (`kill -9` included).
+//! Every program is attached through a link owned by the monitor's thread, or (the
+//! UDP monitor's ingress) as a filter on the VNF's socket that the monitor takes off
+//! when it stops ([`vnf_socket`]); nothing is pinned, so programs and maps go when
+//! the process goes (`kill -9` included).
 //! Timestamps are `bpf_ktime_get_tai_ns`, converted to CLOCK_REALTIME (the
 //! recorder's clock) with the kernel's whole-second TAI offset ([`clock`]).
 #![deny(missing_docs)]
@@ -20,6 +22,7 @@ mod netns;
 pub mod stages;
 pub mod tap;
 pub mod udp;
+pub mod vnf_socket;
 
 /// The generated skeletons.
 mod skel {

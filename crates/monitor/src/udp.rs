@@ -2,10 +2,12 @@
 //! for the hooks and docs/monitor.md for what the interval includes.
 //!
 //! One thread owns everything: it enters the DuT's namespace, loads and attaches
-//! the programs, refills the sample budget at exponentially distributed instants,
-//! drains the ring buffer, samples the VNF socket's receive-queue fill from
-//! `/proc/thread-self/net/udp`, and on stop detaches (dropping the links) and
-//! returns what it saw.
+//! the programs (ingress on the VNF's own socket, [`crate::vnf_socket`]), refills the
+//! sample budget at exponentially distributed instants, drains the ring buffer,
+//! samples the VNF socket's receive-queue fill from `/proc/thread-self/net/udp`
+//! (not `SO_MEMINFO`: UDP returns a read datagram's memory to the socket lazily, so
+//! its `rmem_alloc` stays high while the queue is not empty), and on stop detaches
+//! (dropping the links and the socket copies) and returns what it saw.
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::matcher::{pair, Event, MatchMode, Matching};
 use crate::skel::udp::UdpSkelBuilder;
+use crate::vnf_socket::VnfSocket;
 use crate::{bpf_err, clock, netns, MonitorError};
 
 /// What to sample: every datagram, or `packets` consecutive ones at exponentially
@@ -263,21 +266,23 @@ fn run(
         .load()
         .map_err(bpf_err("the kernel refused the UDP monitor's programs"))
         .map_err(fail)?;
-    let mut config = Vec::with_capacity(16);
-    for v in [ns_ino, u32::from(cfg.port), cfg.sample.mode(), egress] {
+    // The VNF's socket(s): the ingress program is attached there, the fill read there.
+    let mut sockets = VnfSocket::find(cfg.port).map_err(fail)?;
+    let mut config = Vec::with_capacity(12);
+    for v in [ns_ino, cfg.sample.mode(), egress] {
         config.extend_from_slice(&v.to_ne_bytes());
     }
     let zero = 0u32.to_ne_bytes();
-    let attach = || -> Result<Vec<libbpf_rs::Link>, MonitorError> {
+    let mut attach = || -> Result<Vec<libbpf_rs::Link>, MonitorError> {
         skel.maps
             .config
             .update(&zero, &config, MapFlags::ANY)
             .map_err(bpf_err("cannot configure the UDP monitor"))?;
+        for s in sockets.iter_mut() {
+            s.attach(&skel.progs.udp_ingress)?;
+        }
         let a = bpf_err("cannot attach the UDP monitor");
-        Ok(vec![
-            skel.progs.udp_ingress.attach().map_err(&a)?,
-            skel.progs.udp_egress.attach().map_err(&a)?,
-        ])
+        Ok(vec![skel.progs.udp_egress.attach().map_err(&a)?])
     };
     let links = attach().map_err(fail)?;
     let offset_ns = clock::tai_minus_realtime_ns();
@@ -310,7 +315,7 @@ fn run(
         let now = Instant::now();
         if let Some(sample) = switch.try_iter().last() {
             cfg.sample = sample;
-            config[8..12].copy_from_slice(&sample.mode().to_ne_bytes());
+            config[4..8].copy_from_slice(&sample.mode().to_ne_bytes());
             skel.maps
                 .config
                 .update(&zero, &config, MapFlags::ANY)
@@ -347,6 +352,7 @@ fn run(
     }
     // Detach first, then drain what is left.
     drop(links);
+    drop(sockets);
     rb.consume()
         .map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?;
     let mut counters = Counters::default();

@@ -97,12 +97,16 @@ static __always_inline int dynptr_payload_key(struct bpf_dynptr *d, __u32 at, __
 					      struct pkt_key *k)
 {
 	__u8 payload[KEY_BYTES] = {};
+	/* 64 bits wide: a 32-bit value is zero-extended into a new register before the
+	 * comparison, and the bound the verifier learns there does not reach the
+	 * register clang hands to the read. */
+	__u64 n = len;
 
-	if (len > KEY_BYTES)
-		len = KEY_BYTES;
-	if (len > 0 && bpf_dynptr_read(payload, len, d, at, 0))
+	if (n > KEY_BYTES)
+		n = KEY_BYTES;
+	if (n > 0 && bpf_dynptr_read(payload, n, d, at, 0))
 		return -1;
-	key_from_payload(payload, len, k);
+	key_from_payload(payload, n, k);
 	return 0;
 }
 

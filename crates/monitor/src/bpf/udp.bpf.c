@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* nflab's in-stack UDP monitor (seed 003's KOMon, on eBPF, tracepoints only).
+/* nflab's in-stack UDP monitor (seed 003's KOMon, on eBPF, without kprobes or fentry).
  *
- * Ingress: tp_btf/netif_receive_skb in the monitored namespace reads the datagram's
- * key (payload hash, nflab probe), stamps it and emits the ingress event — the
- * start of the kernel's receive path for the datagram, before IP and UDP (KOMon's
- * __udp4_lib_rcv needs fentry, which this project's reference host refuses; the
- * difference is a constant part of the calibration offset). Egress:
+ * Ingress: a socket filter attached to the VNF's own socket (SO_ATTACH_BPF on a
+ * duplicate of its descriptor) reads the datagram's key (payload hash, nflab probe),
+ * stamps it and emits the ingress event. The kernel runs it in the UDP receive path
+ * right before the datagram is queued on the socket (udp_queue_rcv_one_skb →
+ * sk_filter), after IP and UDP processing: KOMon's __udp4_lib_rcv point, and only
+ * for the VNF's datagrams — no other packet of the host pays for it. Egress:
  * tp_btf/net_dev_queue sees the VNF's datagram leave (the first hook after
  * udp_sendmsg that exists without fentry: see docs/monitor.md); a datagram whose
  * key is in flight emits the egress event. Matching (FIFO or any) is in user space.
@@ -24,6 +25,8 @@
 #define MODE_SAMPLE 1
 #define MODE_ALL 2
 
+#define UDP_HLEN 8u
+
 #define EV_IN 0
 #define EV_OUT 1
 
@@ -37,7 +40,6 @@ enum counter {
 
 struct config {
 	__u32 netns;
-	__u32 port;
 	__u32 mode;
 	__u32 egress_ifindex;
 };
@@ -163,37 +165,37 @@ static __always_inline void emit(__u64 t, struct pkt_key *k, __u8 kind)
 	bpf_ringbuf_submit(e, ringbuf_wakeup_flags(&events, EVENTS_BYTES / 4));
 }
 
-/* The ingress event is emitted here, before the stack goes on to queue the
- * datagram on the VNF's socket: the event and the in-flight entry exist before the
- * VNF can read the datagram, so its egress always finds them. */
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(udp_ingress, struct sk_buff *skb)
+/* The ingress event is emitted here, before the stack queues the datagram on the
+ * VNF's socket: the event and the in-flight entry exist before the VNF can read
+ * the datagram, so its egress always finds them.
+ *
+ * A socket filter's verdict is how many bytes to keep: every return keeps the
+ * whole datagram (0 would drop it). */
+SEC("socket")
+int udp_ingress(struct __sk_buff *skb)
 {
-	/* Stamped once the datagram is known to be taken: a clock read costs
-	 * ~60 ns on a VM, and this hook sees every packet of the host. The checks
-	 * before it take the same time for every datagram (part of the offset). */
-	__u64 t;
+	__u32 keep = skb->len;
 	struct config *c = cfg();
 	struct pkt_key k;
 	struct bpf_dynptr d;
-	__u32 at, len;
-	__u16 dport = 0;
-	__u64 one = 1, *n;
+	__u8 udp[UDP_HLEN];
+	__u64 t, one = 1, *n;
 
 	if (!c || c->mode == MODE_OFF)
-		return 0;
-	if (dev_netns(BPF_CORE_READ(skb, dev)) != c->netns)
-		return 0;
-	if (skb_udp_header(skb, 0, &d, &dport, &at, &len) || dport != c->port)
-		return 0;
+		return keep;
 	count(C_INGRESS);
 	/* The payload is read and hashed only for a datagram taken: in sampling
-	 * mode almost none are. */
+	 * mode almost none are; the clock is read only then too. */
 	if (!take(c->mode))
-		return 0;
+		return keep;
 	t = bpf_ktime_get_tai_ns();
-	if (dynptr_payload_key(&d, at, len, &k))
-		return 0;
+	/* Here the skb's data starts at the UDP header (IP's is pulled): its
+	 * length field covers exactly the skb, which checks that. */
+	if (bpf_dynptr_from_skb(skb, 0, &d) || bpf_dynptr_read(udp, UDP_HLEN, &d, 0, 0) ||
+	    be16(udp + 4) != keep || keep < UDP_HLEN)
+		return keep;
+	if (dynptr_payload_key(&d, UDP_HLEN, keep - UDP_HLEN, &k))
+		return keep;
 	count(C_SAMPLED);
 	flying_add(1);
 	n = bpf_map_lookup_elem(&in_flight, &k.hash);
@@ -202,7 +204,7 @@ int BPF_PROG(udp_ingress, struct sk_buff *skb)
 	else
 		bpf_map_update_elem(&in_flight, &k.hash, &one, BPF_ANY);
 	emit(t, &k, EV_IN);
-	return 0;
+	return keep;
 }
 
 SEC("tp_btf/net_dev_queue")
@@ -210,16 +212,19 @@ int BPF_PROG(udp_egress, struct sk_buff *skb)
 {
 	__u64 t;
 	struct config *c = cfg();
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct net_device *dev;
 	struct pkt_key k;
 	__u16 dport;
 	__u64 *n;
 
-	if (!c || BPF_CORE_READ(dev, ifindex) != c->egress_ifindex || dev_netns(dev) != c->netns)
+	/* Sampling and nothing taken in flight: this frame cannot match, so neither
+	 * look at its device nor hash it. This hook sees every frame any device of
+	 * the host queues; while sampling, almost all of them return here. (Taking
+	 * every datagram, the exact path counts the frames not in flight.) */
+	if (!c || c->mode == MODE_OFF || (c->mode == MODE_SAMPLE && flying_now() <= 0))
 		return 0;
-	/* Sampling and nothing taken in flight: this frame cannot match, so
-	 * neither hash it nor look it up (every frame of an unsampled stream). */
-	if (c->mode == MODE_SAMPLE && flying_now() <= 0)
+	dev = BPF_CORE_READ(skb, dev);
+	if (BPF_CORE_READ(dev, ifindex) != c->egress_ifindex || dev_netns(dev) != c->netns)
 		return 0;
 	t = bpf_ktime_get_tai_ns();
 	if (skb_udp_key(skb, ETH_HLEN, &k, &dport))
