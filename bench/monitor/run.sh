@@ -81,7 +81,8 @@ echo "== cost per hook: $FIXED_PPS pps, BPF run time from the kernel (bpf_stats)
 # The programs' own time (run_time_ns / run_cnt of each, kernel.bpf_stats_enabled:
 # two clock reads per call on top, so upper bounds) and the monitor thread's CPU
 # time, read FIXED_S seconds apart in the middle of a run of each mode. The
-# receive hook fires for every packet of the host (twice per datagram here).
+# ingress program (a filter on the relay's socket) runs once per relayed datagram,
+# the egress tracepoint for every frame a device of the host queues.
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 trap 'sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"; rm -rf "$WORK"' EXIT
 sysctl -qw kernel.bpf_stats_enabled=1
