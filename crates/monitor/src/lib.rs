@@ -10,7 +10,8 @@
 //! Every program is attached through a link owned by the monitor's thread, or (the
 //! UDP monitor's ingress) as a filter on the VNF's socket that the monitor takes off
 //! when it stops ([`vnf_socket`]); nothing is pinned, so programs and maps go when
-//! the process goes (`kill -9` included).
+//! the process goes (`kill -9` included; the filter goes with the socket, which for
+//! the udp relay is nflab's own).
 //! Timestamps are `bpf_ktime_get_tai_ns`, converted to CLOCK_REALTIME (the
 //! recorder's clock) with the kernel's whole-second TAI offset ([`clock`]).
 #![deny(missing_docs)]

@@ -266,7 +266,7 @@ fn run(
         .load()
         .map_err(bpf_err("the kernel refused the UDP monitor's programs"))
         .map_err(fail)?;
-    // The VNF's socket(s): the ingress program is attached there, the fill read there.
+    // The VNF's socket(s): the ingress program is attached there.
     let mut sockets = VnfSocket::find(cfg.port).map_err(fail)?;
     let mut config = Vec::with_capacity(12);
     for v in [ns_ino, cfg.sample.mode(), egress] {
@@ -349,8 +349,8 @@ fn run(
         }
         // Sleep until the next thing to do: events need no polling (the programs
         // wake this thread when the ring is a quarter full, and what is left is
-        // drained at the end), so a wake-up every 2 ms only cost CPU (≈ 1 % of a
-        // core on the reference VM, on the generator's or recorder's core).
+        // drained at the end), so a wake-up every 2 ms only cost CPU (on the
+        // reference VM the thread's time fell from 15–17 to 12–14 ticks in 10 s).
         let due = match cfg.sample {
             Sample::Windows { .. } => next_buffer.min(next_sample),
             _ => next_buffer,
@@ -359,14 +359,18 @@ fn run(
         // shorter one would be 0 — a spin until `due`.
         let wait_ms = due
             .saturating_duration_since(Instant::now())
-            .as_micros()
-            .div_ceil(1000);
-        rb.poll(Duration::from_millis(wait_ms as u64))
-            .map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?;
+            .as_nanos()
+            .div_ceil(1_000_000);
+        match rb.poll(Duration::from_millis(wait_ms as u64)) {
+            // A signal (nflab's SIGINT/SIGTERM handlers) ended the wait: go on.
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            r => r.map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?,
+        }
     }
-    // Detach first, then drain what is left.
-    drop(links);
+    // Detach first (ingress before egress, so that what is in flight can still
+    // leave), then drain what is left.
     drop(sockets);
+    drop(links);
     rb.consume()
         .map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?;
     let mut counters = Counters::default();

@@ -22,6 +22,7 @@ const UDP_TABLES: [&str; 2] = ["/proc/thread-self/net/udp", "/proc/thread-self/n
 #[derive(Debug)]
 pub struct VnfSocket {
     fd: OwnedFd,
+    inode: u64,
     attached: bool,
 }
 
@@ -41,18 +42,56 @@ impl VnfSocket {
             )));
         }
         let mut found = Vec::new();
-        for (pid, fd) in owners(&inodes) {
-            found.push(VnfSocket {
-                fd: duplicate(pid, fd)?,
-                attached: false,
-            });
+        let mut last_error = None;
+        for (ino, pid, fd) in holders(&inodes) {
+            if found.iter().any(|s: &VnfSocket| s.inode == ino) {
+                continue;
+            }
+            match duplicate(pid, fd, ino) {
+                Ok(fd) => found.push(VnfSocket::checked(fd, ino)?),
+                // The process exited or closed it meanwhile: another may hold it.
+                Err(e) => last_error = Some(e),
+            }
         }
-        if found.is_empty() {
+        if found.len() < inodes.len() {
+            let missing: Vec<u64> = inodes
+                .iter()
+                .filter(|i| !found.iter().any(|s| s.inode == **i))
+                .copied()
+                .collect();
             return Err(MonitorError::Unsupported(format!(
-                "the UDP socket bound to port {port} (inode {inodes:?}) is open in no process this one can see"
+                "the UDP socket(s) bound to port {port} with inode {missing:?} could not be reached in any process{}",
+                last_error.map(|e| format!(" ({e})")).unwrap_or_default()
             )));
         }
         Ok(found)
+    }
+
+    /// A copy of socket `inode`, refused if the VNF filters it itself: attaching
+    /// would replace that filter, and detaching would leave the VNF without one.
+    fn checked(fd: OwnedFd, inode: u64) -> Result<VnfSocket, MonitorError> {
+        let mut len: libc::socklen_t = 0;
+        // SAFETY: with a length of 0 the kernel writes only `len` (the number of
+        // classic filter blocks: 0 without a filter; EACCES for an eBPF filter).
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_GET_FILTER,
+                std::ptr::null_mut(),
+                &mut len,
+            )
+        };
+        if rc != 0 || len != 0 {
+            return Err(MonitorError::Unsupported(format!(
+                "the VNF's UDP socket (inode {inode}) has a socket filter of its own: the udp monitor would replace it, so it refuses"
+            )));
+        }
+        Ok(VnfSocket {
+            fd,
+            inode,
+            attached: false,
+        })
     }
 
     /// Attach the socket-filter program `prog` (its descriptor) to the socket.
@@ -97,7 +136,7 @@ impl Drop for VnfSocket {
 }
 
 /// Inodes of the sockets bound to local `port` in a `/proc/net/udp{,6}` text.
-pub fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
+pub(crate) fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
     let want = format!("{port:04X}");
     table
         .lines()
@@ -109,13 +148,13 @@ pub fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
         .collect()
 }
 
-/// (pid, fd) of every descriptor of every process that refers to one of `inodes`.
-fn owners(inodes: &[u64]) -> Vec<(i32, i32)> {
-    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    let mut out = Vec::new();
+/// (inode, pid, fd) of every descriptor of every process that refers to one of
+/// `inodes` (a process may hold several: IPv4 and IPv6, `SO_REUSEPORT` workers).
+fn holders(inodes: &[u64]) -> Vec<(u64, i32, i32)> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for p in procs.flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
@@ -123,26 +162,31 @@ fn owners(inodes: &[u64]) -> Vec<(i32, i32)> {
         let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
             continue;
         };
-        for f in fds.flatten() {
-            let is_wanted = std::fs::read_link(f.path())
-                .ok()
-                .and_then(|l| l.to_str().map(|s| wanted.iter().any(|w| w == s)))
-                .unwrap_or(false);
-            if let (true, Some(fd)) = (
-                is_wanted,
-                f.file_name().to_str().and_then(|s| s.parse::<i32>().ok()),
-            ) {
-                out.push((pid, fd));
-                // One descriptor per process is enough: they share the socket.
-                break;
-            }
-        }
+        out.extend(
+            fds.flatten()
+                .filter_map(|f| socket_fd(&f, inodes))
+                .map(|(ino, fd)| (ino, pid, fd)),
+        );
     }
     out
 }
 
-/// A copy of descriptor `fd` of process `pid` in this process.
-fn duplicate(pid: i32, fd: i32) -> Result<OwnedFd, MonitorError> {
+/// (inode, fd) if descriptor entry `f` (`/proc/PID/fd/N`) is one of `inodes`' sockets.
+fn socket_fd(f: &std::fs::DirEntry, inodes: &[u64]) -> Option<(u64, i32)> {
+    let link = std::fs::read_link(f.path()).ok()?;
+    let ino: u64 = link
+        .to_str()?
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()?;
+    let fd = f.file_name().to_str()?.parse().ok()?;
+    inodes.contains(&ino).then_some((ino, fd))
+}
+
+/// A copy of descriptor `fd` of process `pid` in this process, checked to be socket
+/// `inode` (the pid or the descriptor number may have been reused since /proc said so).
+fn duplicate(pid: i32, fd: i32, inode: u64) -> Result<OwnedFd, MonitorError> {
     let err = |what: &str| {
         MonitorError::Bpf(format!(
             "cannot take a copy of the VNF's socket (pid {pid}, fd {fd}) with {what}: {}",
@@ -162,7 +206,14 @@ fn duplicate(pid: i32, fd: i32) -> Result<OwnedFd, MonitorError> {
         return Err(err("pidfd_getfd"));
     }
     // SAFETY: `dup` is a new descriptor owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(dup as i32) })
+    let dup = unsafe { OwnedFd::from_raw_fd(dup as i32) };
+    let same = nix::sys::stat::fstat(dup.as_raw_fd()).is_ok_and(|st| st.st_ino == inode);
+    if !same {
+        return Err(MonitorError::Bpf(format!(
+            "descriptor {fd} of pid {pid} is no longer socket {inode}"
+        )));
+    }
+    Ok(dup)
 }
 
 #[cfg(test)]
@@ -196,5 +247,45 @@ mod tests {
         drop(unbound);
         let e = VnfSocket::find(free).unwrap_err().to_string();
         assert!(e.contains(&format!("port {free}")), "{e}");
+    }
+
+    #[test]
+    fn every_socket_on_the_port_is_found_even_in_one_process() {
+        let v4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = v4.local_addr().unwrap().port();
+        let v6 = std::net::UdpSocket::bind(("::1", port)).expect("IPv6 loopback");
+        let socks = VnfSocket::find(port).expect("both sockets");
+        assert_eq!(socks.len(), 2, "{socks:?}");
+        drop(v6);
+    }
+
+    #[test]
+    fn a_socket_with_a_filter_of_its_own_is_refused() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = s.local_addr().unwrap().port();
+        // Classic BPF: "ret #0xffffffff" — keep every datagram whole.
+        let mut code = [libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: u32::MAX,
+        }];
+        let prog = libc::sock_fprog {
+            len: 1,
+            filter: code.as_mut_ptr(),
+        };
+        // SAFETY: `prog` points at one valid instruction for the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&prog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        let e = VnfSocket::find(port).unwrap_err().to_string();
+        assert!(e.contains("filter of its own"), "{e}");
     }
 }

@@ -1,6 +1,6 @@
 /* Shared by nflab's BPF programs: the packet key (payload hash and nflab probe),
- * read from an skb through a dynptr (tp_btf programs: works on paged skbs too) or
- * from the user buffer a UDP send is called with. */
+ * read from an skb through a dynptr (tp_btf programs and the UDP monitor's socket
+ * filter: works on paged skbs too) or from the user buffer a UDP send is called with. */
 #ifndef NFLAB_PACKET_H
 #define NFLAB_PACKET_H
 

@@ -217,11 +217,12 @@ int BPF_PROG(udp_egress, struct sk_buff *skb)
 	__u16 dport;
 	__u64 *n;
 
-	/* Sampling and nothing taken in flight: this frame cannot match, so neither
-	 * look at its device nor hash it. This hook sees every frame any device of
-	 * the host queues; while sampling, almost all of them return here. (Taking
-	 * every datagram, the exact path counts the frames not in flight.) */
-	if (!c || c->mode == MODE_OFF || (c->mode == MODE_SAMPLE && flying_now() <= 0))
+	/* Nothing taken in flight (and not taking every datagram, whose exact path
+	 * counts the frames not in flight): this frame cannot match, so neither look
+	 * at its device nor hash it. This hook sees every frame any device of the
+	 * host queues; while sampling, almost all of them return here. A datagram
+	 * taken just before the mode switched to off still finds its egress. */
+	if (!c || (c->mode != MODE_ALL && flying_now() <= 0))
 		return 0;
 	dev = BPF_CORE_READ(skb, dev);
 	if (BPF_CORE_READ(dev, ifindex) != c->egress_ifindex || dev_netns(dev) != c->netns)
