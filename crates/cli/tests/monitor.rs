@@ -105,17 +105,19 @@ fn kill_9_during_a_monitored_run_leaves_no_bpf_program_link_or_map() {
         .unwrap();
     let pid = child.id();
     let mut child = KillOnDrop(child);
-    // Wait until the monitor is attached: two programs held through two links
-    // (ingress and egress), and traffic flowing (the recorder's file exists).
+    // Wait until the monitor is attached: two programs, the ingress socket filter
+    // (attached to the relay's socket first) and the egress tracepoint held
+    // through its link, and traffic flowing (the recorder's file exists).
     let start = Instant::now();
     let held = loop {
         let ids = bpf_ids(pid);
         let links = ids.iter().filter(|(k, _)| k == "link").count();
+        let progs = ids.iter().filter(|(k, _)| k == "prog").count();
         let recording = std::fs::read_dir(&tmp.0)
             .unwrap()
             .filter_map(Result::ok)
             .any(|e| e.path().join("runs/000/records.nfr").exists());
-        if links >= 2 && recording {
+        if links >= 1 && progs >= 2 && recording {
             break ids;
         }
         if let Ok(Some(status)) = child.0.try_wait() {
