@@ -20,6 +20,7 @@ pub mod caps;
 pub mod clock;
 pub mod matcher;
 mod netns;
+mod proc_udp;
 pub mod stages;
 pub mod tap;
 pub mod udp;

@@ -22,6 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::matcher::{pair, Event, MatchMode, Matching};
+use crate::proc_udp::UdpTable;
 use crate::skel::udp::UdpSkelBuilder;
 use crate::vnf_socket::VnfSocket;
 use crate::{bpf_err, clock, netns, MonitorError};
@@ -135,72 +136,6 @@ fn parse_event(d: &[u8], offset_ns: i64) -> Option<Event> {
     })
 }
 
-/// The calling thread's namespace's UDP sockets (its `/proc/net/udp`).
-const UDP_TABLE: &str = "/proc/thread-self/net/udp";
-
-/// This namespace's `/proc/net/udp`, opened once and read with one `pread`
-/// per sample.
-///
-/// Every `read` of the file walks the whole UDP hash table (16 384 slots here,
-/// shared by all namespaces) up to where the last one stopped, and
-/// `read_to_string` makes at least three (a 32-byte probe, the rest, the end):
-/// ≈ 175 µs a sample against ≈ 50 µs for one read into a buffer that holds
-/// every line (`os.read` timed in Python on the reference VM).
-struct UdpTable {
-    file: std::fs::File,
-    buf: Vec<u8>,
-}
-
-impl UdpTable {
-    /// The table of the calling thread's namespace (fixed at open).
-    fn open() -> Option<UdpTable> {
-        UdpTable::with_buffer(64 << 10)
-    }
-
-    fn with_buffer(bytes: usize) -> Option<UdpTable> {
-        let file = std::fs::File::open(UDP_TABLE).ok()?;
-        Some(UdpTable {
-            file,
-            buf: vec![0; bytes],
-        })
-    }
-
-    /// `rx_queue` and `drops` of the socket bound to `port`.
-    fn fill(&mut self, port: u16) -> Option<(u64, u64)> {
-        use std::io::Read;
-        use std::os::unix::fs::FileExt;
-        let n = self.file.read_at(&mut self.buf, 0).ok()?;
-        let found = std::str::from_utf8(&self.buf[..n])
-            .ok()
-            .and_then(|t| udp_socket_fill(t, port));
-        if found.is_some() || n < self.buf.len() {
-            return found;
-        }
-        // More sockets than the buffer holds: the whole file, the slow way.
-        let mut all = String::new();
-        std::fs::File::open(UDP_TABLE)
-            .ok()?
-            .read_to_string(&mut all)
-            .ok()?;
-        udp_socket_fill(&all, port)
-    }
-}
-
-/// `rx_queue` and `drops` of the socket bound to `port` in a `/proc/net/udp` text.
-pub fn udp_socket_fill(table: &str, port: u16) -> Option<(u64, u64)> {
-    let want = format!("{port:04X}");
-    table.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let local_port = f.get(1)?.split(':').nth(1)?;
-        if local_port != want {
-            return None;
-        }
-        let rx = u64::from_str_radix(f.get(4)?.split(':').nth(1)?, 16).ok()?;
-        let drops = f.last()?.parse().ok()?;
-        Some((rx, drops))
-    })
-}
-
 impl UdpMonitor {
     /// Start monitoring; returns once the programs are attached.
     pub fn start(cfg: UdpMonitorConfig) -> Result<UdpMonitor, MonitorError> {
@@ -305,7 +240,8 @@ fn run(
     let mut next_buffer = Instant::now();
     let mut samples_opened = 0u64;
     let mut buffer = Vec::new();
-    let mut table = UdpTable::open();
+    // The table the VNF's socket is listed in (udp, or udp6 for an IPv6 socket).
+    let mut table = UdpTable::open_for(cfg.port);
     let real_now = || {
         let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
             .expect("CLOCK_REALTIME exists");
@@ -404,46 +340,4 @@ fn run(
         samples_opened,
         buffer,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_table_read_in_one_pread_finds_a_socket_and_its_queue() {
-        let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = sink.local_addr().unwrap().port();
-        let src = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        for _ in 0..3 {
-            src.send_to(&[7u8; 100], ("127.0.0.1", port)).unwrap();
-        }
-        let mut table = UdpTable::open().unwrap();
-        let mut fill = || table.fill(port).expect("the socket's line");
-        let start = Instant::now();
-        let (mut rx, mut drops) = fill();
-        while rx < 300 && start.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(10));
-            (rx, drops) = fill();
-        }
-        assert!(rx >= 300, "rx_queue {rx}");
-        assert_eq!(drops, 0);
-        // Read again from the start (pread at 0), after draining one datagram.
-        let mut buf = [0u8; 200];
-        sink.recv(&mut buf).unwrap();
-        let (rx2, _) = fill();
-        assert!(rx2 < rx, "{rx2} after {rx}");
-        // A buffer too small for the line: the whole file is read instead.
-        let (rx3, _) = UdpTable::with_buffer(64).unwrap().fill(port).unwrap();
-        assert_eq!(rx3, rx2);
-        assert_eq!(UdpTable::open().unwrap().fill(0), None);
-    }
-
-    #[test]
-    fn finds_the_ports_queue_in_proc_net_udp() {
-        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
-  1: 00000000:0009 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123 2 0000000000000000 17\n";
-        assert_eq!(udp_socket_fill(table, 9), Some((0xA00, 17)));
-        assert_eq!(udp_socket_fill(table, 10), None);
-    }
 }

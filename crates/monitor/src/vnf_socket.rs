@@ -12,10 +12,8 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
+use crate::proc_udp::{socket_lines, UDP_TABLES};
 use crate::MonitorError;
-
-/// The calling thread's namespace's UDP sockets, IPv4 and IPv6.
-const UDP_TABLES: [&str; 2] = ["/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"];
 
 /// A duplicate of a VNF's UDP socket, with the monitor's filter attached once
 /// [`VnfSocket::attach`] succeeded.
@@ -30,16 +28,9 @@ impl VnfSocket {
     /// Every UDP socket bound to `port` in the calling thread's namespace, duplicated.
     /// None bound, or none whose owner can be found: one sentence saying so.
     pub fn find(port: u16) -> Result<Vec<VnfSocket>, MonitorError> {
-        let mut inodes = Vec::new();
-        for t in UDP_TABLES {
-            if let Ok(text) = std::fs::read_to_string(t) {
-                inodes.extend(udp_socket_inodes(&text, port));
-            }
-        }
+        let inodes = bound_inodes(port);
         if inodes.is_empty() {
-            return Err(MonitorError::Unsupported(format!(
-                "no UDP socket is bound to port {port} in the DuT's namespace: the udp monitor attaches to the VNF's socket, so the VNF must be running first"
-            )));
+            return Err(nothing_bound(port));
         }
         let mut found = Vec::new();
         let mut last_error = None;
@@ -53,12 +44,17 @@ impl VnfSocket {
                 Err(e) => last_error = Some(e),
             }
         }
-        if found.len() < inodes.len() {
-            let missing: Vec<u64> = inodes
-                .iter()
-                .filter(|i| !found.iter().any(|s| s.inode == **i))
-                .copied()
-                .collect();
+        // A socket closed since the table was read is no one's to monitor.
+        let still_bound = bound_inodes(port);
+        let missing: Vec<u64> = inodes
+            .iter()
+            .filter(|i| !found.iter().any(|s| s.inode == **i) && still_bound.contains(i))
+            .copied()
+            .collect();
+        if found.is_empty() && missing.is_empty() {
+            return Err(nothing_bound(port));
+        }
+        if !missing.is_empty() {
             return Err(MonitorError::Unsupported(format!(
                 "the UDP socket(s) bound to port {port} with inode {missing:?} could not be reached in any process{}",
                 last_error.map(|e| format!(" ({e})")).unwrap_or_default()
@@ -135,16 +131,26 @@ impl Drop for VnfSocket {
     }
 }
 
+fn nothing_bound(port: u16) -> MonitorError {
+    MonitorError::Unsupported(format!(
+        "no UDP socket is bound to port {port} in the DuT's namespace: the udp monitor attaches to the VNF's socket, so the VNF must be running first"
+    ))
+}
+
+/// Inodes of the sockets bound to `port` in the calling thread's namespace.
+fn bound_inodes(port: u16) -> Vec<u64> {
+    UDP_TABLES
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .flat_map(|text| udp_socket_inodes(&text, port))
+        .collect()
+}
+
 /// Inodes of the sockets bound to local `port` in a `/proc/net/udp{,6}` text.
 pub(crate) fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
-    let want = format!("{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(1)?.rsplit(':').next()? == want).then(|| f.get(9)?.parse().ok())?
-        })
+    socket_lines(table)
+        .filter(|l| l.port == port)
+        .map(|l| l.inode)
         .collect()
 }
 
