@@ -1044,6 +1044,7 @@ pub fn percentile_ladder(n: u64, ticks_per_half: u32) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::test_runner::TestCaseError;
 
     #[test]
     fn a_tail_summary_of_a_known_sample() {
@@ -1055,8 +1056,6 @@ mod tests {
         );
         assert_eq!(Tail::of(&[]).p50, None);
     }
-
-    use proptest::test_runner::TestCaseError;
 
     #[test]
     fn pct_parse_and_label() {

@@ -5,11 +5,11 @@
 //! raise, so the key is refused in one sentence rather than ignored.
 
 use crate::error::LabError;
+use crate::spec::DutKind;
 
 /// SCHED_FIFO priority of the DuT threads nflab runs itself (the data plane's
 /// and the link's workers, the udp relay): above the generator and recorder.
 pub const PRIORITY: i32 = 50;
-use crate::spec::DutKind;
 
 /// Why `dut.realtime` cannot apply to `kind`, or `None` where it does.
 pub fn why_not(kind: DutKind) -> Option<&'static str> {

@@ -34,6 +34,23 @@ pub(crate) fn socket_lines(table: &str) -> impl Iterator<Item = SocketLine> + '_
     })
 }
 
+/// Inodes of the sockets bound to `port` in the calling thread's namespace.
+pub(crate) fn bound_inodes(port: u16) -> Vec<u64> {
+    UDP_TABLES
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .flat_map(|text| udp_socket_inodes(&text, port))
+        .collect()
+}
+
+/// Inodes of the sockets bound to local `port` in a `/proc/net/udp{,6}` text.
+pub(crate) fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
+    socket_lines(table)
+        .filter(|l| l.port == port)
+        .map(|l| l.inode)
+        .collect()
+}
+
 /// One of this namespace's tables, opened once and read with one `pread` per
 /// sample.
 ///
@@ -106,6 +123,19 @@ pub(crate) fn udp_socket_fill(table: &str, port: u16) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn finds_the_ports_inodes_in_proc_net_udp() {
+        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  1: 00000000:0009 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123 2 0000000000000000 17\n\
+  2: 0100007F:0009 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 456 2 0000000000000000 0\n\
+  3: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 789 2 0000000000000000 0\n";
+        assert_eq!(udp_socket_inodes(table, 9), vec![123, 456]);
+        assert_eq!(udp_socket_inodes(table, 10), Vec::<u64>::new());
+        let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  5: 00000000000000000000000000000000:0009 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 999 2 0000000000000000 0\n";
+        assert_eq!(udp_socket_inodes(v6, 9), vec![999]);
+    }
 
     #[test]
     fn the_table_read_in_one_pread_finds_a_socket_and_its_queue() {

@@ -12,7 +12,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
-use crate::proc_udp::{socket_lines, UDP_TABLES};
+use crate::proc_udp::bound_inodes;
 use crate::MonitorError;
 
 /// A duplicate of a VNF's UDP socket, with the monitor's filter attached once
@@ -137,23 +137,6 @@ fn nothing_bound(port: u16) -> MonitorError {
     ))
 }
 
-/// Inodes of the sockets bound to `port` in the calling thread's namespace.
-fn bound_inodes(port: u16) -> Vec<u64> {
-    UDP_TABLES
-        .iter()
-        .filter_map(|t| std::fs::read_to_string(t).ok())
-        .flat_map(|text| udp_socket_inodes(&text, port))
-        .collect()
-}
-
-/// Inodes of the sockets bound to local `port` in a `/proc/net/udp{,6}` text.
-pub(crate) fn udp_socket_inodes(table: &str, port: u16) -> Vec<u64> {
-    socket_lines(table)
-        .filter(|l| l.port == port)
-        .map(|l| l.inode)
-        .collect()
-}
-
 /// (inode, pid, fd) of every descriptor of every process that refers to one of
 /// `inodes` (a process may hold several: IPv4 and IPv6, `SO_REUSEPORT` workers).
 fn holders(inodes: &[u64]) -> Vec<(u64, i32, i32)> {
@@ -225,19 +208,6 @@ fn duplicate(pid: i32, fd: i32, inode: u64) -> Result<OwnedFd, MonitorError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_ports_inodes_in_proc_net_udp() {
-        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
-  1: 00000000:0009 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 123 2 0000000000000000 17\n\
-  2: 0100007F:0009 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 456 2 0000000000000000 0\n\
-  3: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 789 2 0000000000000000 0\n";
-        assert_eq!(udp_socket_inodes(table, 9), vec![123, 456]);
-        assert_eq!(udp_socket_inodes(table, 10), Vec::<u64>::new());
-        let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
-  5: 00000000000000000000000000000000:0009 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 999 2 0000000000000000 0\n";
-        assert_eq!(udp_socket_inodes(v6, 9), vec![999]);
-    }
 
     #[test]
     fn a_socket_of_this_process_is_found_and_a_free_port_is_one_sentence() {
