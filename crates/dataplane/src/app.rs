@@ -58,6 +58,14 @@ pub trait App {
         None
     }
 
+    /// The least time this app keeps any packet it is given, counted from the
+    /// packet's receive stamp (`rx_ns`): no new packet makes it act sooner. A
+    /// worker that holds packets sleeps through arrivals on the strength of it
+    /// (`engine`, "sleeping through arrivals"); 0, the default, promises nothing.
+    fn min_hold_ns(&self) -> u64 {
+        0
+    }
+
     /// Counters of the app's own, as a JSON object (drop reasons and the like).
     fn counters(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -174,6 +182,15 @@ impl Chain {
     /// The earliest deadline of any app.
     pub fn next_deadline_ns(&self) -> Option<u64> {
         self.apps.iter().filter_map(|a| a.next_deadline_ns()).min()
+    }
+
+    /// The least time any packet taken in now stays in the chain: the apps'
+    /// [minimum holds](App::min_hold_ns) add up, since each app only passes a
+    /// packet on after its own.
+    pub fn min_hold_ns(&self) -> u64 {
+        self.apps
+            .iter()
+            .fold(0u64, |sum, a| sum.saturating_add(a.min_hold_ns()))
     }
 
     /// Names of the apps, in order.

@@ -129,6 +129,19 @@ impl DelaySampler {
         Ok(v)
     }
 
+    /// The least delay [`sample`](Self::sample) can draw, ns (floored, so it
+    /// never exceeds a draw): a normal distribution with a spread reaches 0.
+    pub fn min_ns(&self) -> u64 {
+        let least = match &self.dist {
+            Distribution::Uniform => self.mean_ns - 3f64.sqrt() * self.sd_ns,
+            Distribution::Normal if self.sd_ns > 0.0 => 0.0,
+            Distribution::Normal => self.mean_ns,
+            Distribution::Exponential => self.mean_ns - self.sd_ns,
+            Distribution::Trace(t) => return t.iter().copied().min().unwrap_or(0),
+        };
+        least.max(0.0).floor() as u64
+    }
+
     /// One delay in ns.
     #[inline]
     pub fn sample(&mut self) -> u64 {
@@ -315,6 +328,10 @@ impl App for Delayer {
         self.heap.peek().map(|Reverse(e)| e.due_ns)
     }
 
+    fn min_hold_ns(&self) -> u64 {
+        self.sampler.min_ns()
+    }
+
     fn counters(&self) -> serde_json::Value {
         serde_json::to_value(self.counters).unwrap_or_default()
     }
@@ -449,6 +466,34 @@ mod tests {
         let mut xs = delays_through_app(Distribution::Uniform, 500.0, 50.0, n);
         let d = ks(&mut xs, |x| cdf(&Distribution::Normal, 500e3, 50e3, x));
         assert!(d > crit, "KS should reject: D = {d}");
+    }
+
+    /// `min_ns` bounds every draw from below, and tightly where the
+    /// distribution has a floor.
+    #[test]
+    fn the_least_delay_bounds_every_draw() {
+        for (dist, mean, sd, tight) in [
+            (Distribution::Uniform, 100.0, 20.0, true),
+            (Distribution::Exponential, 100.0, 40.0, true),
+            (Distribution::Normal, 100.0, 0.0, true),
+            (Distribution::Normal, 100.0, 5.0, false),
+            (
+                Distribution::Trace(vec![7_000, 3_000, 9_000]),
+                0.0,
+                0.0,
+                true,
+            ),
+        ] {
+            let mut s = DelaySampler::new(dist.clone(), mean, sd, 3).unwrap();
+            let least = s.min_ns();
+            let drawn = (0..20_000).map(|_| s.sample()).min().unwrap();
+            assert!(drawn >= least, "{dist:?}: drew {drawn} below {least}");
+            if tight {
+                assert!(drawn - least < 1_000, "{dist:?}: {least} vs {drawn}");
+            } else {
+                assert_eq!(least, 0, "{dist:?}");
+            }
+        }
     }
 
     #[test]

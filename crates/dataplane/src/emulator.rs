@@ -353,6 +353,16 @@ impl App for LinkEmulator {
         self.delay_line.next_deadline_ns()
     }
 
+    /// The delay's least draw (the serializer only adds to it); nothing when
+    /// reordering lets a packet skip the delay.
+    fn min_hold_ns(&self) -> u64 {
+        if self.reorder > 0.0 {
+            0
+        } else {
+            self.sampler.min_ns()
+        }
+    }
+
     fn counters(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self.counters).unwrap_or_default();
         if let (Some(o), Ok(serde_json::Value::Object(d))) = (

@@ -16,6 +16,18 @@
 //!    is what explains the 56 µs mean that seed 002 measured behind a
 //!    "batch of 32". `drain_us = 0` sends every packet in the breath it came.
 //!
+//! **Sleeping through arrivals.** A waiting worker normally sleeps in the
+//! port (`ppoll`), so that a new frame wakes it. A worker that holds frames
+//! in a delay line and whose next deadline is nearer than the chain's
+//! [minimum hold](crate::app::Chain::min_hold_ns) needs no such wake-up: a
+//! frame that comes now cannot be due before that deadline. If the input
+//! port stamps frames in the kernel (an AF_PACKET ring), the worker then
+//! sleeps in an absolute `clock_nanosleep` instead, and the frames that came
+//! meanwhile keep their kernel receive time. Both matter on a VM: the wake
+//! from `ppoll` on a socket was ≈ 10 µs later than from `clock_nanosleep`
+//! (`bench/link`), and a frame stamped when it is read rather than when it
+//! came carries the worker's wake-up lateness into its due time.
+//!
 //! Counters: polls that delivered frames (busy) and those that did not
 //! (idle), a histogram of receive batch sizes, flushes by size and by timer,
 //! and TSC cycles spent in busy breaths, so `cycles_busy / tx_packets` is the
@@ -26,7 +38,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nflab_io::{IoError, IoStats, PacketIo};
+use nflab_io::{IoError, IoStats, PacketIo, TsSource};
 use serde::{Deserialize, Serialize};
 
 use crate::app::{AppStats, Chain, LinkStats};
@@ -36,6 +48,11 @@ use crate::tsc;
 
 /// Longest a blocking receive sleeps before it looks at the stop flag again.
 const MAX_BLOCK: Duration = Duration::from_millis(10);
+
+/// Longest a worker sleeps through arrivals without reading its input: an
+/// AF_PACKET ring of 2048 frames (`nflab-lab`'s port) that a veth fills at
+/// ≈ 2 Mpps would overflow after ≈ 1 ms.
+const MAX_BLIND_NS: u64 = 1_000_000;
 
 /// Default of [`WorkerConfig::wake_early_ns`]: off. On the 2-vCPU VM this was
 /// built on, 100 µs trimmed the link emulator's median by 30 µs, but runs with
@@ -214,6 +231,11 @@ pub struct LoopStats {
     pub wall_ns: u64,
     /// CPU time of the worker thread during `run`, ns.
     pub cpu_ns: u64,
+    /// Frames whose receive stamp is the kernel's (the rest: the worker's
+    /// clock when it read them).
+    pub kernel_stamped: u64,
+    /// Sleeps through arrivals (`clock_nanosleep` while holding frames).
+    pub held_sleeps: u64,
     /// Packet buffers allocated after start-up (should stay 0).
     pub pool_allocations: u64,
 }
@@ -298,6 +320,8 @@ impl WorkerStats {
             (&mut w.cycles_busy, x.cycles_busy),
             (&mut w.cycles_total, x.cycles_total),
             (&mut w.cpu_ns, x.cpu_ns),
+            (&mut w.kernel_stamped, x.kernel_stamped),
+            (&mut w.held_sleeps, x.held_sleeps),
             (&mut w.pool_allocations, x.pool_allocations),
         ] {
             *a += b;
@@ -379,6 +403,10 @@ pub struct Worker {
     hist: Vec<u64>,
     cpu: Option<usize>,
     error: Option<String>,
+    /// Whether the clock is read at all (see `run_loop`).
+    clocked: bool,
+    /// Whether the last frame received carried a kernel stamp.
+    input_stamped: bool,
 }
 
 fn is_gone(e: &IoError) -> bool {
@@ -404,6 +432,24 @@ fn classify(ifname: &str, e: IoError) -> WorkerError {
             source: e,
         }
     }
+}
+
+fn read_clock(clocked: bool) -> u64 {
+    if clocked {
+        nflab_io::clock::monotonic_ns()
+    } else {
+        0
+    }
+}
+
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` now, ns: what turns a kernel receive
+/// stamp (real time) into the worker's clock. The real-time read is taken
+/// between two monotonic ones and set against their midpoint.
+fn realtime_minus_monotonic() -> u64 {
+    let m0 = nflab_io::clock::monotonic_ns();
+    let real = nflab_io::clock::realtime_ns();
+    let m1 = nflab_io::clock::monotonic_ns();
+    real.saturating_sub(m0 + (m1 - m0) / 2)
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -470,6 +516,8 @@ impl Worker {
             stats,
             cpu: None,
             error: None,
+            clocked: false,
+            input_stamped: false,
         }
     }
 
@@ -530,25 +578,81 @@ impl Worker {
         Duration::from_nanos(deadline.saturating_sub(now))
     }
 
+    /// `CLOCK_MONOTONIC` if this worker reads the clock at all, else 0.
+    fn clock(&self) -> u64 {
+        read_clock(self.clocked)
+    }
+
+    /// When to wake if the worker may sleep through arrivals rather than wait
+    /// on its input for `timeout` (the module's "sleeping through arrivals"):
+    /// it must be asleep for no longer than any new frame will be held, and
+    /// the frames must bring their own (kernel) receive stamps.
+    fn held_wake(&self, now: u64, timeout: Duration) -> Option<u64> {
+        let wait = timeout.as_nanos() as u64;
+        let may = wait > 0 && self.input_stamped && wait <= self.chain.min_hold_ns();
+        may.then(|| now + wait.min(MAX_BLIND_NS))
+    }
+
+    /// Read at most `max` frames into the chain's input, waiting up to
+    /// `timeout` for the first; returns how many and when they were read.
+    ///
+    /// A frame's receive stamp is the kernel's when the port has one, else
+    /// the time the batch was read (one clock read per batch), never the
+    /// loop's `now`: after a blocking wait `now` is from before it, and a
+    /// worker descheduled between reading the clock and the ring (a busy VM
+    /// stalls one for milliseconds) would stamp frames that came in meanwhile
+    /// too early — a delay line would release them before their time.
+    fn receive(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<(usize, Option<u64>), WorkerError> {
+        let clocked = self.clocked;
+        let (stats, chain) = (&mut self.stats, &mut self.chain);
+        let mut read_ns = None;
+        let mut realtime_offset = None;
+        let mut stamped = self.input_stamped;
+        let n = self
+            .input
+            .io
+            .rx_batch(max, timeout, &mut |frame, meta| {
+                let mut p = Packet::from_slice(frame);
+                let read = *read_ns.get_or_insert_with(|| read_clock(clocked));
+                p.rx_ns = match meta.ts_ns {
+                    Some(real) if clocked && meta.ts_source == TsSource::KernelSoftware => {
+                        stamped = true;
+                        stats.kernel_stamped += 1;
+                        let offset = *realtime_offset.get_or_insert_with(realtime_minus_monotonic);
+                        // Never later than the read: the offset is read, not exact.
+                        real.saturating_sub(offset).min(read)
+                    }
+                    _ => {
+                        stamped = false;
+                        read
+                    }
+                };
+                stats.rx_truncated += (frame.len() > p.len()) as u64;
+                if !chain.input().transmit(p) {
+                    stats.rx_link_full += 1;
+                }
+            })
+            .map_err(|e| classify(&self.input.ifname, e))?;
+        self.input_stamped = stamped;
+        Ok((n, read_ns))
+    }
+
     fn run_loop(&mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let batch = self.cfg.batch;
         // Time matters to timed apps, the drain timer and the waiting receive modes;
         // a busy-polling l2fwd or router chain runs without reading the clock.
-        let clocked = self.chain.needs_clock()
+        self.clocked = self.chain.needs_clock()
             || self.cfg.drain_ns > 0
             || self.cfg.rx_mode != RxMode::BusyPoll;
-        let clock = || {
-            if clocked {
-                nflab_io::clock::monotonic_ns()
-            } else {
-                0
-            }
-        };
-        let mut last_drain = clock();
+        let mut last_drain = self.clock();
         let mut last_busy = last_drain;
         while !stop.load(Ordering::Relaxed) {
             let c0 = tsc::rdtsc();
-            let now = clock();
+            let now = self.clock();
             self.stats.iterations += 1;
 
             // 1. Receive.
@@ -561,30 +665,25 @@ impl Worker {
                 RxMode::Adaptive => Duration::ZERO,
             };
             let room = self.chain.input().room().min(batch);
-            let (stats, chain) = (&mut self.stats, &mut self.chain);
-            // Frames are stamped when the batch is read (one clock read per batch), never
-            // with `now`: after a blocking wait `now` is from before it, and a worker
-            // descheduled between reading the clock and the ring (a busy VM stalls one for
-            // milliseconds) would stamp frames that came in meanwhile too early — a delay
-            // line would release them before their time.
-            let mut rx_ns = None;
-            let n = self
-                .input
-                .io
-                .rx_batch(room.max(1), timeout, &mut |frame, _meta| {
-                    let mut p = Packet::from_slice(frame);
-                    p.rx_ns = *rx_ns.get_or_insert_with(clock);
-                    stats.rx_truncated += (frame.len() > p.len()) as u64;
-                    if !chain.input().transmit(p) {
-                        stats.rx_link_full += 1;
-                    }
-                })
-                .map_err(|e| classify(&self.input.ifname, e))?;
-            // The time the batch was read, if a frame came; after a wait, now.
-            let now = match rx_ns {
-                Some(t) => t,
-                None if timeout.is_zero() => now,
-                None => clock(),
+            // Sleeping through arrivals: a look at the input first, so that every frame
+            // left unread has come after `now`, then the sleep instead of the wait.
+            let held_wake = self.held_wake(now, timeout);
+            let wait = if held_wake.is_some() {
+                Duration::ZERO
+            } else {
+                timeout
+            };
+            let (n, read_ns) = self.receive(room.max(1), wait)?;
+            // The time the batch was read, if a frame came; after a wait or sleep, now.
+            let now = match (read_ns, held_wake) {
+                (Some(t), _) => t,
+                (None, Some(wake)) => {
+                    nflab_io::clock::sleep_until_monotonic_ns(wake);
+                    self.stats.held_sleeps += 1;
+                    self.clock()
+                }
+                (None, None) if timeout.is_zero() => now,
+                (None, None) => self.clock(),
             };
             if n > 0 {
                 self.stats.busy_polls += 1;
@@ -795,6 +894,155 @@ mod tests {
         assert_eq!(sleep_before(100_000, due, due + 1), Duration::ZERO);
         // A deadline far away: the stop flag is still looked at every MAX_BLOCK.
         assert_eq!(sleep_before(100_000, now + 60_000_000_000, now), MAX_BLOCK);
+    }
+
+    /// A blocking worker over one delayer (the chain's `min_hold` is its least draw).
+    fn held_worker(delay_us: f64, jitter_us: f64, dist: crate::delayer::Distribution) -> Worker {
+        let cfg = WorkerConfig {
+            rx_mode: RxMode::Blocking,
+            ..WorkerConfig::default()
+        };
+        let (a, b) = (MemIo::pair(8).1, MemIo::pair(8).1);
+        let port = |io: MemIo| Port {
+            ifname: "m".into(),
+            io: Box::new(io),
+        };
+        let sampler = crate::delayer::DelaySampler::new(dist, delay_us, jitter_us, 1).unwrap();
+        let delayer = crate::delayer::Delayer::new(sampler, 64, false);
+        let chain = Chain::new(vec![Box::new(delayer)], 8);
+        Worker::new(cfg, chain, port(a), port(b))
+    }
+
+    /// The worker sleeps through arrivals only when no frame that comes
+    /// meanwhile can be due before it wakes, and only with kernel stamps.
+    #[test]
+    fn a_worker_sleeps_through_arrivals_only_within_the_chains_minimum_hold() {
+        use crate::delayer::Distribution;
+        let now = 1_000_000_000;
+        let ms = |x: u64| Duration::from_millis(x);
+        let mut w = held_worker(5_000.0, 0.0, Distribution::Normal);
+        assert_eq!(w.chain.min_hold_ns(), 5_000_000);
+        // Frames stamped by the worker itself: its wake-up would be in their stamps.
+        assert_eq!(w.held_wake(now, ms(3)), None);
+        w.input_stamped = true;
+        // Due within the hold: sleep, in slices of at most MAX_BLIND_NS.
+        assert_eq!(
+            w.held_wake(now, Duration::from_micros(700)),
+            Some(now + 700_000)
+        );
+        assert_eq!(w.held_wake(now, ms(3)), Some(now + MAX_BLIND_NS));
+        assert_eq!(w.held_wake(now, ms(5)), Some(now + MAX_BLIND_NS));
+        // A wait longer than the hold (nothing held): a new frame must wake it.
+        assert_eq!(w.held_wake(now, Duration::from_nanos(5_000_001)), None);
+        // Polling: nothing to sleep through.
+        assert_eq!(w.held_wake(now, Duration::ZERO), None);
+        // A normal jitter can draw 0: no frame is sure to be held at all.
+        let mut j = held_worker(5_000.0, 300.0, Distribution::Normal);
+        j.input_stamped = true;
+        assert_eq!(j.chain.min_hold_ns(), 0);
+        assert_eq!(j.held_wake(now, Duration::from_micros(10)), None);
+        // A uniform one holds at least mean − √3·sd.
+        let u = held_worker(5_000.0, 1_000.0, Distribution::Uniform);
+        assert_eq!(u.chain.min_hold_ns(), 3_267_949);
+    }
+
+    /// A port whose frames carry a kernel stamp that says they came
+    /// `early_ns` before they were sent into the in-memory pair.
+    struct KernelStamped(MemIo, u64);
+
+    impl PacketIo for KernelStamped {
+        fn name(&self) -> &'static str {
+            "kernel-stamped"
+        }
+        fn layer(&self) -> nflab_io::Layer {
+            self.0.layer()
+        }
+        fn max_frame_len(&self) -> usize {
+            self.0.max_frame_len()
+        }
+        fn tx_batch(
+            &mut self,
+            n: usize,
+            fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
+        ) -> Result<usize, IoError> {
+            self.0.tx_batch(n, fill)
+        }
+        fn flush_tx(&mut self) -> Result<(), IoError> {
+            self.0.flush_tx()
+        }
+        fn rx_batch(
+            &mut self,
+            max: usize,
+            timeout: Duration,
+            sink: &mut dyn FnMut(&[u8], nflab_io::RxMeta),
+        ) -> Result<usize, IoError> {
+            let early = self.1;
+            self.0.rx_batch(max, timeout, &mut |frame, meta| {
+                let meta = nflab_io::RxMeta {
+                    ts_ns: meta.ts_ns.map(|t| t - early),
+                    ts_source: TsSource::KernelSoftware,
+                    ..meta
+                };
+                sink(frame, meta)
+            })
+        }
+        fn stats(&self) -> nflab_io::IoStats {
+            self.0.stats()
+        }
+    }
+
+    /// A kernel stamp (real time) becomes the frame's receive time on the
+    /// worker's monotonic clock, however late the worker reads the frame.
+    #[test]
+    fn a_kernel_stamp_is_the_frames_receive_time_on_the_monotonic_clock() {
+        let early_ns = 3_000_000;
+        let (mut gen, a) = MemIo::pair(16);
+        let (b, _sink) = MemIo::pair(16);
+        let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = StampLog(Arc::clone(&stamps));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let h = std::thread::spawn(move || {
+            let cfg = WorkerConfig {
+                rx_mode: RxMode::Blocking,
+                ..WorkerConfig::default()
+            };
+            let input = Port {
+                ifname: "a".into(),
+                io: Box::new(KernelStamped(a, early_ns)),
+            };
+            let output = Port {
+                ifname: "b".into(),
+                io: Box::new(b),
+            };
+            let chain = Chain::new(vec![Box::new(log)], cfg.link_capacity);
+            let mut w = Worker::new(cfg, chain, input, output);
+            w.run(&stop2).unwrap();
+            w.stats()
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let sent_ns = nflab_io::clock::monotonic_ns();
+        gen.tx_batch(1, &mut |_, buf| {
+            buf[..60].copy_from_slice(&frame(0));
+            60
+        })
+        .unwrap();
+        let t0 = std::time::Instant::now();
+        while stamps.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let stats = h.join().unwrap();
+        let got = stamps.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        assert_eq!(stats.worker.kernel_stamped, 1);
+        // The stamp is 3 ms before the send (what the port said), not the read:
+        // the clocks' offset is exact to well under the millisecond allowed here.
+        let before_send = sent_ns as i64 - got[0] as i64;
+        assert!(
+            (2_000_000..=4_000_000).contains(&before_send),
+            "stamped {before_send} ns before the send; the port said {early_ns}"
+        );
     }
 
     #[test]

@@ -70,10 +70,13 @@ pub fn lab_context() -> BuildContext {
 /// `auto`: AF_XDP, and AF_PACKET where AF_XDP cannot open (docs/dataplane.md
 /// has the measurements behind that order). `queue` is the worker's queue of
 /// `queues`; AF_PACKET has no queues, so with several it is not a fallback.
+/// `kernel_stamps`: AF_PACKET receive stamps each frame in the kernel, for a
+/// chain with a delay line (the worker's "sleeping through arrivals");
+/// AF_XDP has no receive stamps.
 pub fn open_port(
     io: Option<&str>,
     ifname: &str,
-    rx: bool,
+    (rx, kernel_stamps): (bool, bool),
     batch: usize,
     (queue, queues): (u32, u32),
 ) -> Result<Port, LabError> {
@@ -87,10 +90,10 @@ pub fn open_port(
             Ok(io) => Ok(port(io)),
             Err(e) => {
                 eprintln!("notice: {ifname}: AF_XDP is not available ({e}); the data plane uses AF_PACKET");
-                Ok(port(open_af_packet(ifname, rx, batch)?))
+                Ok(port(open_af_packet(ifname, rx, kernel_stamps, batch)?))
             }
         },
-        "af_packet" => Ok(port(open_af_packet(ifname, rx, batch)?)),
+        "af_packet" => Ok(port(open_af_packet(ifname, rx, kernel_stamps, batch)?)),
         "af_xdp" => Ok(port(open_af_xdp(ifname, rx, queue)?)),
         other => Err(LabError::Unsupported(format!(
             "dut.io = \"{other}\" is not known: use auto, af_packet or af_xdp"
@@ -117,6 +120,7 @@ fn open_af_xdp(
 fn open_af_packet(
     ifname: &str,
     rx: bool,
+    kernel_stamps: bool,
     batch: usize,
 ) -> Result<Box<dyn nflab_io::PacketIo>, LabError> {
     let tx = Box::new(RawSocket::open(ifname, false, batch)?);
@@ -131,7 +135,7 @@ fn open_af_packet(
             rx_ring: nflab_io::RxRingKind::Frames,
             rx_block_bytes: 1 << 16,
             rx_blocks: 64,
-            kernel_timestamps: false,
+            kernel_timestamps: kernel_stamps,
             ..nflab_io::AfPacketConfig::default()
         },
     )?;
@@ -217,10 +221,11 @@ pub fn spawn(
                         ..ctx
                     };
                     let q = (i, workers);
-                    let inp = open_port(io.as_deref(), &input, true, cfg.batch, q)?;
-                    let out = open_port(io.as_deref(), &output, false, cfg.batch, q)?;
                     let apps = build_chain(&pipeline, &functions, &ctx)
                         .map_err(|e| LabError::Unsupported(e.0))?;
+                    let timed = apps.iter().any(|a| a.min_hold_ns() > 0);
+                    let inp = open_port(io.as_deref(), &input, (true, timed), cfg.batch, q)?;
+                    let out = open_port(io.as_deref(), &output, (false, false), cfg.batch, q)?;
                     let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
                     w.set_cpu(Some(cpu));
                     Ok(w)

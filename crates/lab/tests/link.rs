@@ -241,6 +241,15 @@ fn configured_delay_is_measured_over_the_noise_floor_both_ways() {
         (median - floor_median - 5000.0).abs() < bound,
         "median {median} µs over a floor of {floor_median} µs"
     );
+    // A constant delay lets the worker sleep through arrivals: every frame keeps
+    // its kernel receive stamp, and the held frames' releases were timed sleeps.
+    let w = &fwd.stats.forward.worker;
+    println!(
+        "forward: {} of {n} frames kernel-stamped, {} sleeps through arrivals",
+        w.kernel_stamped, w.held_sleeps
+    );
+    assert_eq!(w.kernel_stamped, n as u64);
+    assert!(w.held_sleeps > 0, "the worker never slept through arrivals");
     // The other direction has its own delay, and its spread is at least the
     // configured sd (a normal's interquartile range is 1.349 sd); the host
     // adds its own, which on a busy one is larger than the link's (the
@@ -257,6 +266,9 @@ fn configured_delay_is_measured_over_the_noise_floor_both_ways() {
     assert!(sd_measured > 0.8 * 300.0, "sd {sd_measured} µs");
     assert_eq!(counter(&rev.stats.reverse, "packets_in"), n as u64);
     assert_eq!(counter(&rev.stats.forward, "packets_in"), 0);
+    // A normal jitter can draw 0 µs: no frame is sure to be held, so the
+    // worker always waits on its input.
+    assert_eq!(rev.stats.reverse.worker.held_sleeps, 0);
 }
 
 #[test]
