@@ -184,13 +184,13 @@ impl Chain {
         self.apps.iter().filter_map(|a| a.next_deadline_ns()).min()
     }
 
-    /// The least time any packet taken in now stays in the chain: the apps'
-    /// [minimum holds](App::min_hold_ns) add up, since each app only passes a
-    /// packet on after its own.
+    /// The least time before the chain acts on a packet taken in now: the
+    /// first app's [minimum hold](App::min_hold_ns). Holds do not add up — a
+    /// delay line counts from the packet's receive stamp, not from when the
+    /// app before it passed the packet on — and an app behind the first sees
+    /// the packet only after the first has held it.
     pub fn min_hold_ns(&self) -> u64 {
-        self.apps
-            .iter()
-            .fold(0u64, |sum, a| sum.saturating_add(a.min_hold_ns()))
+        self.apps.first().map_or(0, |a| a.min_hold_ns())
     }
 
     /// Names of the apps, in order.

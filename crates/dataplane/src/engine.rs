@@ -18,12 +18,13 @@
 //!
 //! **Sleeping through arrivals.** A waiting worker normally sleeps in the
 //! port (`ppoll`), so that a new frame wakes it. A worker that holds frames
-//! in a delay line and whose next deadline is nearer than the chain's
-//! [minimum hold](crate::app::Chain::min_hold_ns) needs no such wake-up: a
-//! frame that comes now cannot be due before that deadline. If the input
-//! port stamps frames in the kernel (an AF_PACKET ring), the worker then
-//! sleeps in an absolute `clock_nanosleep` instead, and the frames that came
-//! meanwhile keep their kernel receive time. Both matter on a VM: the wake
+//! in a delay line needs no such wake-up before the chain's
+//! [minimum hold](crate::app::Chain::min_hold_ns) has passed: a frame that
+//! comes now cannot be due sooner. If the input port stamps frames in the
+//! kernel (an AF_PACKET ring), the worker then sleeps in an absolute
+//! `clock_nanosleep` instead — to its next deadline or, if that is further,
+//! to the hold's end less a margin — and the frames that came meanwhile keep
+//! their kernel receive time. Both matter on a VM: the wake
 //! from `ppoll` on a socket was ≈ 10 µs later than from `clock_nanosleep`
 //! (`bench/link`), and a frame stamped when it is read rather than when it
 //! came carries the worker's wake-up lateness into its due time.
@@ -53,6 +54,16 @@ const MAX_BLOCK: Duration = Duration::from_millis(10);
 /// AF_PACKET ring of 2048 frames (`nflab-lab`'s port) that a veth fills at
 /// ≈ 2 Mpps would overflow after ≈ 1 ms.
 const MAX_BLIND_NS: u64 = 1_000_000;
+
+/// How much sooner than the chain's minimum hold a worker sleeping through
+/// arrivals wakes: the kernel stamps a frame when it is received (`netif_rx`)
+/// and puts it into the ring later, in a softirq, so a frame stamped just
+/// before the worker looked at the ring may not be in it yet.
+const HELD_MARGIN_NS: u64 = 50_000;
+
+/// A kernel stamp older than this when read is not believed (the real-time
+/// clock was set between the stamp and the read); the read time is used.
+const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 
 /// Default of [`WorkerConfig::wake_early_ns`]: off. On the 2-vCPU VM this was
 /// built on, 100 µs trimmed the link emulator's median by 30 µs, but runs with
@@ -234,7 +245,7 @@ pub struct LoopStats {
     /// Frames whose receive stamp is the kernel's (the rest: the worker's
     /// clock when it read them).
     pub kernel_stamped: u64,
-    /// Sleeps through arrivals (`clock_nanosleep` while holding frames).
+    /// Sleeps through arrivals (`clock_nanosleep` while frames were held).
     pub held_sleeps: u64,
     /// Packet buffers allocated after start-up (should stay 0).
     pub pool_allocations: u64,
@@ -585,12 +596,15 @@ impl Worker {
 
     /// When to wake if the worker may sleep through arrivals rather than wait
     /// on its input for `timeout` (the module's "sleeping through arrivals"):
-    /// it must be asleep for no longer than any new frame will be held, and
-    /// the frames must bring their own (kernel) receive stamps.
+    /// it holds frames, the frames bring their own (kernel) receive stamps,
+    /// and it sleeps no longer than any new frame will be held, less
+    /// [`HELD_MARGIN_NS`], nor than [`MAX_BLIND_NS`].
     fn held_wake(&self, now: u64, timeout: Duration) -> Option<u64> {
         let wait = timeout.as_nanos() as u64;
-        let may = wait > 0 && self.input_stamped && wait <= self.chain.min_hold_ns();
-        may.then(|| now + wait.min(MAX_BLIND_NS))
+        let blind = self.chain.min_hold_ns().saturating_sub(HELD_MARGIN_NS);
+        let holding = self.chain.next_deadline_ns().is_some();
+        let may = wait > 0 && blind > 0 && holding && self.input_stamped;
+        may.then(|| now + wait.min(blind).min(MAX_BLIND_NS))
     }
 
     /// Read at most `max` frames into the chain's input, waiting up to
@@ -623,8 +637,14 @@ impl Worker {
                         stamped = true;
                         stats.kernel_stamped += 1;
                         let offset = *realtime_offset.get_or_insert_with(realtime_minus_monotonic);
-                        // Never later than the read: the offset is read, not exact.
-                        real.saturating_sub(offset).min(read)
+                        // Later than `read` is right for a frame that came while the
+                        // batch was read; far earlier, the real-time clock was set.
+                        let kernel = real.saturating_sub(offset);
+                        if read.saturating_sub(kernel) > MAX_STAMP_AGE_NS {
+                            read
+                        } else {
+                            kernel
+                        }
                     }
                     _ => {
                         stamped = false;
@@ -896,8 +916,13 @@ mod tests {
         assert_eq!(sleep_before(100_000, now + 60_000_000_000, now), MAX_BLOCK);
     }
 
-    /// A blocking worker over one delayer (the chain's `min_hold` is its least draw).
-    fn held_worker(delay_us: f64, jitter_us: f64, dist: crate::delayer::Distribution) -> Worker {
+    fn delayer(delay_us: f64, jitter_us: f64, dist: crate::delayer::Distribution) -> Box<dyn App> {
+        let sampler = crate::delayer::DelaySampler::new(dist, delay_us, jitter_us, 1).unwrap();
+        Box::new(crate::delayer::Delayer::new(sampler, 64, false))
+    }
+
+    /// A blocking worker over `apps`.
+    fn blocking_worker(apps: Vec<Box<dyn App>>) -> Worker {
         let cfg = WorkerConfig {
             rx_mode: RxMode::Blocking,
             ..WorkerConfig::default()
@@ -907,48 +932,83 @@ mod tests {
             ifname: "m".into(),
             io: Box::new(io),
         };
-        let sampler = crate::delayer::DelaySampler::new(dist, delay_us, jitter_us, 1).unwrap();
-        let delayer = crate::delayer::Delayer::new(sampler, 64, false);
-        let chain = Chain::new(vec![Box::new(delayer)], 8);
-        Worker::new(cfg, chain, port(a), port(b))
+        Worker::new(cfg, Chain::new(apps, 8), port(a), port(b))
     }
 
-    /// The worker sleeps through arrivals only when no frame that comes
-    /// meanwhile can be due before it wakes, and only with kernel stamps.
+    /// A frame received at `now` goes into the chain.
+    fn hold_one(w: &mut Worker, now: u64) {
+        let mut p = Packet::from_slice(&frame(0));
+        p.rx_ns = now;
+        assert!(w.chain.input().transmit(p));
+        w.chain.breathe(now);
+        assert_eq!(w.chain.in_flight(), 1);
+    }
+
+    /// The worker sleeps through arrivals only while it holds frames with
+    /// kernel stamps, and never longer than a new frame would be held.
     #[test]
     fn a_worker_sleeps_through_arrivals_only_within_the_chains_minimum_hold() {
-        use crate::delayer::Distribution;
+        use crate::delayer::Distribution::{Normal, Uniform};
         let now = 1_000_000_000;
-        let ms = |x: u64| Duration::from_millis(x);
-        let mut w = held_worker(5_000.0, 0.0, Distribution::Normal);
+        let us = Duration::from_micros;
+        let mut w = blocking_worker(vec![delayer(5_000.0, 0.0, Normal)]);
         assert_eq!(w.chain.min_hold_ns(), 5_000_000);
-        // Frames stamped by the worker itself: its wake-up would be in their stamps.
-        assert_eq!(w.held_wake(now, ms(3)), None);
         w.input_stamped = true;
-        // Due within the hold: sleep, in slices of at most MAX_BLIND_NS.
-        assert_eq!(
-            w.held_wake(now, Duration::from_micros(700)),
-            Some(now + 700_000)
-        );
-        assert_eq!(w.held_wake(now, ms(3)), Some(now + MAX_BLIND_NS));
-        assert_eq!(w.held_wake(now, ms(5)), Some(now + MAX_BLIND_NS));
-        // A wait longer than the hold (nothing held): a new frame must wake it.
-        assert_eq!(w.held_wake(now, Duration::from_nanos(5_000_001)), None);
+        // Nothing held: only a new frame can give it work, so it must wake for one.
+        assert_eq!(w.held_wake(now, us(700)), None);
+        hold_one(&mut w, now);
+        // Frames stamped by the worker itself: its wake-up would be in their stamps.
+        w.input_stamped = false;
+        assert_eq!(w.held_wake(now, us(700)), None);
+        w.input_stamped = true;
+        // Due within the hold: sleep to it, in slices of at most MAX_BLIND_NS.
+        assert_eq!(w.held_wake(now, us(700)), Some(now + 700_000));
+        assert_eq!(w.held_wake(now, us(3_000)), Some(now + MAX_BLIND_NS));
         // Polling: nothing to sleep through.
         assert_eq!(w.held_wake(now, Duration::ZERO), None);
+        // A short hold: sleep to its end less the margin, then look again.
+        let mut short = blocking_worker(vec![delayer(400.0, 0.0, Normal)]);
+        short.input_stamped = true;
+        hold_one(&mut short, now);
+        assert_eq!(
+            short.held_wake(now, us(400)),
+            Some(now + 400_000 - HELD_MARGIN_NS)
+        );
         // A normal jitter can draw 0: no frame is sure to be held at all.
-        let mut j = held_worker(5_000.0, 300.0, Distribution::Normal);
+        let mut j = blocking_worker(vec![delayer(5_000.0, 300.0, Normal)]);
         j.input_stamped = true;
+        hold_one(&mut j, now);
         assert_eq!(j.chain.min_hold_ns(), 0);
-        assert_eq!(j.held_wake(now, Duration::from_micros(10)), None);
+        assert_eq!(j.held_wake(now, us(10)), None);
         // A uniform one holds at least mean − √3·sd.
-        let u = held_worker(5_000.0, 1_000.0, Distribution::Uniform);
+        let u = blocking_worker(vec![delayer(5_000.0, 1_000.0, Uniform)]);
         assert_eq!(u.chain.min_hold_ns(), 3_267_949);
     }
 
+    /// The chain's hold is its first app's: an app in front that acts at once
+    /// makes it 0, and two delay lines (each counting from the receive stamp)
+    /// do not add up.
+    #[test]
+    fn a_chains_minimum_hold_is_its_first_apps() {
+        use crate::delayer::Distribution::Normal;
+        let log = || Box::new(StampLog(Arc::default())) as Box<dyn App>;
+        let chain = |apps| Chain::new(apps, 8);
+        assert_eq!(chain(vec![]).min_hold_ns(), 0);
+        assert_eq!(
+            chain(vec![log(), delayer(5_000.0, 0.0, Normal)]).min_hold_ns(),
+            0
+        );
+        let two = vec![delayer(5_000.0, 0.0, Normal), delayer(3_000.0, 0.0, Normal)];
+        assert_eq!(chain(two).min_hold_ns(), 5_000_000);
+        assert_eq!(
+            chain(vec![delayer(5_000.0, 0.0, Normal), log()]).min_hold_ns(),
+            5_000_000
+        );
+    }
+
     /// A port whose frames carry a kernel stamp that says they came
-    /// `early_ns` before they were sent into the in-memory pair.
-    struct KernelStamped(MemIo, u64);
+    /// `.1` ns before they were sent into the in-memory pair (after, if < 0).
+    struct KernelStamped(MemIo, i64);
 
     impl PacketIo for KernelStamped {
         fn name(&self) -> &'static str {
@@ -979,7 +1039,7 @@ mod tests {
             let early = self.1;
             self.0.rx_batch(max, timeout, &mut |frame, meta| {
                 let meta = nflab_io::RxMeta {
-                    ts_ns: meta.ts_ns.map(|t| t - early),
+                    ts_ns: meta.ts_ns.map(|t| t.saturating_add_signed(-early)),
                     ts_source: TsSource::KernelSoftware,
                     ..meta
                 };
@@ -991,58 +1051,121 @@ mod tests {
         }
     }
 
-    /// A kernel stamp (real time) becomes the frame's receive time on the
-    /// worker's monotonic clock, however late the worker reads the frame.
-    #[test]
-    fn a_kernel_stamp_is_the_frames_receive_time_on_the_monotonic_clock() {
-        let early_ns = 3_000_000;
+    /// Records each packet's receive stamp and the time it was released.
+    struct ReleaseLog(Arc<std::sync::Mutex<Vec<(u64, u64)>>>);
+
+    impl App for ReleaseLog {
+        fn name(&self) -> &'static str {
+            "release-log"
+        }
+        fn needs_clock(&self) -> bool {
+            true
+        }
+        fn push(&mut self, input: &mut Link, out: &mut crate::app::Output<'_>, now: u64) {
+            while let Some(p) = input.receive() {
+                self.0.lock().unwrap().push((p.rx_ns, now));
+                out.fwd.transmit(p);
+            }
+        }
+    }
+
+    /// Frames sent `gaps` apart into a blocking worker over the apps `apps`
+    /// makes (on the worker's thread: apps need not be `Send`) behind a
+    /// port whose kernel stamps are `shift_ns` before the send; returns each
+    /// frame's (receive stamp, release time) as logged by `log`, the
+    /// monotonic send times and the worker's counters.
+    fn through_kernel_stamped(
+        apps: impl FnOnce() -> Vec<Box<dyn App>> + Send + 'static,
+        log: &Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
+        shift_ns: i64,
+        gaps: &[Duration],
+    ) -> (Vec<(u64, u64)>, Vec<u64>, WorkerStats) {
         let (mut gen, a) = MemIo::pair(16);
         let (b, _sink) = MemIo::pair(16);
-        let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = StampLog(Arc::clone(&stamps));
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let h = std::thread::spawn(move || {
-            let cfg = WorkerConfig {
-                rx_mode: RxMode::Blocking,
-                ..WorkerConfig::default()
-            };
             let input = Port {
                 ifname: "a".into(),
-                io: Box::new(KernelStamped(a, early_ns)),
+                io: Box::new(KernelStamped(a, shift_ns)),
             };
-            let output = Port {
-                ifname: "b".into(),
-                io: Box::new(b),
-            };
-            let chain = Chain::new(vec![Box::new(log)], cfg.link_capacity);
-            let mut w = Worker::new(cfg, chain, input, output);
+            let mut w = blocking_worker(apps());
+            w.input = input;
+            w.output.io = Box::new(b);
             w.run(&stop2).unwrap();
             w.stats()
         });
-        std::thread::sleep(Duration::from_millis(20));
-        let sent_ns = nflab_io::clock::monotonic_ns();
-        gen.tx_batch(1, &mut |_, buf| {
-            buf[..60].copy_from_slice(&frame(0));
-            60
-        })
-        .unwrap();
+        let mut sent = Vec::new();
+        for gap in gaps {
+            std::thread::sleep(*gap);
+            sent.push(nflab_io::clock::monotonic_ns());
+            gen.tx_batch(1, &mut |_, buf| {
+                buf[..60].copy_from_slice(&frame(0));
+                60
+            })
+            .unwrap();
+        }
         let t0 = std::time::Instant::now();
-        while stamps.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        while log.lock().unwrap().len() < gaps.len() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(1));
         }
         stop.store(true, Ordering::Relaxed);
         let stats = h.join().unwrap();
-        let got = stamps.lock().unwrap().clone();
-        assert_eq!(got.len(), 1);
-        assert_eq!(stats.worker.kernel_stamped, 1);
-        // The stamp is 3 ms before the send (what the port said), not the read:
-        // the clocks' offset is exact to well under the millisecond allowed here.
-        let before_send = sent_ns as i64 - got[0] as i64;
-        assert!(
-            (2_000_000..=4_000_000).contains(&before_send),
-            "stamped {before_send} ns before the send; the port said {early_ns}"
-        );
+        let got = log.lock().unwrap().clone();
+        assert_eq!(got.len(), gaps.len());
+        (got, sent, stats)
+    }
+
+    /// A kernel stamp (real time) becomes the frame's receive time on the
+    /// worker's monotonic clock — earlier than the worker read the frame, or
+    /// later (a frame that came while a batch was read) — unless it is too old
+    /// to believe.
+    #[test]
+    fn a_kernel_stamp_is_the_frames_receive_time_on_the_monotonic_clock() {
+        let ms = Duration::from_millis;
+        for (shift_ns, want_ns) in [
+            (3_000_000, 3_000_000),
+            (-2_000_000, -2_000_000),
+            (5_000_000_000, 0),
+        ] {
+            let log = Arc::default();
+            let app_log = Arc::clone(&log);
+            let apps = move || vec![Box::new(ReleaseLog(app_log)) as Box<dyn App>];
+            let (got, sent, stats) = through_kernel_stamped(apps, &log, shift_ns, &[ms(20)]);
+            assert_eq!(stats.worker.kernel_stamped, 1);
+            // The clocks' offset is exact to well under the millisecond allowed here.
+            let before_send = sent[0] as i64 - got[0].0 as i64;
+            assert!(
+                (before_send - want_ns).abs() <= 1_000_000,
+                "stamped {before_send} ns before the send; want {want_ns} (the port's shift {shift_ns})"
+            );
+        }
+    }
+
+    /// Held frames leave when due and not before, and the worker slept
+    /// through the arrival of the second (it came while the first was held).
+    #[test]
+    fn a_worker_sleeping_through_arrivals_releases_nothing_early() {
+        use crate::delayer::Distribution::Normal;
+        let log = Arc::default();
+        let app_log = Arc::clone(&log);
+        let apps = move || {
+            vec![
+                delayer(20_000.0, 0.0, Normal),
+                Box::new(ReleaseLog(app_log)) as Box<dyn App>,
+            ]
+        };
+        let ms = Duration::from_millis;
+        let (got, _, stats) = through_kernel_stamped(apps, &log, 0, &[ms(20), ms(5), ms(1)]);
+        for (stamp, released) in &got {
+            assert!(
+                *released >= stamp + 20_000_000,
+                "released {} ns early",
+                stamp + 20_000_000 - released
+            );
+        }
+        assert_eq!(stats.worker.kernel_stamped, 3);
+        assert!(stats.worker.held_sleeps > 0, "{:?}", stats.worker);
     }
 
     #[test]

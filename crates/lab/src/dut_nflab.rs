@@ -64,22 +64,37 @@ pub fn lab_context() -> BuildContext {
     }
 }
 
+/// What a worker does with a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortRole {
+    /// Receive (and send `back` traffic). `kernel_stamps`: AF_PACKET stamps
+    /// each frame in the kernel, for a chain that holds frames (the worker's
+    /// "sleeping through arrivals"); AF_XDP has no receive stamps.
+    Input {
+        /// Ask for kernel receive stamps.
+        kernel_stamps: bool,
+    },
+    /// Send only.
+    Output,
+}
+
 /// Open a port: `af_xdp` (`nflab-io`'s AF_XDP socket, copy mode on veth),
 /// `af_packet` (receive through a `TPACKET_V2` frame ring, send with the data
 /// plane's `sendmmsg` socket: see [`nflab_dataplane::sock::SplitPort`]), or
 /// `auto`: AF_XDP, and AF_PACKET where AF_XDP cannot open (docs/dataplane.md
 /// has the measurements behind that order). `queue` is the worker's queue of
 /// `queues`; AF_PACKET has no queues, so with several it is not a fallback.
-/// `kernel_stamps`: AF_PACKET receive stamps each frame in the kernel, for a
-/// chain with a delay line (the worker's "sleeping through arrivals");
-/// AF_XDP has no receive stamps.
 pub fn open_port(
     io: Option<&str>,
     ifname: &str,
-    (rx, kernel_stamps): (bool, bool),
+    role: PortRole,
     batch: usize,
     (queue, queues): (u32, u32),
 ) -> Result<Port, LabError> {
+    let (rx, kernel_stamps) = match role {
+        PortRole::Input { kernel_stamps } => (true, kernel_stamps),
+        PortRole::Output => (false, false),
+    };
     let port = |io: Box<dyn nflab_io::PacketIo>| Port {
         ifname: ifname.to_string(),
         io,
@@ -223,9 +238,11 @@ pub fn spawn(
                     let q = (i, workers);
                     let apps = build_chain(&pipeline, &functions, &ctx)
                         .map_err(|e| LabError::Unsupported(e.0))?;
-                    let timed = apps.iter().any(|a| a.min_hold_ns() > 0);
-                    let inp = open_port(io.as_deref(), &input, (true, timed), cfg.batch, q)?;
-                    let out = open_port(io.as_deref(), &output, (false, false), cfg.batch, q)?;
+                    // The chain's hold is its first app's (`Chain::min_hold_ns`).
+                    let kernel_stamps = apps.first().is_some_and(|a| a.min_hold_ns() > 0);
+                    let input_role = PortRole::Input { kernel_stamps };
+                    let inp = open_port(io.as_deref(), &input, input_role, cfg.batch, q)?;
+                    let out = open_port(io.as_deref(), &output, PortRole::Output, cfg.batch, q)?;
                     let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
                     w.set_cpu(Some(cpu));
                     Ok(w)
