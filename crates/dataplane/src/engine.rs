@@ -1006,29 +1006,36 @@ mod tests {
         );
     }
 
-    /// A port whose frames carry a kernel stamp that says they came
-    /// `.1` ns before they were sent into the in-memory pair (after, if < 0).
-    struct KernelStamped(MemIo, i64);
+    /// An in-memory port with a worse or a better reader: it is descheduled
+    /// for `stall` inside every receive (as a worker on a busy VM is between
+    /// reading the clock and the ring), and with `kernel_shift_ns` its frames
+    /// carry a kernel stamp that says they came that long before they were
+    /// sent into the pair (after, if < 0).
+    struct TestPort {
+        io: MemIo,
+        stall: Duration,
+        kernel_shift_ns: Option<i64>,
+    }
 
-    impl PacketIo for KernelStamped {
+    impl PacketIo for TestPort {
         fn name(&self) -> &'static str {
-            "kernel-stamped"
+            "test-port"
         }
         fn layer(&self) -> nflab_io::Layer {
-            self.0.layer()
+            self.io.layer()
         }
         fn max_frame_len(&self) -> usize {
-            self.0.max_frame_len()
+            self.io.max_frame_len()
         }
         fn tx_batch(
             &mut self,
             n: usize,
             fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
         ) -> Result<usize, IoError> {
-            self.0.tx_batch(n, fill)
+            self.io.tx_batch(n, fill)
         }
         fn flush_tx(&mut self) -> Result<(), IoError> {
-            self.0.flush_tx()
+            self.io.flush_tx()
         }
         fn rx_batch(
             &mut self,
@@ -1036,10 +1043,13 @@ mod tests {
             timeout: Duration,
             sink: &mut dyn FnMut(&[u8], nflab_io::RxMeta),
         ) -> Result<usize, IoError> {
-            let early = self.1;
-            self.0.rx_batch(max, timeout, &mut |frame, meta| {
+            std::thread::sleep(self.stall);
+            let Some(shift) = self.kernel_shift_ns else {
+                return self.io.rx_batch(max, timeout, sink);
+            };
+            self.io.rx_batch(max, timeout, &mut |frame, meta| {
                 let meta = nflab_io::RxMeta {
-                    ts_ns: meta.ts_ns.map(|t| t.saturating_add_signed(-early)),
+                    ts_ns: meta.ts_ns.map(|t| t.saturating_add_signed(-shift)),
                     ts_source: TsSource::KernelSoftware,
                     ..meta
                 };
@@ -1047,7 +1057,7 @@ mod tests {
             })
         }
         fn stats(&self) -> nflab_io::IoStats {
-            self.0.stats()
+            self.io.stats()
         }
     }
 
@@ -1087,7 +1097,11 @@ mod tests {
         let h = std::thread::spawn(move || {
             let input = Port {
                 ifname: "a".into(),
-                io: Box::new(KernelStamped(a, shift_ns)),
+                io: Box::new(TestPort {
+                    io: a,
+                    stall: Duration::ZERO,
+                    kernel_shift_ns: Some(shift_ns),
+                }),
             };
             let mut w = blocking_worker(apps());
             w.input = input;
@@ -1269,44 +1283,6 @@ mod tests {
         }
     }
 
-    /// A port whose reader is descheduled for a while inside every receive,
-    /// as a worker on a busy VM is between reading the clock and the ring.
-    struct Stalling(MemIo);
-
-    impl PacketIo for Stalling {
-        fn name(&self) -> &'static str {
-            "stalling"
-        }
-        fn layer(&self) -> nflab_io::Layer {
-            self.0.layer()
-        }
-        fn max_frame_len(&self) -> usize {
-            self.0.max_frame_len()
-        }
-        fn tx_batch(
-            &mut self,
-            n: usize,
-            fill: &mut dyn FnMut(usize, &mut [u8]) -> usize,
-        ) -> Result<usize, IoError> {
-            self.0.tx_batch(n, fill)
-        }
-        fn flush_tx(&mut self) -> Result<(), IoError> {
-            self.0.flush_tx()
-        }
-        fn rx_batch(
-            &mut self,
-            max: usize,
-            timeout: Duration,
-            sink: &mut dyn FnMut(&[u8], nflab_io::RxMeta),
-        ) -> Result<usize, IoError> {
-            std::thread::sleep(Duration::from_millis(5));
-            self.0.rx_batch(max, timeout, sink)
-        }
-        fn stats(&self) -> nflab_io::IoStats {
-            self.0.stats()
-        }
-    }
-
     /// The stamp a worker in `mode` gives one frame sent while it waits (or
     /// stalls, with `stall`), and the time the frame was sent.
     fn stamp_of_a_frame_sent_meanwhile(mode: RxMode, stall: bool) -> (u64, u64) {
@@ -1323,7 +1299,11 @@ mod tests {
                 ..WorkerConfig::default()
             };
             let input: Box<dyn PacketIo> = if stall {
-                Box::new(Stalling(a))
+                Box::new(TestPort {
+                    io: a,
+                    stall: Duration::from_millis(5),
+                    kernel_shift_ns: None,
+                })
             } else {
                 Box::new(a)
             };
