@@ -453,14 +453,18 @@ fn read_clock(clocked: bool) -> u64 {
     }
 }
 
-/// `CLOCK_REALTIME − CLOCK_MONOTONIC` now, ns: what turns a kernel receive
-/// stamp (real time) into the worker's clock. The real-time read is taken
-/// between two monotonic ones and set against their midpoint.
-fn realtime_minus_monotonic() -> u64 {
-    let m0 = nflab_io::clock::monotonic_ns();
-    let real = nflab_io::clock::realtime_ns();
-    let m1 = nflab_io::clock::monotonic_ns();
-    real.saturating_sub(m0 + (m1 - m0) / 2)
+/// A kernel receive stamp (real time) on the worker's monotonic clock, given
+/// the clocks' `offset` ([`nflab_io::clock::realtime_minus_monotonic_ns`]) and
+/// the time the batch was `read`. Later than `read` is right for a frame that
+/// came while the batch was read; more than [`MAX_STAMP_AGE_NS`] earlier, the
+/// real-time clock was set in between, and the read time is used.
+fn kernel_stamp_on_monotonic(real: u64, offset: i64, read: u64) -> u64 {
+    let stamp = real.saturating_add_signed(-offset);
+    if read.saturating_sub(stamp) > MAX_STAMP_AGE_NS {
+        read
+    } else {
+        stamp
+    }
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -601,10 +605,12 @@ impl Worker {
     /// [`HELD_MARGIN_NS`], nor than [`MAX_BLIND_NS`].
     fn held_wake(&self, now: u64, timeout: Duration) -> Option<u64> {
         let wait = timeout.as_nanos() as u64;
+        // The cheap tests first: a polling worker asks this every breath.
+        if wait == 0 || !self.input_stamped || self.chain.next_deadline_ns().is_none() {
+            return None;
+        }
         let blind = self.chain.min_hold_ns().saturating_sub(HELD_MARGIN_NS);
-        let holding = self.chain.next_deadline_ns().is_some();
-        let may = wait > 0 && blind > 0 && holding && self.input_stamped;
-        may.then(|| now + wait.min(blind).min(MAX_BLIND_NS))
+        (blind > 0).then(|| now + wait.min(blind).min(MAX_BLIND_NS))
     }
 
     /// Read at most `max` frames into the chain's input, waiting up to
@@ -636,15 +642,9 @@ impl Worker {
                     Some(real) if clocked && meta.ts_source == TsSource::KernelSoftware => {
                         stamped = true;
                         stats.kernel_stamped += 1;
-                        let offset = *realtime_offset.get_or_insert_with(realtime_minus_monotonic);
-                        // Later than `read` is right for a frame that came while the
-                        // batch was read; far earlier, the real-time clock was set.
-                        let kernel = real.saturating_sub(offset);
-                        if read.saturating_sub(kernel) > MAX_STAMP_AGE_NS {
-                            read
-                        } else {
-                            kernel
-                        }
+                        let offset = *realtime_offset
+                            .get_or_insert_with(nflab_io::clock::realtime_minus_monotonic_ns);
+                        kernel_stamp_on_monotonic(real, offset, read)
                     }
                     _ => {
                         stamped = false;
@@ -991,7 +991,7 @@ mod tests {
     #[test]
     fn a_chains_minimum_hold_is_its_first_apps() {
         use crate::delayer::Distribution::Normal;
-        let log = || Box::new(StampLog(Arc::default())) as Box<dyn App>;
+        let log = || Box::new(ReleaseLog(Arc::default())) as Box<dyn App>;
         let chain = |apps| Chain::new(apps, 8);
         assert_eq!(chain(vec![]).min_hold_ns(), 0);
         assert_eq!(
@@ -1061,7 +1061,8 @@ mod tests {
         }
     }
 
-    /// Records each packet's receive stamp and the time it was released.
+    /// Passes packets on and records each one's receive stamp and the time
+    /// it passed.
     struct ReleaseLog(Arc<std::sync::Mutex<Vec<(u64, u64)>>>);
 
     impl App for ReleaseLog {
@@ -1265,31 +1266,13 @@ mod tests {
         h.join().unwrap();
     }
 
-    /// Passes packets on and keeps each one's receive stamp.
-    struct StampLog(Arc<std::sync::Mutex<Vec<u64>>>);
-
-    impl App for StampLog {
-        fn name(&self) -> &'static str {
-            "stamp-log"
-        }
-        fn needs_clock(&self) -> bool {
-            true
-        }
-        fn push(&mut self, input: &mut Link, out: &mut crate::app::Output<'_>, _now: u64) {
-            while let Some(p) = input.receive() {
-                self.0.lock().unwrap().push(p.rx_ns);
-                out.fwd.transmit(p);
-            }
-        }
-    }
-
     /// The stamp a worker in `mode` gives one frame sent while it waits (or
     /// stalls, with `stall`), and the time the frame was sent.
     fn stamp_of_a_frame_sent_meanwhile(mode: RxMode, stall: bool) -> (u64, u64) {
         let (mut gen, a) = MemIo::pair(16);
         let (b, _sink) = MemIo::pair(16);
         let stamps = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = StampLog(Arc::clone(&stamps));
+        let log = ReleaseLog(Arc::clone(&stamps));
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let h = std::thread::spawn(move || {
@@ -1334,7 +1317,7 @@ mod tests {
         h.join().unwrap();
         let got = stamps.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
-        (got[0], sent_ns)
+        (got[0].0, sent_ns)
     }
 
     #[test]

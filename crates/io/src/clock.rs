@@ -29,6 +29,16 @@ pub fn monotonic_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` now, ns: what moves a stamp between the two.
+/// The real-time read is taken between two monotonic ones and set against their
+/// midpoint, so the offset is off by at most half a clock read.
+pub fn realtime_minus_monotonic_ns() -> i64 {
+    let m0 = monotonic_ns();
+    let real = realtime_ns();
+    let m1 = monotonic_ns();
+    real as i64 - (m0 + (m1 - m0) / 2) as i64
+}
+
 /// The resolution the kernel reports for `clock` (`clock_getres`), in ns; 0 if unknown.
 pub fn resolution_ns(clock: clockid_t) -> u64 {
     let mut ts = libc::timespec {

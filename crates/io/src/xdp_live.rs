@@ -147,7 +147,7 @@ impl XdpLive {
         head[..n].copy_from_slice(&frame[..n]);
         live.write_state(State {
             next_seq: first_seq,
-            realtime_offset_ns: realtime_offset_ns(),
+            realtime_offset_ns: crate::clock::realtime_minus_monotonic_ns(),
             head,
         })?;
         Ok(live)
@@ -180,7 +180,7 @@ impl XdpLive {
         // Refresh the clock offset (NTP may slew realtime); the seq stays.
         let mut st = self.read_state()?;
         let first = st.next_seq;
-        st.realtime_offset_ns = realtime_offset_ns();
+        st.realtime_offset_ns = crate::clock::realtime_minus_monotonic_ns();
         self.write_state(st)?;
         let mut ctx = XdpMd {
             data_end: self.frame.len() as u32,
@@ -214,13 +214,6 @@ impl XdpLive {
             )),
         }
     }
-}
-
-/// CLOCK_REALTIME − CLOCK_MONOTONIC, ns, read back to back.
-fn realtime_offset_ns() -> i64 {
-    let mono = crate::clock::monotonic_ns();
-    let real = crate::clock::realtime_ns();
-    real as i64 - mono as i64
 }
 
 /// The stamping program: r7 → map value {next_seq, offset}; seq = next_seq++;

@@ -238,12 +238,13 @@ pub fn spawn(
                     let q = (i, workers);
                     let apps = build_chain(&pipeline, &functions, &ctx)
                         .map_err(|e| LabError::Unsupported(e.0))?;
-                    // The chain's hold is its first app's (`Chain::min_hold_ns`).
-                    let kernel_stamps = apps.first().is_some_and(|a| a.min_hold_ns() > 0);
-                    let input_role = PortRole::Input { kernel_stamps };
+                    let chain = Chain::new(apps, cfg.link_capacity);
+                    let input_role = PortRole::Input {
+                        kernel_stamps: chain.min_hold_ns() > 0,
+                    };
                     let inp = open_port(io.as_deref(), &input, input_role, cfg.batch, q)?;
                     let out = open_port(io.as_deref(), &output, PortRole::Output, cfg.batch, q)?;
-                    let mut w = Worker::new(cfg, Chain::new(apps, cfg.link_capacity), inp, out);
+                    let mut w = Worker::new(cfg, chain, inp, out);
                     w.set_cpu(Some(cpu));
                     Ok(w)
                 };
