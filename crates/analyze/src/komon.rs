@@ -88,19 +88,40 @@ pub fn read_sojourns(path: &Path) -> Result<Vec<i64>, AnalyzeError> {
         .collect())
 }
 
-/// Monitor and truth of one run, steady state only, packet by packet: the probes
-/// whose seq appears exactly once in each file (the readiness probes of another
-/// flow reuse small seqs and are left out), ingress at least `warmup_ns` after the
-/// first monitored ingress (the run's warm-up, excluded as everywhere in nflab).
-/// Returns (monitor sojourns, truth), both in the monitor's order.
-pub fn read_steady_state(
+/// Monitor and truth of one run, packet by packet, steady state and unqueued only:
+/// the probes whose seq appears exactly once in each file (the readiness probes of
+/// another flow reuse small seqs and are left out), ingress at least `warmup_ns`
+/// after the first monitored ingress (the run's warm-up, excluded as everywhere in
+/// nflab), and not queued: a datagram whose ingress came before an earlier
+/// datagram's egress found the VNF busy, and its sojourn holds that wait, which the
+/// VNF's own time does not (seed 003 validates at a load "kept low so that there is
+/// no queueing"; a stalled generator's burst breaks that now and then). Judged from
+/// the monitor's own stamps, against the monitored datagrams only (with sampling,
+/// an unsampled datagram in front is not seen).
+struct Pairs {
+    monitor_ns: Vec<i64>,
+    truth_ns: Vec<i64>,
+    /// `relay_truth.parquet`'s `arm` (all 0 when not read).
+    arm: Vec<i64>,
+    /// The arm of each steady-state pair left out because it queued.
+    queued_arm: Vec<i64>,
+}
+
+fn read_pairs(
     monitor: &Path,
     truth: &Path,
     warmup_ns: i64,
-) -> Result<(Vec<i64>, Vec<i64>), AnalyzeError> {
+    with_arm: bool,
+) -> Result<Pairs, AnalyzeError> {
     use std::collections::HashMap;
     let m = read_i64_columns(monitor, &["seq", "t_in_ns", "t_out_ns"])?;
-    let t = read_i64_columns(truth, &["seq", "processing_ns"])?;
+    let t = if with_arm {
+        read_i64_columns(truth, &["seq", "processing_ns", "arm"])?
+    } else {
+        let mut t = read_i64_columns(truth, &["seq", "processing_ns"])?;
+        t.push(vec![Some(0); t[0].len()]);
+        t
+    };
     let mut count: HashMap<(bool, i64), u32> = HashMap::new();
     for s in m[0].iter().flatten() {
         *count.entry((true, *s)).or_default() += 1;
@@ -109,27 +130,49 @@ pub fn read_steady_state(
         *count.entry((false, *s)).or_default() += 1;
     }
     let once = |side: bool, s: i64| count.get(&(side, s)) == Some(&1);
-    let truth_by_seq: HashMap<i64, i64> = t[0]
+    let truth_by_seq: HashMap<i64, (i64, i64)> = t[0]
         .iter()
         .zip(&t[1])
-        .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+        .zip(&t[2])
+        .filter_map(|((s, p), a)| Some(((*s)?, ((*p)?, (*a)?))))
         .filter(|(s, _)| once(false, *s))
         .collect();
-    let start = m[1].iter().flatten().min().copied().unwrap_or(0);
-    let (mut mon, mut tr) = (Vec::new(), Vec::new());
-    for ((s, a), b) in m[0].iter().zip(&m[1]).zip(&m[2]) {
-        let (Some(s), Some(a), Some(b)) = (s, a, b) else {
+    // Every monitored datagram in ingress order (probe or not: any of them keeps
+    // the VNF busy), each marked queued when an earlier one left after it came.
+    let mut by_ingress: Vec<(i64, i64, Option<i64>)> = m[0]
+        .iter()
+        .zip(&m[1])
+        .zip(&m[2])
+        .filter_map(|((s, a), b)| Some(((*a)?, (*b)?, *s)))
+        .collect();
+    by_ingress.sort_by_key(|(a, _, _)| *a);
+    let start = by_ingress.first().map_or(0, |(a, _, _)| *a);
+    let mut out = Pairs {
+        monitor_ns: Vec::new(),
+        truth_ns: Vec::new(),
+        arm: Vec::new(),
+        queued_arm: Vec::new(),
+    };
+    let mut latest_egress = i64::MIN;
+    for (a, b, s) in by_ingress {
+        let queued = a < latest_egress;
+        latest_egress = latest_egress.max(b);
+        let Some(s) = s else { continue };
+        if a < start + warmup_ns || !once(true, s) {
+            continue;
+        }
+        let Some((p, arm)) = truth_by_seq.get(&s) else {
             continue;
         };
-        if *a < start + warmup_ns || !once(true, *s) {
+        if queued {
+            out.queued_arm.push(*arm);
             continue;
         }
-        if let Some(p) = truth_by_seq.get(s) {
-            mon.push(b - a);
-            tr.push(*p);
-        }
+        out.monitor_ns.push(b - a);
+        out.truth_ns.push(*p);
+        out.arm.push(*arm);
     }
-    Ok((mon, tr))
+    Ok(out)
 }
 
 /// The relay's own processing times of a `relay_truth.parquet`.
@@ -176,6 +219,31 @@ impl RelaySettings {
         })
     }
 
+    /// One per arm of `dut.relay.interleave` (each with the relay's busy_poll), or
+    /// None when the run has no interleave (or is a flood run).
+    pub fn arms_from_params(params: &serde_json::Value) -> Option<Vec<RelaySettings>> {
+        let r = params.get("dut")?.get("relay")?;
+        let busy_poll = r.get("busy_poll").and_then(serde_json::Value::as_bool) == Some(true);
+        let arms = r.get("interleave")?.as_array()?;
+        Some(
+            arms.iter()
+                .map(|a| RelaySettings {
+                    distribution: a
+                        .get("distribution")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("constant")
+                        .to_string(),
+                    mean_us: a
+                        .get("mean_us")
+                        .and_then(serde_json::Value::as_f64)
+                        .unwrap_or(0.0),
+                    cv: a.get("cv").and_then(serde_json::Value::as_f64),
+                    busy_poll,
+                })
+                .collect(),
+        )
+    }
+
     /// `exponential`, `normal cv=0.2`, …
     pub fn label(&self) -> String {
         match self.cv {
@@ -193,17 +261,76 @@ impl RelaySettings {
     }
 }
 
-/// One run's monitor and truth.
+/// One run's monitor and truth (or one arm's, of an interleaved relay).
 #[derive(Debug, Clone)]
 pub struct AccuracyRun {
     /// Run name (`003`).
     pub run: String,
+    /// The arm's index in `dut.relay.interleave`; None for a run of one distribution.
+    pub arm: Option<u16>,
     /// How the relay ran.
     pub relay: RelaySettings,
     /// Monitor sojourn times, ns.
     pub monitor_ns: Vec<i64>,
     /// The relay's own processing times, ns.
     pub truth_ns: Vec<i64>,
+    /// Steady-state datagrams left out because they found the VNF busy.
+    pub queued: u64,
+}
+
+/// The accuracy runs of run `name` in `dir` (`runs/NNN`) made with `params`: one
+/// per arm of an interleaved relay, one otherwise; none for a flood relay or a run
+/// without `monitor.parquet` and `relay_truth.parquet`. Steady state only (the
+/// run's `traffic.warmup_s` left out).
+pub fn runs_of(
+    name: &str,
+    dir: &Path,
+    params: &serde_json::Value,
+) -> Result<Vec<AccuracyRun>, AnalyzeError> {
+    let (mon, truth) = (dir.join("monitor.parquet"), dir.join("relay_truth.parquet"));
+    let Some(single) = RelaySettings::from_params(params) else {
+        return Ok(Vec::new());
+    };
+    if !mon.is_file() || !truth.is_file() {
+        return Ok(Vec::new());
+    }
+    let warmup_ns = params
+        .pointer("/traffic/warmup_s")
+        .and_then(serde_json::Value::as_f64)
+        .map_or(0, |s| (s * 1e9) as i64);
+    let Some(arms) = RelaySettings::arms_from_params(params) else {
+        let p = read_pairs(&mon, &truth, warmup_ns, false)?;
+        return Ok(vec![AccuracyRun {
+            run: name.to_string(),
+            arm: None,
+            relay: single,
+            monitor_ns: p.monitor_ns,
+            truth_ns: p.truth_ns,
+            queued: p.queued_arm.len() as u64,
+        }]);
+    };
+    let p = read_pairs(&mon, &truth, warmup_ns, true)?;
+    Ok(arms
+        .into_iter()
+        .enumerate()
+        .map(|(i, relay)| {
+            let of_arm = |v: &[i64]| -> Vec<i64> {
+                v.iter()
+                    .zip(&p.arm)
+                    .filter(|(_, a)| **a == i as i64)
+                    .map(|(x, _)| *x)
+                    .collect()
+            };
+            AccuracyRun {
+                run: name.to_string(),
+                arm: Some(i as u16),
+                relay,
+                monitor_ns: of_arm(&p.monitor_ns),
+                truth_ns: of_arm(&p.truth_ns),
+                queued: p.queued_arm.iter().filter(|a| **a == i as i64).count() as u64,
+            }
+        })
+        .collect())
 }
 
 /// Mean and cv (population standard deviation / mean) of a sample.
@@ -239,17 +366,24 @@ pub fn mean_cv(v: &[i64]) -> Option<MeanCv> {
 pub struct AccuracyRow {
     /// Run name.
     pub run: String,
+    /// The arm of an interleaved relay (None: the run has one distribution).
+    pub arm: Option<u16>,
     /// Relay settings.
     pub relay: RelaySettings,
     /// The relay's own processing time.
     pub truth: MeanCv,
     /// The monitor's sojourn time as measured.
     pub monitor: MeanCv,
+    /// Datagrams (of the run, or the arm) left out because they queued behind
+    /// another.
+    pub queued_excluded: u64,
     /// mean(monitor) − mean(truth) of this run, with its bootstrapped 95 % CI.
     pub own_offset: Option<Difference>,
     /// The run whose offset is subtracted: the constant-delay run of the same mean
-    /// (and the same busy_poll); None when the experiment has none.
+    /// (and the same busy_poll); for an arm, its own run. None when there is none.
     pub calibration_run: Option<String>,
+    /// For an arm: the constant arm of the same mean in the same run.
+    pub calibration_arm: Option<u16>,
     /// That run's offset, ns.
     pub offset_ns: Option<f64>,
     /// monitor − offset: mean and cv (the standard deviation is unchanged).
@@ -263,8 +397,19 @@ pub struct AccuracyRow {
     pub goal_met: Option<bool>,
 }
 
+impl AccuracyRow {
+    /// Whether this row is the calibration its offset comes from (not judged).
+    pub fn calibrates_itself(&self) -> bool {
+        self.calibration_run.as_deref() == Some(self.run.as_str())
+            && self.calibration_arm == self.arm
+    }
+}
+
 /// The accuracy table of `runs`, in their order. Runs without monitor or truth
-/// values are left out.
+/// values are left out. A run of one distribution is calibrated by the constant
+/// run of the same mean; an arm of an interleaved run by the constant arm of the
+/// same mean in the same run (never by another run: the point of interleaving is
+/// that calibration and measurement share the host's drift).
 pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
     let offset_of = |r: &AccuracyRun| {
         let a: Vec<f64> = r.monitor_ns.iter().map(|x| *x as f64).collect();
@@ -277,6 +422,10 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
             let cal = runs.iter().find(|c| {
                 c.relay.is_calibration()
                     && c.relay.same_calibration_group(&r.relay)
+                    && match r.arm {
+                        None => c.arm.is_none(),
+                        Some(_) => c.arm.is_some() && c.run == r.run,
+                    }
                     && !c.monitor_ns.is_empty()
                     && !c.truth_ns.is_empty()
             });
@@ -298,19 +447,22 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
             });
             let mean_error_ns = corrected.map(|c| c.mean_ns - truth.mean_ns);
             let cv_error = corrected.map(|c| c.cv - truth.cv);
-            let judged =
-                cal.is_some_and(|c| c.run != r.run) && GOAL_MEANS_US.contains(&r.relay.mean_us);
+            let judged = cal.is_some_and(|c| (&c.run, c.arm) != (&r.run, r.arm))
+                && GOAL_MEANS_US.contains(&r.relay.mean_us);
             let goal_met = match (judged, mean_error_ns, cv_error) {
                 (true, Some(m), Some(c)) => Some(m.abs() <= GOAL_MEAN_NS && c.abs() <= GOAL_CV),
                 _ => None,
             };
             Some(AccuracyRow {
                 run: r.run.clone(),
+                arm: r.arm,
                 relay: r.relay.clone(),
                 truth,
                 monitor,
+                queued_excluded: r.queued,
                 own_offset: offset_of(r),
                 calibration_run: cal.map(|c| c.run.clone()),
+                calibration_arm: cal.and_then(|c| c.arm),
                 offset_ns,
                 corrected,
                 mean_error_ns,
@@ -381,18 +533,24 @@ mod tests {
         let runs = vec![
             AccuracyRun {
                 run: "000".into(),
+                arm: None,
+                queued: 0,
                 relay: settings("constant", 50.0),
                 monitor_ns: mon_c,
                 truth_ns: truth_c,
             },
             AccuracyRun {
                 run: "001".into(),
+                arm: None,
+                queued: 0,
                 relay: settings("exponential", 50.0),
                 monitor_ns: mon_e,
                 truth_ns: truth_e.clone(),
             },
             AccuracyRun {
                 run: "002".into(),
+                arm: None,
+                queued: 0,
                 relay: settings("uniform", 2.0),
                 monitor_ns: vec![1, 2],
                 truth_ns: vec![1, 2],
@@ -414,6 +572,151 @@ mod tests {
         assert!((own.diff - 21_000.0).abs() < 1e-6 && own.lo <= own.diff);
         // μ = 2 µs has no constant run here: nothing subtracted, nothing judged.
         assert_eq!((t[2].offset_ns, t[2].goal_met), (None, None));
+    }
+
+    #[test]
+    fn an_arm_is_calibrated_by_the_constant_arm_of_its_own_run() {
+        // Run 000 is a separate constant run (offset 30 µs, another host state);
+        // run 001 interleaves a constant arm (offset 20 µs) and a uniform arm
+        // (truth + 20.4 µs). The uniform arm takes 20 µs from its own run: error
+        // 0.4 µs. The constant run calibrates no arm.
+        let arm = |run: &str, arm: Option<u16>, d: &str, truth: Vec<i64>, extra: i64| AccuracyRun {
+            run: run.into(),
+            arm,
+            queued: 0,
+            relay: settings(d, 50.0),
+            monitor_ns: truth.iter().map(|t| t + extra).collect(),
+            truth_ns: truth,
+        };
+        let uniform: Vec<i64> = (0..100).map(|i| 1_000 * i).collect();
+        let runs = vec![
+            arm("000", None, "constant", vec![50_000; 100], 30_000),
+            arm("001", Some(0), "uniform", uniform, 20_400),
+            arm("001", Some(1), "constant", vec![50_000; 100], 20_000),
+        ];
+        let t = accuracy_table(&runs);
+        let u = &t[1];
+        assert_eq!(
+            (u.calibration_run.as_deref(), u.calibration_arm),
+            (Some("001"), Some(1))
+        );
+        assert_eq!(u.offset_ns, Some(20_000.0));
+        assert!((u.mean_error_ns.unwrap() - 400.0).abs() < 1e-6);
+        assert_eq!(u.goal_met, Some(true));
+        assert!(t[2].calibrates_itself() && t[2].goal_met.is_none());
+        assert!(t[0].calibrates_itself());
+        assert_eq!(t[0].calibration_arm, None);
+    }
+
+    #[test]
+    fn runs_of_splits_an_interleaved_run_by_arm() {
+        use crate::export::{write_parquet, Column, Table};
+        let dir = std::env::temp_dir().join(format!("nflab-komon-arms-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let col = |v: Vec<i64>| Column::I64(v.into_iter().map(Some).collect());
+        // Six probes, arms 1 0 1 0 0 1; ingress 1 ms apart, sojourn = truth + 10 µs.
+        let arms = vec![1, 0, 1, 0, 0, 1];
+        let truth: Vec<i64> = vec![100, 50, 120, 50, 50, 110];
+        let t_in: Vec<i64> = (0..6).map(|i| 1_000_000 * i).collect();
+        let t_out: Vec<i64> = t_in
+            .iter()
+            .zip(&truth)
+            .map(|(a, t)| a + t + 10_000)
+            .collect();
+        let seq: Vec<i64> = (10..16).collect();
+        write_parquet(
+            &Table {
+                name: "monitor".into(),
+                columns: vec![
+                    ("seq".into(), col(seq.clone())),
+                    ("t_in_ns".into(), col(t_in)),
+                    ("t_out_ns".into(), col(t_out)),
+                ],
+            },
+            &dir.join("monitor.parquet"),
+        )
+        .unwrap();
+        write_parquet(
+            &Table {
+                name: "relay_truth".into(),
+                columns: vec![
+                    ("seq".into(), col(seq)),
+                    ("processing_ns".into(), col(truth)),
+                    ("arm".into(), col(arms)),
+                ],
+            },
+            &dir.join("relay_truth.parquet"),
+        )
+        .unwrap();
+        let params = serde_json::json!({
+            "dut": { "relay": { "interleave": [
+                { "distribution": "constant", "mean_us": 0.05 },
+                { "distribution": "normal", "mean_us": 0.1, "cv": 0.2 },
+            ] } },
+            "traffic": { "warmup_s": 0.0015 },
+        });
+        let runs = runs_of("007", &dir, &params).unwrap();
+        assert_eq!(runs.len(), 2);
+        // The first two pairs are in the warm-up (ingress < 1.5 ms after the first).
+        assert_eq!((runs[0].arm, &runs[0].truth_ns), (Some(0), &vec![50, 50]));
+        assert_eq!(runs[1].truth_ns, vec![120, 110]);
+        assert_eq!(runs[1].monitor_ns, vec![10_120, 10_110]);
+        assert_eq!(runs[1].relay.label(), "normal cv=0.2");
+        // Without interleave: one run, the arm column not needed.
+        let plain = serde_json::json!({ "dut": { "relay": { "mean_us": 50.0 } } });
+        let one = runs_of("008", &dir, &plain).unwrap();
+        assert_eq!((one.len(), one[0].arm, one[0].truth_ns.len()), (1, None, 6));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_datagram_that_found_the_vnf_busy_is_left_out_and_counted() {
+        use crate::export::{write_parquet, Column, Table};
+        let dir = std::env::temp_dir().join(format!("nflab-komon-q-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let col = |v: Vec<Option<i64>>| Column::I64(v);
+        // Ingress 0, 1 ms, 1.005 ms (the VNF still holds the one of 1 ms until
+        // 1.06 ms: queued), 1.007 ms (a datagram without probe: also queued, and it
+        // keeps the VNF busy until 1.2 ms), 1.1 ms (queued behind it), 3 ms.
+        let t_in = [0, 1_000_000, 1_005_000, 1_007_000, 1_100_000, 3_000_000];
+        let t_out = [
+            50_000, 1_060_000, 1_110_000, 1_200_000, 1_250_000, 3_050_000,
+        ];
+        let seq = vec![Some(1), Some(2), Some(3), None, Some(4), Some(5)];
+        write_parquet(
+            &Table {
+                name: "monitor".into(),
+                columns: vec![
+                    ("seq".into(), col(seq)),
+                    (
+                        "t_in_ns".into(),
+                        col(t_in.iter().map(|v| Some(*v)).collect()),
+                    ),
+                    (
+                        "t_out_ns".into(),
+                        col(t_out.iter().map(|v| Some(*v)).collect()),
+                    ),
+                ],
+            },
+            &dir.join("monitor.parquet"),
+        )
+        .unwrap();
+        write_parquet(
+            &Table {
+                name: "relay_truth".into(),
+                columns: vec![
+                    ("seq".into(), col((1..=5).map(Some).collect())),
+                    ("processing_ns".into(), col(vec![Some(40_000); 5])),
+                ],
+            },
+            &dir.join("relay_truth.parquet"),
+        )
+        .unwrap();
+        let params = serde_json::json!({ "dut": { "relay": { "mean_us": 40.0 } } });
+        let r = runs_of("000", &dir, &params).unwrap().remove(0);
+        assert_eq!(r.queued, 2, "seq 3 and 4 queued");
+        assert_eq!(r.monitor_ns, vec![50_000, 60_000, 50_000]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,6 +6,13 @@
 //! The processing time is measured from the moment `recv` returned to the moment
 //! just before `send` is called (CLOCK_MONOTONIC); the delay is a busy wait, so a
 //! 2 µs delay is 2 µs and not a scheduler tick.
+//!
+//! With `interleave`, one run holds several distributions ("arms"), datagram by
+//! datagram in randomised complete blocks: every block of as many datagrams as there
+//! are arms takes each arm once, in a shuffled order. On a host whose stack overhead
+//! drifts over seconds (a shared VM: 10 µs for a while, then 19 µs), separate runs
+//! per distribution each catch a different mix of that drift, and a calibration run's
+//! offset does not fit the run it is subtracted from; arms of one run share it.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +45,27 @@ pub struct RelayConfig {
     /// latency in the monitored interval (it costs a core).
     #[serde(default)]
     pub busy_poll: bool,
+    /// Several distributions in one run, interleaved in randomised blocks (module
+    /// doc); replaces `distribution`, `mean_us` and `cv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleave: Option<Vec<RelayArm>>,
 }
+
+/// One arm of `dut.relay.interleave`: a distribution with its parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RelayArm {
+    /// constant | exponential | uniform | normal.
+    pub distribution: String,
+    /// Mean artificial processing time in µs.
+    pub mean_us: f64,
+    /// Coefficient of variation of `normal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
+}
+
+/// At most this many arms: a block is this many datagrams.
+pub const MAX_ARMS: usize = 64;
 
 fn default_distribution() -> String {
     "constant".into()
@@ -52,6 +79,7 @@ impl Default for RelayConfig {
             cv: None,
             flood: false,
             busy_poll: false,
+            interleave: None,
         }
     }
 }
@@ -72,43 +100,121 @@ pub enum Delay {
 }
 
 impl RelayConfig {
-    /// The distribution in ns, or one sentence naming the bad key.
-    pub fn delay(&self) -> Result<Delay, String> {
-        if !(self.mean_us.is_finite() && self.mean_us >= 0.0 && self.mean_us <= 1e6) {
-            return Err(format!(
-                "dut.relay.mean_us = {} is out of range: use 0 to 1000000 (µs)",
-                self.mean_us
-            ));
-        }
-        if self.cv.is_some() && self.distribution != "normal" {
-            return Err(format!(
-                "dut.relay.cv applies to distribution = \"normal\" only, not \"{}\"",
-                self.distribution
-            ));
+    /// The arms' distributions in ns (one without `interleave`), or one sentence
+    /// naming the bad key.
+    pub fn delays(&self) -> Result<Vec<Delay>, String> {
+        let Some(arms) = &self.interleave else {
+            if self.flood {
+                check_mean("dut.relay", self.mean_us)?;
+                return Ok(vec![Delay::None]);
+            }
+            return Ok(vec![arm_delay(
+                "dut.relay",
+                &self.distribution,
+                self.mean_us,
+                self.cv,
+            )?]);
+        };
+        if self.distribution != default_distribution() || self.mean_us != 0.0 || self.cv.is_some() {
+            return Err("dut.relay.interleave gives each arm its distribution, mean_us and cv: leave dut.relay.distribution, mean_us and cv out".into());
         }
         if self.flood {
-            return Ok(Delay::None);
+            return Err(
+                "dut.relay.flood = true has no delay to interleave: drop dut.relay.interleave"
+                    .into(),
+            );
         }
-        let mean_ns = self.mean_us * 1e3;
-        match self.distribution.as_str() {
-            "constant" => Ok(Delay::Constant(mean_ns)),
-            "exponential" => Ok(Delay::Exponential(mean_ns)),
-            "uniform" => Ok(Delay::Uniform(mean_ns)),
-            "normal" => {
-                let cv = self.cv.ok_or_else(|| {
-                    "dut.relay.distribution = \"normal\" needs dut.relay.cv (seed 003: 1 or 0.2)"
-                        .to_string()
-                })?;
-                if !(cv.is_finite() && cv >= 0.0) {
-                    return Err(format!("dut.relay.cv = {cv} must be a number >= 0"));
-                }
-                Ok(Delay::Normal(mean_ns, cv * mean_ns))
+        if arms.is_empty() || arms.len() > MAX_ARMS {
+            return Err(format!(
+                "dut.relay.interleave has {} arms: give 1 to {MAX_ARMS}",
+                arms.len()
+            ));
+        }
+        arms.iter()
+            .enumerate()
+            .map(|(i, a)| {
+                arm_delay(
+                    &format!("dut.relay.interleave[{i}]"),
+                    &a.distribution,
+                    a.mean_us,
+                    a.cv,
+                )
+            })
+            .collect()
+    }
+}
+
+fn check_mean(key: &str, mean_us: f64) -> Result<(), String> {
+    if mean_us.is_finite() && (0.0..=1e6).contains(&mean_us) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key}.mean_us = {mean_us} is out of range: use 0 to 1000000 (µs)"
+        ))
+    }
+}
+
+/// One distribution of `key` (`dut.relay` or an arm) in ns.
+fn arm_delay(
+    key: &str,
+    distribution: &str,
+    mean_us: f64,
+    cv: Option<f64>,
+) -> Result<Delay, String> {
+    check_mean(key, mean_us)?;
+    if cv.is_some() && distribution != "normal" {
+        return Err(format!(
+            "{key}.cv applies to distribution = \"normal\" only, not \"{distribution}\""
+        ));
+    }
+    let mean_ns = mean_us * 1e3;
+    match distribution {
+        "constant" => Ok(Delay::Constant(mean_ns)),
+        "exponential" => Ok(Delay::Exponential(mean_ns)),
+        "uniform" => Ok(Delay::Uniform(mean_ns)),
+        "normal" => {
+            let cv = cv.ok_or_else(|| {
+                format!("{key}.distribution = \"normal\" needs {key}.cv (seed 003: 1 or 0.2)")
+            })?;
+            if !(cv.is_finite() && cv >= 0.0) {
+                return Err(format!("{key}.cv = {cv} must be a number >= 0"));
             }
-            other => Err(format!(
-                "dut.relay.distribution = \"{other}\" is unknown: use one of {}",
-                DISTRIBUTIONS.join(", ")
-            )),
+            Ok(Delay::Normal(mean_ns, cv * mean_ns))
         }
+        other => Err(format!(
+            "{key}.distribution = \"{other}\" is unknown: use one of {}",
+            DISTRIBUTIONS.join(", ")
+        )),
+    }
+}
+
+/// The arm of each datagram: randomised complete blocks (every block of `arms`
+/// datagrams takes each arm once, shuffled), so no arm is tied to a phase of the
+/// arrival pattern or of a periodic host effect.
+struct BlockOrder {
+    block: Vec<usize>,
+    next: usize,
+}
+
+impl BlockOrder {
+    fn new(arms: usize) -> Self {
+        BlockOrder {
+            block: (0..arms).collect(),
+            next: arms,
+        }
+    }
+
+    fn next(&mut self, rng: &mut impl Rng) -> usize {
+        if self.next == self.block.len() {
+            // Fisher–Yates; a one-arm block draws nothing (a single distribution's
+            // delays are the same as before arms existed).
+            for i in (1..self.block.len()).rev() {
+                self.block.swap(i, rng.gen_range(0..=i));
+            }
+            self.next = 0;
+        }
+        self.next += 1;
+        self.block[self.next - 1]
     }
 }
 
@@ -140,6 +246,8 @@ pub struct TruthRow {
     pub seq: Option<u64>,
     /// recv returned → send called, in ns.
     pub processing_ns: u64,
+    /// Index of the arm in `dut.relay.interleave` whose delay it got (0 without).
+    pub arm: u16,
 }
 
 /// What the relay did, for `dut.json`.
@@ -159,7 +267,7 @@ pub struct RelayStats {
 pub fn serve(
     sock: &UdpSocket,
     to: SocketAddr,
-    delay: Delay,
+    arms: &[Delay],
     seed: u64,
     stop: &AtomicBool,
 ) -> std::io::Result<(Vec<TruthRow>, RelayStats)> {
@@ -167,6 +275,7 @@ pub fn serve(
     let mut buf = vec![0u8; 65_536];
     let mut truth = Vec::new();
     let mut stats = RelayStats::default();
+    let mut order = BlockOrder::new(arms.len());
     while !stop.load(Ordering::Relaxed) {
         let n = match sock.recv(&mut buf) {
             Ok(n) => n,
@@ -186,7 +295,8 @@ pub fn serve(
         };
         let received = Instant::now();
         stats.received += 1;
-        let due = received + Duration::from_nanos(delay.draw(&mut rng));
+        let arm = order.next(&mut rng);
+        let due = received + Duration::from_nanos(arms[arm].draw(&mut rng));
         while Instant::now() < due {
             std::hint::spin_loop();
         }
@@ -196,7 +306,11 @@ pub fn serve(
             Ok(_) => stats.sent += 1,
             Err(_) => stats.send_errors += 1,
         }
-        truth.push(TruthRow { seq, processing_ns });
+        truth.push(TruthRow {
+            seq,
+            processing_ns,
+            arm: arm as u16,
+        });
     }
     Ok((truth, stats))
 }
@@ -251,26 +365,85 @@ mod tests {
             cv,
             flood: false,
             busy_poll: false,
+            interleave: None,
         };
         assert!(c("gamma", None)
-            .delay()
+            .delays()
             .unwrap_err()
             .contains("dut.relay.distribution"));
         assert!(c("normal", None)
-            .delay()
+            .delays()
             .unwrap_err()
             .contains("dut.relay.cv"));
         assert!(c("uniform", Some(1.0))
-            .delay()
+            .delays()
             .unwrap_err()
             .contains("dut.relay.cv"));
         let mut neg = c("constant", None);
         neg.mean_us = -1.0;
-        assert!(neg.delay().unwrap_err().contains("dut.relay.mean_us"));
+        assert!(neg.delays().unwrap_err().contains("dut.relay.mean_us"));
         assert_eq!(
-            c("normal", Some(0.2)).delay(),
-            Ok(Delay::Normal(10_000.0, 2_000.0))
+            c("normal", Some(0.2)).delays(),
+            Ok(vec![Delay::Normal(10_000.0, 2_000.0)])
         );
+    }
+
+    #[test]
+    fn interleaved_arms_are_checked_one_by_one() {
+        let arm = |d: &str, cv: Option<f64>| RelayArm {
+            distribution: d.into(),
+            mean_us: 50.0,
+            cv,
+        };
+        let mut c = RelayConfig {
+            interleave: Some(vec![arm("constant", None), arm("normal", Some(0.2))]),
+            ..RelayConfig::default()
+        };
+        assert_eq!(
+            c.delays(),
+            Ok(vec![
+                Delay::Constant(50_000.0),
+                Delay::Normal(50_000.0, 10_000.0)
+            ])
+        );
+        c.interleave = Some(vec![arm("constant", None), arm("normal", None)]);
+        let e = c.delays().unwrap_err();
+        assert!(e.contains("dut.relay.interleave[1].cv"), "{e}");
+        c.interleave = Some(vec![arm("constant", None)]);
+        c.mean_us = 50.0;
+        let e = c.delays().unwrap_err();
+        assert!(
+            e.contains("leave dut.relay.distribution, mean_us and cv out"),
+            "{e}"
+        );
+        c.mean_us = 0.0;
+        c.interleave = Some(Vec::new());
+        assert!(c.delays().unwrap_err().contains("0 arms"));
+        let parsed: RelayConfig = serde_json::from_str(
+            r#"{ "interleave": [{ "distribution": "uniform", "mean_us": 2 }] }"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.delays(), Ok(vec![Delay::Uniform(2_000.0)]));
+    }
+
+    #[test]
+    fn every_block_takes_each_arm_once_in_a_shuffled_order() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut order = BlockOrder::new(5);
+        let picks: Vec<usize> = (0..5_000).map(|_| order.next(&mut rng)).collect();
+        for block in picks.chunks(5) {
+            let mut b = block.to_vec();
+            b.sort_unstable();
+            assert_eq!(b, vec![0, 1, 2, 3, 4], "{block:?}");
+        }
+        // Shuffled: arm 0 is not always first (by chance 1 in 5 of the blocks).
+        let first0 = picks.chunks(5).filter(|b| b[0] == 0).count();
+        assert!((100..=300).contains(&first0), "{first0}");
+        // One arm: no draws, every datagram arm 0.
+        let mut one = BlockOrder::new(1);
+        let before = rng.clone();
+        assert!((0..10).all(|_| one.next(&mut rng) == 0));
+        assert_eq!(rng, before);
     }
 
     #[test]
@@ -284,7 +457,7 @@ mod tests {
         let relay_addr = rx.local_addr().unwrap();
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
-            let h = s.spawn(|| serve(&rx, to, Delay::Constant(200_000.0), 1, &stop));
+            let h = s.spawn(|| serve(&rx, to, &[Delay::Constant(200_000.0)], 1, &stop));
             let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
             let mut probe = [0u8; 32];
             let mut p = nflab_wire::probe::Packet::new_unchecked(&mut probe[..]);

@@ -36,7 +36,7 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
             "dut.relay.busy_poll = true with dut.realtime = true spins under SCHED_FIFO, which the kernel throttles for 50 ms of every second: use one of them".into(),
         ));
     }
-    relay.delay().map(drop).map_err(LabError::Unsupported)
+    relay.delays().map(drop).map_err(LabError::Unsupported)
 }
 
 /// In namespace `ns`: deliver whatever arrives on dut0 to local sockets.
@@ -84,7 +84,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
         .clone()
         .ok_or_else(|| LabError::Topology("the udp-relay DuT needs a DuT namespace".into()))?;
     let cfg = dut.relay.clone().unwrap_or_default();
-    let delay = cfg.delay().map_err(LabError::Unsupported)?;
+    let arms = cfg.delays().map_err(LabError::Unsupported)?;
     let port = crate::runner::PROBE_DST_PORT;
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
@@ -130,7 +130,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             match open() {
                 Ok((_guard, sock)) => {
                     let _ = tx.send(Ok(realtime));
-                    relay::serve(&sock, to, delay, seed, &stop_t)
+                    relay::serve(&sock, to, &arms, seed, &stop_t)
                 }
                 Err(e) => {
                     let msg = e.to_string();
@@ -167,7 +167,8 @@ impl RelayDut {
     }
 }
 
-/// `relay_truth.parquet`: `seq` (null for a datagram without a probe), `processing_ns`.
+/// `relay_truth.parquet`: `seq` (null for a datagram without a probe), `processing_ns`,
+/// `arm` (the index in `dut.relay.interleave`, 0 without).
 pub fn write_truth(rows: &[TruthRow], path: &Path) -> Result<(), LabError> {
     let t = Table {
         name: "relay_truth".into(),
@@ -179,6 +180,10 @@ pub fn write_truth(rows: &[TruthRow], path: &Path) -> Result<(), LabError> {
             (
                 "processing_ns".into(),
                 Column::I64(rows.iter().map(|r| Some(r.processing_ns as i64)).collect()),
+            ),
+            (
+                "arm".into(),
+                Column::I64(rows.iter().map(|r| Some(i64::from(r.arm))).collect()),
             ),
         ],
     };

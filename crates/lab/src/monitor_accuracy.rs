@@ -6,9 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use nflab_analyze::export::{write_parquet, Column, Table};
-use nflab_analyze::komon::{
-    self, accuracy_table, mean_cv, AccuracyRow, AccuracyRun, RelaySettings,
-};
+use nflab_analyze::komon::{self, accuracy_table, mean_cv, AccuracyRow, AccuracyRun};
 use serde::Serialize;
 
 use crate::error::LabError;
@@ -48,36 +46,16 @@ fn run_dirs(dir: &Path) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// `traffic.warmup_s` of a run, in ns.
-fn warmup_ns(rd: &Path) -> i64 {
-    read_json(&rd.join("params.json"))
-        .and_then(|p| p.pointer("/traffic/warmup_s")?.as_f64())
-        .map_or(0, |s| (s * 1e9) as i64)
-}
-
-/// The runs of `dir` with a udp monitor over a (non-flood) udp-relay.
+/// The runs of `dir` with a udp monitor over a (non-flood) udp-relay; an
+/// interleaved run gives one per arm.
 pub fn accuracy_runs(dir: &Path) -> Result<Vec<AccuracyRun>, LabError> {
     let mut runs = Vec::new();
     for (name, rd) in run_dirs(dir) {
-        let (mon, truth) = (rd.join("monitor.parquet"), rd.join("relay_truth.parquet"));
-        let Some(relay) = read_json(&rd.join("params.json"))
-            .as_ref()
-            .and_then(RelaySettings::from_params)
-        else {
+        let Some(params) = read_json(&rd.join("params.json")) else {
             continue;
         };
-        if !mon.is_file() || !truth.is_file() {
-            continue;
-        }
         let err = |e: nflab_analyze::AnalyzeError| LabError::Other(e.to_string());
-        let (monitor_ns, truth_ns) =
-            komon::read_steady_state(&mon, &truth, warmup_ns(&rd)).map_err(err)?;
-        runs.push(AccuracyRun {
-            run: name,
-            relay,
-            monitor_ns,
-            truth_ns,
-        });
+        runs.extend(komon::runs_of(&name, &rd, &params).map_err(err)?);
     }
     Ok(runs)
 }
@@ -92,10 +70,11 @@ pub fn write(dir: &Path, subtract: bool) -> Result<Option<AccuracyFile>, LabErro
     }
     let rows = accuracy_table(&runs);
     if subtract {
-        for row in &rows {
-            if let Some(offset) = row.offset_ns {
-                subtract_in_run(&dir.join("runs").join(&row.run), row, offset)?;
-            }
+        let mut names: Vec<&str> = rows.iter().map(|r| r.run.as_str()).collect();
+        names.dedup();
+        for name in names {
+            let of_run: Vec<&AccuracyRow> = rows.iter().filter(|r| r.run == name).collect();
+            subtract_in_run(&dir.join("runs").join(name), &of_run)?;
         }
     }
     let judged: Vec<bool> = rows.iter().filter_map(|r| r.goal_met).collect();
@@ -111,15 +90,52 @@ pub fn write(dir: &Path, subtract: bool) -> Result<Option<AccuracyFile>, LabErro
     Ok(Some(file))
 }
 
-fn subtract_in_run(rd: &Path, row: &AccuracyRow, offset: f64) -> Result<(), LabError> {
+/// The offset (ns, rounded) each monitored packet of a run gets: one for a run of
+/// one distribution, its arm's for an interleaved run (by the packet's seq in
+/// `relay_truth.parquet`); None where there is no calibration.
+fn packet_offsets(
+    rd: &Path,
+    rows: &[&AccuracyRow],
+    seqs: &[Option<i64>],
+) -> Result<Vec<Option<i64>>, LabError> {
+    let round = |o: Option<f64>| o.map(|v| v.round() as i64);
+    if let [row] = rows {
+        if row.arm.is_none() {
+            return Ok(vec![round(row.offset_ns); seqs.len()]);
+        }
+    }
+    let err = |e: nflab_analyze::AnalyzeError| LabError::Other(e.to_string());
+    let t =
+        komon::read_i64_columns(&rd.join("relay_truth.parquet"), &["seq", "arm"]).map_err(err)?;
+    let arm_of: std::collections::HashMap<i64, i64> = t[0]
+        .iter()
+        .zip(&t[1])
+        .filter_map(|(s, a)| Some(((*s)?, (*a)?)))
+        .collect();
+    let offset_of_arm = |arm: i64| {
+        rows.iter()
+            .find(|r| r.arm.map(i64::from) == Some(arm))
+            .and_then(|r| round(r.offset_ns))
+    };
+    Ok(seqs
+        .iter()
+        .map(|s| offset_of_arm(*arm_of.get(&(*s)?)?))
+        .collect())
+}
+
+fn subtract_in_run(rd: &Path, rows: &[&AccuracyRow]) -> Result<(), LabError> {
+    if rows.iter().all(|r| r.offset_ns.is_none()) {
+        return Ok(());
+    }
     let err = |e: nflab_analyze::AnalyzeError| LabError::Other(e.to_string());
     let c = komon::read_i64_columns(&rd.join("monitor.parquet"), &["seq", "t_in_ns", "t_out_ns"])
         .map_err(err)?;
-    let offset_ns = offset.round() as i64;
+    let offsets = packet_offsets(rd, rows, &c[0])?;
     let corrected: Vec<Option<i64>> = c[1]
         .iter()
         .zip(&c[2])
-        .map(|(a, b)| Some((*b)? - (*a)? - offset_ns))
+        .zip(&offsets)
+        .map(|((a, b), o)| Some((*b)? - (*a)? - (*o)?))
         .collect();
     write_parquet(
         &Table {
@@ -135,12 +151,32 @@ fn subtract_in_run(rd: &Path, row: &AccuracyRow, offset: f64) -> Result<(), LabE
     let values: Vec<i64> = corrected.into_iter().flatten().collect();
     let path = rd.join("monitor.json");
     let mut json = read_json(&path).unwrap_or_else(|| serde_json::json!({}));
-    json["offset_subtracted"] = serde_json::json!({
+    // One offset for the whole run (null when its arms have different ones).
+    let offset_ns = rows[0]
+        .offset_ns
+        .filter(|o| rows.iter().all(|r| r.offset_ns == Some(*o)))
+        .map(|v| v.round() as i64);
+    let mut subtracted = serde_json::json!({
         "offset_ns": offset_ns,
-        "calibration_run": row.calibration_run,
+        "calibration_run": rows[0].calibration_run,
         "sojourn": mean_cv(&values),
         "p95_ns": komon::p95(&values),
     });
+    if rows[0].arm.is_some() {
+        // An interleaved run: each arm's offset (the constant arm of its mean).
+        let arms: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "arm": r.arm,
+                    "offset_ns": r.offset_ns.map(|v| v.round() as i64),
+                    "calibration_arm": r.calibration_arm,
+                })
+            })
+            .collect();
+        subtracted["arms"] = serde_json::json!(arms);
+    }
+    json["offset_subtracted"] = subtracted;
     crate::results::write_json(&path, &json)
 }
 
@@ -191,6 +227,65 @@ mod tests {
             &rd.join("relay_truth.parquet"),
             vec![("seq", seq), ("processing_ns", truth.to_vec())],
         );
+    }
+
+    /// Known answer: an interleaved run whose constant arm (1) is truth + 20 µs and
+    /// whose uniform arm (0) is truth + 20.5 µs: each packet loses its arm's
+    /// offset, 20 µs for both (the constant arm calibrates the uniform one), so the
+    /// uniform packets are truth + 500 ns and the constant ones truth.
+    #[test]
+    fn an_interleaved_run_subtracts_its_own_constant_arm() {
+        let dir = std::env::temp_dir().join(format!("nflab-accuracy-arms-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let rd = dir.join("runs/000");
+        std::fs::create_dir_all(&rd).unwrap();
+        std::fs::write(
+            rd.join("params.json"),
+            serde_json::json!({ "dut": { "kind": "udp-relay", "relay": { "interleave": [
+                { "distribution": "uniform", "mean_us": 50.0 },
+                { "distribution": "constant", "mean_us": 50.0 },
+            ] } } })
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(rd.join("monitor.json"), "{\"kind\": \"udp\"}").unwrap();
+        let arm: Vec<i64> = (0..60).map(|i| (i / 3) % 2).collect();
+        let truth: Vec<i64> = (0..60)
+            .zip(&arm)
+            .map(|(i, a)| if *a == 1 { 50_000 } else { 1_000 * i })
+            .collect();
+        let extra = |a: i64| if a == 1 { 20_000 } else { 20_500 };
+        let t_in: Vec<i64> = (0..60).map(|i| 1_000_000 * i).collect();
+        let t_out: Vec<i64> = (0..60)
+            .map(|i| t_in[i] + truth[i] + extra(arm[i]))
+            .collect();
+        let seq: Vec<i64> = (0..60).collect();
+        parquet(
+            &rd.join("monitor.parquet"),
+            vec![("seq", seq.clone()), ("t_in_ns", t_in), ("t_out_ns", t_out)],
+        );
+        parquet(
+            &rd.join("relay_truth.parquet"),
+            vec![
+                ("seq", seq),
+                ("processing_ns", truth.clone()),
+                ("arm", arm.clone()),
+            ],
+        );
+        let file = write(&dir, true).unwrap().expect("two arms qualify");
+        assert_eq!(file.rows.len(), 2);
+        assert_eq!(file.rows[0].calibration_arm, Some(1));
+        assert_eq!(file.goal_met, Some(true));
+        let c = komon::read_i64_columns(&rd.join("monitor_corrected.parquet"), &["sojourn_ns"])
+            .unwrap();
+        let want: Vec<Option<i64>> = (0..60)
+            .map(|i| Some(truth[i] + if arm[i] == 1 { 0 } else { 500 }))
+            .collect();
+        assert_eq!(c[0], want);
+        let m = read_json(&rd.join("monitor.json")).unwrap();
+        assert_eq!(m["offset_subtracted"]["offset_ns"], 20_000);
+        assert_eq!(m["offset_subtracted"]["arms"][0]["calibration_arm"], 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Known answer: the constant run's monitor is its truth + 20 µs, the uniform
