@@ -74,13 +74,6 @@ fn columns(path: &Path) -> HashMap<String, Vec<Option<i64>>> {
     out
 }
 
-fn mean_cv(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
-}
-
 /// Monitor sojourn times and relay truth of one run, in ns, matched packets only.
 /// Checks on the way that, packet by packet (joined by seq), the monitor's interval
 /// contains the relay's own: t_out − t_in ≥ processing_ns. This holds on any host,
@@ -134,6 +127,15 @@ fn monitor_and_truth(run: &Path) -> (Vec<f64>, Vec<f64>, u64) {
     (mon, truth, unmatched)
 }
 
+/// The experiments of this binary run one at a time: the accuracy test measures
+/// µs, and another experiment's namespaces and traffic beside it would be in its
+/// figures.
+static ONE_EXPERIMENT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_experiment() -> std::sync::MutexGuard<'static, ()> {
+    ONE_EXPERIMENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const RELAY_SPEC: &str = r#"
 [experiment]
 name = "monitor-accuracy"
@@ -151,141 +153,128 @@ backend = "af_packet"
 pattern = "cbr"
 rate_pps = 1000
 frame_bytes = 128
-duration_s = 3
+duration_s = 10
 warmup_s = 0.5
 [monitor]
 kind = "udp"
 sample = "all"
 "#;
 
-/// Seed 003's accuracy experiment on real namespaces. Asserted (holds on any
-/// host): every probe is monitored and matched, and per packet the monitor's
-/// interval contains the relay's own processing time. Measured and printed, not
-/// asserted: the goal (the offset from the constant-delay run, subtracted from
-/// every other distribution's monitor times, leaves their mean within 1 µs of the
-/// relay's own and their cv within 0.05) — not met on the shared 2-core VM
-/// (docs/benchmarks.md § eBPF monitor), so asserting it would fail on every
-/// loaded host; the figures are printed with `--nocapture`.
+/// The five distributions of seed 003, in arm order (the constant one first).
+const DISTRIBUTIONS: [(&str, Option<f64>); 5] = [
+    ("constant", None),
+    ("exponential", None),
+    ("uniform", None),
+    ("normal", Some(1.0)),
+    ("normal", Some(0.2)),
+];
+
+/// Seed 003's accuracy experiment on real namespaces, the five distributions
+/// interleaved in one run per mean (μ = 50 and 100 µs, ~2000 datagrams per arm;
+/// docs/monitor.md, "Interleaved arms"). Asserted: every probe is monitored and
+/// matched; per packet the monitor's interval contains the relay's own time;
+/// monitor-accuracy.json agrees with this test's own pass over the files (arms,
+/// warm-up, queued datagrams, each dataset up to its p99, offsets from the constant
+/// arm); and issue 16's goal holds on seed 003's basis: |mean(monitor − offset) −
+/// mean(truth)| ≤ 1 µs and |cv difference| ≤ 0.05 for every arm. The goal bounds a
+/// difference within one run, not an absolute time; the figures are printed with
+/// `--nocapture`.
 #[test]
-fn udp_monitor_contains_the_relays_own_times_and_reports_the_accuracy_goal() {
+fn udp_monitor_meets_the_accuracy_goal_with_interleaved_distributions() {
     nflab_testkit::require_root();
+    let _one = one_experiment();
     let scratch = Scratch::new("accuracy");
     let mut spec = RELAY_SPEC.to_string();
     spec.push_str("[sweep]\n\"dut.relay\" = [\n");
-    let dists = [
-        ("constant", None),
-        ("exponential", None),
-        ("uniform", None),
-        ("normal", Some(1.0)),
-        ("normal", Some(0.2)),
-    ];
     for mu in [50, 100] {
-        for (d, cv) in dists {
+        spec.push_str("  { interleave = [\n");
+        for (d, cv) in DISTRIBUTIONS {
             let cv = cv.map(|c| format!(", cv = {c}")).unwrap_or_default();
             spec.push_str(&format!(
-                "  {{ distribution = \"{d}\", mean_us = {mu}{cv} }},\n"
+                "    {{ distribution = \"{d}\", mean_us = {mu}{cv} }},\n"
             ));
         }
+        spec.push_str("  ] },\n");
     }
     spec.push_str("]\n");
     let dir = run(&spec, &scratch);
-    let mut failures = Vec::new();
-    for (block, mu) in [(0, 50), (1, 100)] {
-        let run_dir = |i: usize| dir.join(format!("runs/{:03}", block * dists.len() + i));
-        let (mon, truth, unmatched) = monitor_and_truth(&run_dir(0));
-        assert_eq!(unmatched, 0, "a FIFO relay leaves nothing unmatched");
-        assert!(mon.len() >= 2900, "every probe is monitored: {}", mon.len());
-        let offset = mean_cv(&mon).0 - mean_cv(&truth).0;
-        println!(
-            "mu = {mu} µs: offset from the constant run {:.2} µs",
-            offset / 1e3
-        );
-        for (i, (d, cv)) in dists.iter().enumerate().skip(1) {
-            let (mon, truth, unmatched) = monitor_and_truth(&run_dir(i));
-            assert_eq!(unmatched, 0);
-            let corrected: Vec<f64> = mon.iter().map(|m| m - offset).collect();
-            let (mm, mcv) = mean_cv(&corrected);
-            let (tm, tcv) = mean_cv(&truth);
-            println!(
-                "  {d}{}: truth mean {:.2} µs cv {:.3} | monitor - offset mean {:.2} µs cv {:.3} (n = {}, {})",
-                cv.map(|c| format!(" cv={c}")).unwrap_or_default(),
-                tm / 1e3,
-                tcv,
-                mm / 1e3,
-                mcv,
-                mon.len(),
-                truth.len()
-            );
-            if (mm - tm).abs() > 1_000.0 || (mcv - tcv).abs() > 0.05 {
-                failures.push(format!(
-                    "mu = {mu} {d} {cv:?}: mean {mm:.0} vs {tm:.0} ns, cv {mcv:.3} vs {tcv:.3}"
-                ));
-            }
-        }
-    }
-    if failures.is_empty() {
-        println!("accuracy goal met for every distribution (all packets)");
-    } else {
-        println!("accuracy goal NOT met (all packets; measured, not asserted): {failures:#?}");
-    }
-    // monitor-accuracy.json (nflab-analyze's komon, steady state: warm-up left out,
-    // packets joined by seq): printed as the table, checked against this test's own
-    // pass over the same files (means and cvs of the joined packets, computed here).
     let acc: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("monitor-accuracy.json")).expect("monitor-accuracy.json"),
     )
     .expect("json");
     let rows = acc["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 2 * dists.len(), "one row per run");
-    println!("monitor-accuracy.json (steady state; µs):");
-    println!("  run  distribution      μ   truth mean/cv    monitor−offset mean/cv   error mean/cv   goal");
-    for r in rows {
-        let f = |p: &str| r.pointer(p).and_then(serde_json::Value::as_f64);
-        println!(
-            "  {}  {:<16} {:>4}  {:>8.2} / {:.3}   {:>8.2} / {:.3}         {:>7.2} / {:.3}   {}",
-            r["run"].as_str().unwrap_or(""),
-            format!(
-                "{}{}",
-                r["relay"]["distribution"].as_str().unwrap_or(""),
-                r["relay"]["cv"]
-                    .as_f64()
-                    .map(|c| format!(" cv={c}"))
-                    .unwrap_or_default()
-            ),
-            f("/relay/mean_us").unwrap_or(0.0),
-            f("/truth/mean_ns").unwrap_or(0.0) / 1e3,
-            f("/truth/cv").unwrap_or(0.0),
-            f("/corrected/mean_ns").unwrap_or(0.0) / 1e3,
-            f("/corrected/cv").unwrap_or(0.0),
-            f("/mean_error_ns").unwrap_or(0.0) / 1e3,
-            f("/cv_error").unwrap_or(0.0),
-            r["goal_met"]
-        );
-        let run_dir = dir.join("runs").join(r["run"].as_str().expect("run"));
-        let (mon, truth) = steady_state_pairs(&run_dir, 500_000_000);
-        let ((mm, mcv), (tm, tcv)) = (mean_cv_pop(&mon), mean_cv_pop(&truth));
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+    assert_eq!(rows.len(), 2 * DISTRIBUTIONS.len(), "one row per arm");
+    println!("monitor-accuracy.json (steady state, unqueued, values up to p99; µs):");
+    println!("  run arm  distribution      μ   truth mean/cv    monitor−offset mean/cv   error mean/cv   goal  (all values: error mean/cv)");
+    for (run_i, mu) in [(0, 50.0), (1, 100.0)] {
+        let rd = dir.join(format!("runs/{run_i:03}"));
+        let (mon, _, unmatched) = monitor_and_truth(&rd);
+        assert_eq!(unmatched, 0, "a FIFO relay leaves nothing unmatched");
         assert!(
-            close(f("/monitor/mean_ns").unwrap(), mm),
-            "{r}: monitor mean {mm}"
+            mon.len() >= 9_500,
+            "every probe is monitored: {}",
+            mon.len()
         );
-        assert!(
-            close(f("/truth/mean_ns").unwrap(), tm),
-            "{r}: truth mean {tm}"
-        );
-        assert!(
-            close(f("/monitor/cv").unwrap(), mcv),
-            "{r}: monitor cv {mcv}"
-        );
-        assert!(close(f("/truth/cv").unwrap(), tcv), "{r}: truth cv {tcv}");
-    }
-    println!(
-        "accuracy goal (steady state, |mean error| <= 1 µs and |cv error| <= 0.05, μ = 50/100 µs): {}",
-        match acc["goal_met"].as_bool() {
-            Some(true) => "met",
-            Some(false) => "NOT met (measured, not asserted: see docs/monitor.md)",
-            None => "not judged",
+        let by_arm = pairs_by_arm(&rd, 500_000_000);
+        let capped = |arm: i64| {
+            let (m, t) = &by_arm[&arm];
+            (
+                mean_cv_pop(&up_to_p99(m)),
+                mean_cv_pop(&up_to_p99(t)),
+                m.len(),
+            )
+        };
+        let ((cm, _), (ct, _), _) = capped(0);
+        let offset = cm - ct;
+        for arm in 0..DISTRIBUTIONS.len() as i64 {
+            let r = rows
+                .iter()
+                .find(|r| r["run"] == format!("{run_i:03}") && r["arm"] == arm)
+                .unwrap_or_else(|| panic!("no row for run {run_i} arm {arm}"));
+            let f = |p: &str| r.pointer(p).and_then(serde_json::Value::as_f64);
+            let ((mm, mcv), (tm, tcv), n) = capped(arm);
+            let (em, ecv) = (mm - offset - tm, mcv * mm / (mm - offset) - tcv);
+            let close = |got: Option<f64>, want: f64| {
+                got.is_some_and(|g| (g - want).abs() <= 1e-6 * want.abs().max(1.0))
+            };
+            assert!(close(f("/p99/truth/mean_ns"), tm), "{r}: truth mean {tm}");
+            assert!(
+                close(f("/p99/monitor/mean_ns"), mm),
+                "{r}: monitor mean {mm}"
+            );
+            assert!(close(f("/p99/offset_ns"), offset), "{r}: offset {offset}");
+            assert_eq!(r["truth"]["n"], n as u64, "{r}: pairs of the arm");
+            if arm > 0 {
+                assert!(close(f("/p99/mean_error_ns"), em), "{r}: error {em}");
+                assert!(close(f("/p99/cv_error"), ecv), "{r}: cv error {ecv}");
+            }
+            println!(
+                "  {run_i:03} {arm}  {:<16} {mu:>4}  {:>8.2} / {:.3}   {:>8.2} / {:.3}         {:>7.3} / {:+.4}   {}  ({:.3} / {:+.4}, {} queued left out)",
+                format!(
+                    "{}{}",
+                    DISTRIBUTIONS[arm as usize].0,
+                    DISTRIBUTIONS[arm as usize]
+                        .1
+                        .map(|c| format!(" cv={c}"))
+                        .unwrap_or_default()
+                ),
+                tm / 1e3,
+                tcv,
+                (mm - offset) / 1e3,
+                mcv * mm / (mm - offset),
+                em / 1e3,
+                ecv,
+                r["goal_met"],
+                f("/mean_error_ns").unwrap_or(f64::NAN) / 1e3,
+                f("/cv_error").unwrap_or(f64::NAN),
+                r["queued_excluded"],
+            );
         }
+    }
+    assert_eq!(acc["goal_basis"], "p99");
+    assert_eq!(
+        acc["goal_met"], true,
+        "issue 16's accuracy goal (|mean error| ≤ 1 µs, |cv error| ≤ 0.05 for μ = 50 and 100 µs, every distribution): see the table above"
     );
 }
 
@@ -297,38 +286,55 @@ fn mean_cv_pop(v: &[f64]) -> (f64, f64) {
     (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
 }
 
-/// Monitor sojourn and relay truth joined by unique seq, ingress at least
-/// `warmup_ns` after the first monitored ingress: this test's own pass.
-fn steady_state_pairs(run: &Path, warmup_ns: i64) -> (Vec<f64>, Vec<f64>) {
+/// The values up to the nearest-rank 99 % quantile (rank ⌈0.99·n⌉).
+fn up_to_p99(v: &[i64]) -> Vec<f64> {
+    let mut sorted = v.to_vec();
+    sorted.sort_unstable();
+    let rank = (v.len() * 99).div_ceil(100).max(1);
+    let q = sorted[rank - 1];
+    v.iter().filter(|x| **x <= q).map(|x| *x as f64).collect()
+}
+
+/// This test's own pass over a run's files, per relay arm: monitor sojourns and
+/// relay truths of the probes whose seq is unique in each file, ingress at least
+/// `warmup_ns` after the first monitored ingress, and not queued (ingress before
+/// the latest egress of the datagrams monitored before it).
+fn pairs_by_arm(run: &Path, warmup_ns: i64) -> HashMap<i64, (Vec<i64>, Vec<i64>)> {
     let m = columns(&run.join("monitor.parquet"));
     let t = columns(&run.join("relay_truth.parquet"));
-    let mut n_m: HashMap<i64, usize> = HashMap::new();
-    let mut n_t: HashMap<i64, usize> = HashMap::new();
-    for s in m["seq"].iter().flatten() {
-        *n_m.entry(*s).or_default() += 1;
-    }
-    for s in t["seq"].iter().flatten() {
-        *n_t.entry(*s).or_default() += 1;
-    }
-    let truth: HashMap<i64, i64> = t["seq"]
-        .iter()
-        .zip(&t["processing_ns"])
-        .filter_map(|(s, p)| Some(((*s)?, (*p)?)))
+    let count = |c: &[Option<i64>]| {
+        let mut n: HashMap<i64, usize> = HashMap::new();
+        for s in c.iter().flatten() {
+            *n.entry(*s).or_default() += 1;
+        }
+        n
+    };
+    let (n_m, n_t) = (count(&m["seq"]), count(&t["seq"]));
+    let truth: HashMap<i64, (i64, i64)> = (0..t["seq"].len())
+        .filter_map(|i| Some((t["seq"][i]?, (t["processing_ns"][i]?, t["arm"][i]?))))
         .filter(|(s, _)| n_t[s] == 1)
         .collect();
-    let t0 = m["t_in_ns"].iter().flatten().min().copied().unwrap_or(0);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for ((s, i), o) in m["seq"].iter().zip(&m["t_in_ns"]).zip(&m["t_out_ns"]) {
-        if let (Some(s), Some(i), Some(o)) = (s, i, o) {
-            if *i >= t0 + warmup_ns && n_m[s] == 1 {
-                if let Some(p) = truth.get(s) {
-                    a.push((o - i) as f64);
-                    b.push(*p as f64);
-                }
-            }
+    let mut rows: Vec<(i64, i64, Option<i64>)> = (0..m["seq"].len())
+        .filter_map(|i| Some((m["t_in_ns"][i]?, m["t_out_ns"][i]?, m["seq"][i])))
+        .collect();
+    rows.sort();
+    let t0 = rows.first().map_or(0, |r| r.0);
+    let mut out: HashMap<i64, (Vec<i64>, Vec<i64>)> = HashMap::new();
+    let mut busy_until = i64::MIN;
+    for (i, o, s) in rows {
+        let queued = i < busy_until;
+        busy_until = busy_until.max(o);
+        let Some(s) = s else { continue };
+        if queued || i < t0 + warmup_ns || n_m[&s] != 1 {
+            continue;
+        }
+        if let Some((p, arm)) = truth.get(&s) {
+            let e = out.entry(*arm).or_default();
+            e.0.push(o - i);
+            e.1.push(*p);
         }
     }
-    (a, b)
+    out
 }
 
 /// The stage breakdown of a linux-router: every received probe has every stage,
@@ -338,6 +344,7 @@ fn steady_state_pairs(run: &Path, warmup_ns: i64) -> (Vec<f64>, Vec<f64>) {
 #[test]
 fn linux_router_stages_add_up_to_the_end_to_end_latency() {
     nflab_testkit::require_root();
+    let _one = one_experiment();
     let scratch = Scratch::new("stages");
     let spec = r#"
 [experiment]
