@@ -733,7 +733,7 @@ mod tests {
         // uncorrelated with the delay (each delay once with each overhead): the
         // variances add exactly, so taking the constant arm's out leaves the
         // uniform arm's own sd, while seed 003's cv keeps the overhead's.
-        let overhead = |i: usize| if i % 2 == 0 { 10_000 } else { 20_000 };
+        let overhead = |i: usize| if i.is_multiple_of(2) { 10_000 } else { 20_000 };
         let truth_u: Vec<i64> = (0..200).map(|i| 2_000 * (i as i64 / 2)).collect();
         let runs = vec![
             AccuracyRun {
