@@ -431,17 +431,22 @@ impl Figures {
     }
 }
 
-/// The values of `v` up to its 99 % quantile (exact): seed 003's figures "only
-/// contain values up to the 99% quantile of the dataset", to soften the
-/// scheduling of a general-purpose OS.
-pub fn up_to_p99(v: &[i64]) -> Vec<i64> {
+/// The exact nearest-rank quantile `pct` ("95", "99") of `v`.
+fn exact_quantile(v: &[i64], pct: &str) -> Option<i64> {
     let mut d = Distribution::new(u64::MAX, 3);
     for x in v {
         d.record(*x);
     }
-    let p = Pct::parse("99").expect("99 is a percentile");
-    match d.quantiles(&[p])[0] {
-        Some(q) => v.iter().copied().filter(|x| *x <= q.value).collect(),
+    let p = Pct::parse(pct).expect("a valid percentile");
+    d.quantiles(&[p])[0].map(|q| q.value)
+}
+
+/// The values of `v` up to its 99 % quantile (exact): seed 003's figures "only
+/// contain values up to the 99% quantile of the dataset", to soften the
+/// scheduling of a general-purpose OS.
+pub fn up_to_p99(v: &[i64]) -> Vec<i64> {
+    match exact_quantile(v, "99") {
+        Some(q) => v.iter().copied().filter(|x| *x <= q).collect(),
         None => Vec::new(),
     }
 }
@@ -556,12 +561,7 @@ pub struct LoadPoint {
 
 /// The 95th percentile (exact) of `v`.
 pub fn p95(v: &[i64]) -> Option<i64> {
-    let mut d = Distribution::new(u64::MAX, 3);
-    for x in v {
-        d.record(*x);
-    }
-    let p = Pct::parse("95").expect("95 is a percentile");
-    d.quantiles(&[p])[0].map(|q| q.value)
+    exact_quantile(v, "95")
 }
 
 /// Pearson's r across the load points between the monitor's p95 and the buffer

@@ -149,22 +149,16 @@ fn accuracy(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
             true,
         ),
     );
-    p.dots(
-        0,
-        "mean error, up to p99",
-        &p99_pts,
-        crate::svg::color(0),
-        4.0,
-    );
-    p.legend_dot(0, "mean error, values up to p99 (µs)", Style::solid(0));
-    p.dots(
-        1,
-        "mean error, all values",
-        &all_pts,
-        crate::svg::color(1),
-        3.0,
-    );
-    p.legend_dot(1, "mean error, all values (µs)", Style::solid(1));
+    for (i, (basis, pts, radius)) in [
+        ("values up to p99", &p99_pts, 4.0),
+        ("all values", &all_pts, 3.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        p.dots(i, basis, pts, crate::svg::color(i), radius);
+        p.legend_dot(i, &format!("mean error, {basis} (µs)"), Style::solid(i));
+    }
     p.hline(komon::GOAL_MEAN_NS / US, "+1 µs goal", "#888");
     p.hline(-komon::GOAL_MEAN_NS / US, "−1 µs goal", "#888");
     let met = judged.iter().filter(|r| r.goal_met == Some(true)).count();
