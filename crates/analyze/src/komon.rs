@@ -1,11 +1,14 @@
 //! The in-stack UDP monitor against its VNF's own times (seed 003 ch. 2, KOMon;
 //! issue 16): the accuracy table (Table 2.2: mean and cv of the relay's truth next to
 //! monitor − offset, the offset calibrated on the constant-delay run of the same
-//! mean) and the load curve (the monitor's p95 and the VNF's own p95 against the
-//! offered rate, and their correlation with the socket's buffer fill).
+//! mean, or on the constant arm of the same mean in the same run when the relay
+//! interleaves distributions) and the load curve (the monitor's p95 and the VNF's own
+//! p95 against the offered rate, and their correlation with the socket's buffer
+//! fill).
 //!
-//! Input files: `monitor.parquet` (`t_in_ns`, `t_out_ns`) and `relay_truth.parquet`
-//! (`processing_ns`) of a run; the caller says which relay settings made the run.
+//! Input files: `monitor.parquet` (`seq`, `t_in_ns`, `t_out_ns`) and
+//! `relay_truth.parquet` (`seq`, `processing_ns`, `arm`) of a run; the relay's
+//! settings from its `params.json` ([`runs_of`]).
 
 use std::fs::File;
 use std::path::Path;
@@ -88,16 +91,7 @@ pub fn read_sojourns(path: &Path) -> Result<Vec<i64>, AnalyzeError> {
         .collect())
 }
 
-/// Monitor and truth of one run, packet by packet, steady state and unqueued only:
-/// the probes whose seq appears exactly once in each file (the readiness probes of
-/// another flow reuse small seqs and are left out), ingress at least `warmup_ns`
-/// after the first monitored ingress (the run's warm-up, excluded as everywhere in
-/// nflab), and not queued: a datagram whose ingress came before an earlier
-/// datagram's egress found the VNF busy, and its sojourn holds that wait, which the
-/// VNF's own time does not (seed 003 validates at a load "kept low so that there is
-/// no queueing"; a stalled generator's burst breaks that now and then). Judged from
-/// the monitor's own stamps, against the monitored datagrams only (with sampling,
-/// an unsampled datagram in front is not seen).
+/// The steady-state, unqueued pairs of a run ([`read_pairs`]).
 struct Pairs {
     monitor_ns: Vec<i64>,
     truth_ns: Vec<i64>,
@@ -107,6 +101,18 @@ struct Pairs {
     queued_arm: Vec<i64>,
 }
 
+/// Monitor and truth of one run, packet by packet, steady state and unqueued only:
+/// the probes whose seq appears exactly once in each file (the readiness probes of
+/// another flow reuse small seqs and are left out), ingress at least `warmup_ns`
+/// after the first monitored ingress (the run's warm-up, excluded as everywhere in
+/// nflab), and not queued: a datagram whose ingress came before an earlier
+/// datagram's egress found the VNF busy, and its sojourn holds that wait, which the
+/// VNF's own time does not (seed 003's accuracy load is "designed to be low enough
+/// to not induce waiting times"; a stalled generator's burst breaks that now and
+/// then). Judged from the monitor's own stamps, never the truth, against the
+/// monitored datagrams only (with sampling, an unsampled datagram in front is not
+/// seen). A late egress stamp of the datagram in front (a stall on the send path)
+/// also marks the next one queued: those are counted (`queued_excluded`).
 fn read_pairs(
     monitor: &Path,
     truth: &Path,
@@ -383,13 +389,15 @@ pub struct Figures {
     /// independent of the drawn delay (arms are assigned at random), so variances
     /// add; where the overhead's spread is not small against the delay's (a 2-core
     /// VM: several µs against normal cv = 0.2's 10 µs at μ = 50), this is the cv
-    /// estimate that does not carry the host's jitter.
+    /// estimate that does not carry the host's jitter. It checks that the overhead
+    /// is additive and independent of the delay, not that it is small: seed 003's
+    /// cv (`cv_error`) is the one that bounds the monitor's jitter.
     pub deconvolved: Option<MeanCv>,
     /// mean(monitor − offset) − mean(truth), ns.
     pub mean_error_ns: Option<f64>,
     /// cv(monitor − offset) − cv(truth): seed 003's cv.
     pub cv_error: Option<f64>,
-    /// cv of `deconvolved` − cv(truth): the cv the goal is judged on.
+    /// cv of `deconvolved` − cv(truth).
     pub deconvolved_cv_error: Option<f64>,
 }
 
@@ -423,7 +431,15 @@ impl Figures {
         })
     }
 
+    /// Issue 16's goal as stated: the mean, and seed 003's cv (the overhead's
+    /// spread left in).
     fn meets_goal(&self) -> Option<bool> {
+        Some(self.mean_error_ns?.abs() <= GOAL_MEAN_NS && self.cv_error?.abs() <= GOAL_CV)
+    }
+
+    /// The same with the deconvolved cv: whether the VNF's own cv can be recovered
+    /// from the monitor when the overhead's variance is calibrated too.
+    fn meets_goal_deconvolved(&self) -> Option<bool> {
         Some(
             self.mean_error_ns?.abs() <= GOAL_MEAN_NS
                 && self.deconvolved_cv_error?.abs() <= GOAL_CV,
@@ -471,15 +487,21 @@ pub struct AccuracyRow {
     /// For an arm: the constant arm of the same mean in the same run.
     pub calibration_arm: Option<u16>,
     /// Every value (the calibration's too).
-    #[serde(flatten)]
-    pub all: Figures,
+    pub all_values: Figures,
     /// Monitor and truth of this row and of its calibration each up to its own
-    /// 99 % quantile: seed 003's basis, on which the goal is judged.
+    /// 99 % quantile: seed 003's basis, on which the goal is judged. Trimming each
+    /// dataset at its own p99 takes more of the overhead's tail off the constant
+    /// arm than off an arm whose top 1 % is mostly its own delay: the mean error
+    /// leans positive, and the calibrated overhead variance low (neither flatters
+    /// the monitor).
     pub p99: Figures,
-    /// Whether the goal holds on the p99 basis; None for a calibration, a mean the
-    /// goal is not stated for, or no calibration.
+    /// Whether issue 16's goal holds on the p99 basis (mean error and seed 003's
+    /// cv); None for a calibration, a mean the goal is not stated for, or no
+    /// calibration.
     pub goal_met: Option<bool>,
-    /// Whether it holds on every value.
+    /// The same with the deconvolved cv.
+    pub goal_met_deconvolved: Option<bool>,
+    /// The goal (seed 003's cv) on every value.
     pub goal_met_all_values: Option<bool>,
 }
 
@@ -535,9 +557,10 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
                 own_offset: offset_of(r),
                 calibration_run: cal.map(|c| c.run.clone()),
                 calibration_arm: cal.and_then(|c| c.arm),
-                all,
+                all_values: all,
                 p99,
                 goal_met: judged.then(|| p99.meets_goal()).flatten(),
+                goal_met_deconvolved: judged.then(|| p99.meets_goal_deconvolved()).flatten(),
                 goal_met_all_values: judged.then(|| all.meets_goal()).flatten(),
             })
         })
@@ -624,24 +647,24 @@ mod tests {
         ];
         let t = accuracy_table(&runs);
         assert_eq!(t.len(), 3);
-        assert_eq!(t[0].all.offset_ns, Some(20_000.0));
+        assert_eq!(t[0].all_values.offset_ns, Some(20_000.0));
         assert_eq!(t[0].goal_met, None, "the calibration run is not judged");
         let r = &t[1];
         assert_eq!(r.calibration_run.as_deref(), Some("000"));
-        assert!((r.all.mean_error_ns.unwrap() - 1_000.0).abs() < 1e-6);
+        assert!((r.all_values.mean_error_ns.unwrap() - 1_000.0).abs() < 1e-6);
         // By hand: truth mean 49 800, population sd = 400·sd(0..99) = 400·28.866.
         let sd = 400.0 * (((100.0f64 * 100.0) - 1.0) / 12.0).sqrt();
         assert!(
-            (r.all.truth.cv - sd / 49_800.0).abs() < 1e-9,
+            (r.all_values.truth.cv - sd / 49_800.0).abs() < 1e-9,
             "{:?}",
-            r.all.truth
+            r.all_values.truth
         );
-        assert!((r.all.corrected.unwrap().cv - sd / 50_800.0).abs() < 1e-9);
+        assert!((r.all_values.corrected.unwrap().cv - sd / 50_800.0).abs() < 1e-9);
         assert_eq!(r.goal_met, Some(true), "1 µs and a cv 0.005 apart");
         let own = r.own_offset.unwrap();
         assert!((own.diff - 21_000.0).abs() < 1e-6 && own.lo <= own.diff);
         // μ = 2 µs has no constant run here: nothing subtracted, nothing judged.
-        assert_eq!((t[2].all.offset_ns, t[2].goal_met), (None, None));
+        assert_eq!((t[2].all_values.offset_ns, t[2].goal_met), (None, None));
     }
 
     #[test]
@@ -670,8 +693,8 @@ mod tests {
             (u.calibration_run.as_deref(), u.calibration_arm),
             (Some("001"), Some(1))
         );
-        assert_eq!(u.all.offset_ns, Some(20_000.0));
-        assert!((u.all.mean_error_ns.unwrap() - 400.0).abs() < 1e-6);
+        assert_eq!(u.all_values.offset_ns, Some(20_000.0));
+        assert!((u.all_values.mean_error_ns.unwrap() - 400.0).abs() < 1e-6);
         assert_eq!(u.goal_met, Some(true));
         assert!(t[2].calibrates_itself() && t[2].goal_met.is_none());
         assert!(t[0].calibrates_itself());
@@ -710,7 +733,7 @@ mod tests {
             },
         ];
         let r = &accuracy_table(&runs)[1];
-        assert!((r.all.mean_error_ns.unwrap() - 20_000.0).abs() < 1e-6);
+        assert!((r.all_values.mean_error_ns.unwrap() - 20_000.0).abs() < 1e-6);
         assert_eq!(r.goal_met_all_values, Some(false));
         // p99 basis: truth 0..=98 µs (mean 49 000), monitor 20..=119 µs less the
         // held one (10 µs + 20) and nothing else (its p99 is 119 000 of 100
@@ -758,7 +781,7 @@ mod tests {
             },
         ];
         let t = accuracy_table(&runs);
-        let f = &t[1].all;
+        let f = &t[1].all_values;
         assert!((f.overhead_stdev_ns.unwrap() - 5_000.0).abs() < 1e-6);
         assert!(f.mean_error_ns.unwrap().abs() < 1e-6);
         assert!(f.deconvolved_cv_error.unwrap().abs() < 1e-9, "{f:?}");

@@ -26,15 +26,15 @@ use serde::{Deserialize, Serialize};
 pub const DISTRIBUTIONS: [&str; 4] = ["constant", "exponential", "uniform", "normal"];
 
 /// `[dut.relay]`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RelayConfig {
-    /// constant | exponential | uniform | normal.
-    #[serde(default = "default_distribution")]
-    pub distribution: String,
-    /// Mean artificial processing time in µs.
-    #[serde(default)]
-    pub mean_us: f64,
+    /// constant | exponential | uniform | normal (default constant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    /// Mean artificial processing time in µs (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_us: Option<f64>,
     /// Coefficient of variation of `normal` (its standard deviation / mean).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cv: Option<f64>,
@@ -67,23 +67,6 @@ pub struct RelayArm {
 /// At most this many arms: a block is this many datagrams.
 pub const MAX_ARMS: usize = 64;
 
-fn default_distribution() -> String {
-    "constant".into()
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        RelayConfig {
-            distribution: default_distribution(),
-            mean_us: 0.0,
-            cv: None,
-            flood: false,
-            busy_poll: false,
-            interleave: None,
-        }
-    }
-}
-
 /// A delay distribution, parsed and checked.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Delay {
@@ -104,19 +87,33 @@ impl RelayConfig {
     /// naming the bad key.
     pub fn delays(&self) -> Result<Vec<Delay>, String> {
         let Some(arms) = &self.interleave else {
+            let (distribution, mean_us) = (
+                self.distribution.as_deref().unwrap_or("constant"),
+                self.mean_us.unwrap_or(0.0),
+            );
             if self.flood {
-                check_mean("dut.relay", self.mean_us)?;
+                check_keys("dut.relay", distribution, mean_us, self.cv)?;
                 return Ok(vec![Delay::None]);
             }
             return Ok(vec![arm_delay(
                 "dut.relay",
-                &self.distribution,
-                self.mean_us,
+                distribution,
+                mean_us,
                 self.cv,
             )?]);
         };
-        if self.distribution != default_distribution() || self.mean_us != 0.0 || self.cv.is_some() {
-            return Err("dut.relay.interleave gives each arm its distribution, mean_us and cv: leave dut.relay.distribution, mean_us and cv out".into());
+        let own = [
+            (
+                "distribution",
+                self.distribution.as_ref().map(|d| format!("\"{d}\"")),
+            ),
+            ("mean_us", self.mean_us.map(|m| m.to_string())),
+            ("cv", self.cv.map(|c| c.to_string())),
+        ];
+        if let Some((key, value)) = own.iter().find_map(|(k, v)| Some((k, v.as_ref()?))) {
+            return Err(format!(
+                "dut.relay.{key} = {value} cannot go with dut.relay.interleave: give each arm its own {key}"
+            ));
         }
         if self.flood {
             return Err(
@@ -144,14 +141,19 @@ impl RelayConfig {
     }
 }
 
-fn check_mean(key: &str, mean_us: f64) -> Result<(), String> {
-    if mean_us.is_finite() && (0.0..=1e6).contains(&mean_us) {
-        Ok(())
-    } else {
-        Err(format!(
+/// The checks that hold with or without a delay (flood mode too).
+fn check_keys(key: &str, distribution: &str, mean_us: f64, cv: Option<f64>) -> Result<(), String> {
+    if !(mean_us.is_finite() && (0.0..=1e6).contains(&mean_us)) {
+        return Err(format!(
             "{key}.mean_us = {mean_us} is out of range: use 0 to 1000000 (µs)"
-        ))
+        ));
     }
+    if cv.is_some() && distribution != "normal" {
+        return Err(format!(
+            "{key}.cv applies to distribution = \"normal\" only, not \"{distribution}\""
+        ));
+    }
+    Ok(())
 }
 
 /// One distribution of `key` (`dut.relay` or an arm) in ns.
@@ -161,12 +163,7 @@ fn arm_delay(
     mean_us: f64,
     cv: Option<f64>,
 ) -> Result<Delay, String> {
-    check_mean(key, mean_us)?;
-    if cv.is_some() && distribution != "normal" {
-        return Err(format!(
-            "{key}.cv applies to distribution = \"normal\" only, not \"{distribution}\""
-        ));
-    }
+    check_keys(key, distribution, mean_us, cv)?;
     let mean_ns = mean_us * 1e3;
     match distribution {
         "constant" => Ok(Delay::Constant(mean_ns)),
@@ -360,8 +357,8 @@ mod tests {
     #[test]
     fn bad_keys_are_one_sentence_naming_them() {
         let c = |d: &str, cv: Option<f64>| RelayConfig {
-            distribution: d.into(),
-            mean_us: 10.0,
+            distribution: Some(d.into()),
+            mean_us: Some(10.0),
             cv,
             flood: false,
             busy_poll: false,
@@ -380,7 +377,7 @@ mod tests {
             .unwrap_err()
             .contains("dut.relay.cv"));
         let mut neg = c("constant", None);
-        neg.mean_us = -1.0;
+        neg.mean_us = Some(-1.0);
         assert!(neg.delays().unwrap_err().contains("dut.relay.mean_us"));
         assert_eq!(
             c("normal", Some(0.2)).delays(),
@@ -410,13 +407,20 @@ mod tests {
         let e = c.delays().unwrap_err();
         assert!(e.contains("dut.relay.interleave[1].cv"), "{e}");
         c.interleave = Some(vec![arm("constant", None)]);
-        c.mean_us = 50.0;
+        c.mean_us = Some(50.0);
         let e = c.delays().unwrap_err();
         assert!(
-            e.contains("leave dut.relay.distribution, mean_us and cv out"),
+            e.contains("dut.relay.mean_us = 50 cannot go with dut.relay.interleave"),
             "{e}"
         );
-        c.mean_us = 0.0;
+        c.mean_us = None;
+        c.distribution = Some("constant".into());
+        let e = c.delays().unwrap_err();
+        assert!(
+            e.contains("dut.relay.distribution = \"constant\" cannot go"),
+            "{e}"
+        );
+        c.distribution = None;
         c.interleave = Some(Vec::new());
         assert!(c.delays().unwrap_err().contains("0 arms"));
         let parsed: RelayConfig = serde_json::from_str(
