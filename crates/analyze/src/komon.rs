@@ -91,58 +91,69 @@ pub fn read_sojourns(path: &Path) -> Result<Vec<i64>, AnalyzeError> {
         .collect())
 }
 
-/// The steady-state, unqueued pairs of a run ([`read_pairs`]).
-struct Pairs {
+/// The steady-state, unqueued pairs of one relay arm ([`read_pairs`]).
+#[derive(Default)]
+struct ArmPairs {
     monitor_ns: Vec<i64>,
     truth_ns: Vec<i64>,
-    /// `relay_truth.parquet`'s `arm` (all 0 when not read).
-    arm: Vec<i64>,
-    /// The arm of each steady-state pair left out because it queued.
-    queued_arm: Vec<i64>,
+    /// Steady-state pairs left out because they queued.
+    queued: u64,
 }
 
-/// Monitor and truth of one run, packet by packet, steady state and unqueued only:
-/// the probes whose seq appears exactly once in each file (the readiness probes of
-/// another flow reuse small seqs and are left out), ingress at least `warmup_ns`
-/// after the first monitored ingress (the run's warm-up, excluded as everywhere in
-/// nflab), and not queued: a datagram whose ingress came before an earlier
-/// datagram's egress found the VNF busy, and its sojourn holds that wait, which the
-/// VNF's own time does not (seed 003's accuracy load is "designed to be low enough
-/// to not induce waiting times"; a stalled generator's burst breaks that now and
-/// then). Judged from the monitor's own stamps, never the truth, against the
-/// monitored datagrams only (with sampling, an unsampled datagram in front is not
-/// seen). A late egress stamp of the datagram in front (a stall on the send path)
-/// also marks the next one queued: those are counted (`queued_excluded`).
+/// `value(i)` of every row `i` keyed by its seq, for the seqs seen exactly once in
+/// `seq` (the readiness probes of another flow reuse small seqs: left out).
+fn once_by_seq<T>(
+    seq: &[Option<i64>],
+    value: impl Fn(usize) -> Option<T>,
+) -> std::collections::HashMap<i64, T> {
+    let mut count: std::collections::HashMap<i64, u32> = Default::default();
+    for s in seq.iter().flatten() {
+        *count.entry(*s).or_default() += 1;
+    }
+    seq.iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some(((*s)?, i)))
+        .filter(|(s, _)| count[s] == 1)
+        .filter_map(|(s, i)| Some((s, value(i)?)))
+        .collect()
+}
+
+/// The relay arm of each probe seq seen once in a `relay_truth.parquet`.
+pub fn arm_by_seq(truth: &Path) -> Result<std::collections::HashMap<i64, i64>, AnalyzeError> {
+    let t = read_i64_columns(truth, &["seq", "arm"])?;
+    Ok(once_by_seq(&t[0], |i| t[1][i]))
+}
+
+/// Monitor and truth of one run, packet by packet and by relay arm (all arm 0
+/// unless `with_arm`), steady state and unqueued only: the probes whose seq appears
+/// exactly once in each file (the readiness probes of another flow reuse small seqs
+/// and are left out), ingress at least `warmup_ns` after the first monitored
+/// ingress (the run's warm-up, excluded as everywhere in nflab), and not queued: a
+/// datagram whose ingress came before an earlier datagram's egress found the VNF
+/// busy, and its sojourn holds that wait, which the VNF's own time does not (seed
+/// 003's accuracy load is "designed to be low enough to not induce waiting
+/// times"; a stalled generator's burst breaks that now and then). Judged from the
+/// monitor's own stamps, never the truth, against the monitored datagrams only
+/// (with sampling, an unsampled datagram in front is not seen). A late egress
+/// stamp of the datagram in front (a stall on the send path) also marks the next
+/// one queued: those are counted (`queued_excluded`).
 fn read_pairs(
     monitor: &Path,
     truth: &Path,
     warmup_ns: i64,
     with_arm: bool,
-) -> Result<Pairs, AnalyzeError> {
-    use std::collections::HashMap;
+) -> Result<std::collections::BTreeMap<i64, ArmPairs>, AnalyzeError> {
     let m = read_i64_columns(monitor, &["seq", "t_in_ns", "t_out_ns"])?;
-    let t = if with_arm {
-        read_i64_columns(truth, &["seq", "processing_ns", "arm"])?
+    let cols: &[&str] = if with_arm {
+        &["seq", "processing_ns", "arm"]
     } else {
-        let mut t = read_i64_columns(truth, &["seq", "processing_ns"])?;
-        t.push(vec![Some(0); t[0].len()]);
-        t
+        &["seq", "processing_ns"]
     };
-    let mut count: HashMap<(bool, i64), u32> = HashMap::new();
-    for s in m[0].iter().flatten() {
-        *count.entry((true, *s)).or_default() += 1;
-    }
-    for s in t[0].iter().flatten() {
-        *count.entry((false, *s)).or_default() += 1;
-    }
-    let once = |side: bool, s: i64| count.get(&(side, s)) == Some(&1);
-    let truth_by_seq: HashMap<i64, (i64, i64)> = t[0]
-        .iter()
-        .zip(&t[1])
-        .zip(&t[2])
-        .filter_map(|((s, p), a)| Some(((*s)?, ((*p)?, (*a)?))))
-        .filter(|(s, _)| once(false, *s))
-        .collect();
+    let t = read_i64_columns(truth, cols)?;
+    let truth_by_seq = once_by_seq(&t[0], |i| {
+        Some((t[1][i]?, if with_arm { t[2][i]? } else { 0 }))
+    });
+    let monitored_once = once_by_seq(&m[0], |_| Some(()));
     // Every monitored datagram in ingress order (probe or not: any of them keeps
     // the VNF busy), each marked queued when an earlier one left after it came.
     let mut by_ingress: Vec<(i64, i64, Option<i64>)> = m[0]
@@ -153,32 +164,27 @@ fn read_pairs(
         .collect();
     by_ingress.sort_by_key(|(a, _, _)| *a);
     let start = by_ingress.first().map_or(0, |(a, _, _)| *a);
-    let mut out = Pairs {
-        monitor_ns: Vec::new(),
-        truth_ns: Vec::new(),
-        arm: Vec::new(),
-        queued_arm: Vec::new(),
-    };
+    let mut arms: std::collections::BTreeMap<i64, ArmPairs> = Default::default();
     let mut latest_egress = i64::MIN;
     for (a, b, s) in by_ingress {
         let queued = a < latest_egress;
         latest_egress = latest_egress.max(b);
         let Some(s) = s else { continue };
-        if a < start + warmup_ns || !once(true, s) {
+        if a < start + warmup_ns || !monitored_once.contains_key(&s) {
             continue;
         }
         let Some((p, arm)) = truth_by_seq.get(&s) else {
             continue;
         };
+        let pairs = arms.entry(*arm).or_default();
         if queued {
-            out.queued_arm.push(*arm);
-            continue;
+            pairs.queued += 1;
+        } else {
+            pairs.monitor_ns.push(b - a);
+            pairs.truth_ns.push(*p);
         }
-        out.monitor_ns.push(b - a);
-        out.truth_ns.push(*p);
-        out.arm.push(*arm);
     }
-    Ok(out)
+    Ok(arms)
 }
 
 /// The relay's own processing times of a `relay_truth.parquet`.
@@ -210,44 +216,37 @@ impl RelaySettings {
         if r.get("flood").and_then(serde_json::Value::as_bool) == Some(true) {
             return None;
         }
-        Some(RelaySettings {
-            distribution: r
+        Some(Self::of_table(r, Self::busy_poll_of(r)))
+    }
+
+    /// One per arm of `dut.relay.interleave` (each with the relay's busy_poll), or
+    /// None when the run has no interleave.
+    pub fn arms_from_params(params: &serde_json::Value) -> Option<Vec<RelaySettings>> {
+        let r = params.get("dut")?.get("relay")?;
+        let busy_poll = Self::busy_poll_of(r);
+        let arms = r.get("interleave")?.as_array()?;
+        Some(arms.iter().map(|a| Self::of_table(a, busy_poll)).collect())
+    }
+
+    fn busy_poll_of(relay: &serde_json::Value) -> bool {
+        relay.get("busy_poll").and_then(serde_json::Value::as_bool) == Some(true)
+    }
+
+    /// `distribution`, `mean_us`, `cv` of `dut.relay` or of one of its arms.
+    fn of_table(t: &serde_json::Value, busy_poll: bool) -> RelaySettings {
+        RelaySettings {
+            distribution: t
                 .get("distribution")
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("constant")
                 .to_string(),
-            mean_us: r
+            mean_us: t
                 .get("mean_us")
                 .and_then(serde_json::Value::as_f64)
                 .unwrap_or(0.0),
-            cv: r.get("cv").and_then(serde_json::Value::as_f64),
-            busy_poll: r.get("busy_poll").and_then(serde_json::Value::as_bool) == Some(true),
-        })
-    }
-
-    /// One per arm of `dut.relay.interleave` (each with the relay's busy_poll), or
-    /// None when the run has no interleave (or is a flood run).
-    pub fn arms_from_params(params: &serde_json::Value) -> Option<Vec<RelaySettings>> {
-        let r = params.get("dut")?.get("relay")?;
-        let busy_poll = r.get("busy_poll").and_then(serde_json::Value::as_bool) == Some(true);
-        let arms = r.get("interleave")?.as_array()?;
-        Some(
-            arms.iter()
-                .map(|a| RelaySettings {
-                    distribution: a
-                        .get("distribution")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("constant")
-                        .to_string(),
-                    mean_us: a
-                        .get("mean_us")
-                        .and_then(serde_json::Value::as_f64)
-                        .unwrap_or(0.0),
-                    cv: a.get("cv").and_then(serde_json::Value::as_f64),
-                    busy_poll,
-                })
-                .collect(),
-        )
+            cv: t.get("cv").and_then(serde_json::Value::as_f64),
+            busy_poll,
+        }
     }
 
     /// `exponential`, `normal cv=0.2`, …
@@ -304,36 +303,32 @@ pub fn runs_of(
         .pointer("/traffic/warmup_s")
         .and_then(serde_json::Value::as_f64)
         .map_or(0, |s| (s * 1e9) as i64);
-    let Some(arms) = RelaySettings::arms_from_params(params) else {
-        let p = read_pairs(&mon, &truth, warmup_ns, false)?;
+    let arms = RelaySettings::arms_from_params(params);
+    let mut pairs = read_pairs(&mon, &truth, warmup_ns, arms.is_some())?;
+    let mut take = |arm: i64| pairs.remove(&arm).unwrap_or_default();
+    let Some(arms) = arms else {
+        let p = take(0);
         return Ok(vec![AccuracyRun {
             run: name.to_string(),
             arm: None,
             relay: single,
             monitor_ns: p.monitor_ns,
             truth_ns: p.truth_ns,
-            queued: p.queued_arm.len() as u64,
+            queued: p.queued,
         }]);
     };
-    let p = read_pairs(&mon, &truth, warmup_ns, true)?;
     Ok(arms
         .into_iter()
         .enumerate()
         .map(|(i, relay)| {
-            let of_arm = |v: &[i64]| -> Vec<i64> {
-                v.iter()
-                    .zip(&p.arm)
-                    .filter(|(_, a)| **a == i as i64)
-                    .map(|(x, _)| *x)
-                    .collect()
-            };
+            let p = take(i as i64);
             AccuracyRun {
                 run: name.to_string(),
                 arm: Some(i as u16),
                 relay,
-                monitor_ns: of_arm(&p.monitor_ns),
-                truth_ns: of_arm(&p.truth_ns),
-                queued: p.queued_arm.iter().filter(|a| **a == i as i64).count() as u64,
+                monitor_ns: p.monitor_ns,
+                truth_ns: p.truth_ns,
+                queued: p.queued,
             }
         })
         .collect())
@@ -524,9 +519,15 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
         let b: Vec<f64> = r.truth_ns.iter().map(|x| *x as f64).collect();
         mean_difference_ci(&a, &b, 0.95, RESAMPLES, 1)
     };
+    // Each run's datasets up to their p99, once (a calibration serves several rows).
+    let capped: Vec<(Vec<i64>, Vec<i64>)> = runs
+        .iter()
+        .map(|r| (up_to_p99(&r.monitor_ns), up_to_p99(&r.truth_ns)))
+        .collect();
     runs.iter()
-        .filter_map(|r| {
-            let cal = runs.iter().find(|c| {
+        .zip(&capped)
+        .filter_map(|(r, (r_mon, r_truth))| {
+            let cal = runs.iter().position(|c| {
                 c.relay.is_calibration()
                     && c.relay.same_calibration_group(&r.relay)
                     && match r.arm {
@@ -539,14 +540,14 @@ pub fn accuracy_table(runs: &[AccuracyRun]) -> Vec<AccuracyRow> {
             let all = Figures::of(
                 &r.monitor_ns,
                 &r.truth_ns,
-                cal.map(|c| (&c.monitor_ns[..], &c.truth_ns[..])),
+                cal.map(|c| (&runs[c].monitor_ns[..], &runs[c].truth_ns[..])),
             )?;
-            let capped_cal = cal.map(|c| (up_to_p99(&c.monitor_ns), up_to_p99(&c.truth_ns)));
             let p99 = Figures::of(
-                &up_to_p99(&r.monitor_ns),
-                &up_to_p99(&r.truth_ns),
-                capped_cal.as_ref().map(|(m, t)| (&m[..], &t[..])),
+                r_mon,
+                r_truth,
+                cal.map(|c| (&capped[c].0[..], &capped[c].1[..])),
             )?;
+            let cal = cal.map(|c| &runs[c]);
             let judged = cal.is_some_and(|c| (&c.run, c.arm) != (&r.run, r.arm))
                 && GOAL_MEANS_US.contains(&r.relay.mean_us);
             Some(AccuracyRow {

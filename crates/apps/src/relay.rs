@@ -18,6 +18,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -203,11 +204,9 @@ impl BlockOrder {
 
     fn next(&mut self, rng: &mut impl Rng) -> usize {
         if self.next == self.block.len() {
-            // Fisher–Yates; a one-arm block draws nothing (a single distribution's
-            // delays are the same as before arms existed).
-            for i in (1..self.block.len()).rev() {
-                self.block.swap(i, rng.gen_range(0..=i));
-            }
+            // A one-arm block draws nothing: a single distribution's delays are
+            // the same as before arms existed.
+            self.block.shuffle(rng);
             self.next = 0;
         }
         self.next += 1;

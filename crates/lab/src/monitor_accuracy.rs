@@ -120,20 +120,10 @@ fn packet_offsets(
             return Ok(vec![round(row.p99.offset_ns); seqs.len()]);
         }
     }
-    let err = |e: nflab_analyze::AnalyzeError| LabError::Other(e.to_string());
-    let t =
-        komon::read_i64_columns(&rd.join("relay_truth.parquet"), &["seq", "arm"]).map_err(err)?;
-    // Seqs seen more than once (the readiness probes of another flow reuse small
-    // ones) have no one arm: left without an offset, as the table leaves them out.
-    let mut arm_of: std::collections::HashMap<i64, Option<i64>> = Default::default();
-    for (s, a) in t[0].iter().zip(&t[1]) {
-        if let (Some(s), Some(a)) = (s, a) {
-            arm_of
-                .entry(*s)
-                .and_modify(|seen| *seen = None)
-                .or_insert(Some(*a));
-        }
-    }
+    // Seqs seen twice in the truth (another flow's readiness probes) have no one
+    // arm: left without an offset, as the table leaves them out.
+    let arm_of = komon::arm_by_seq(&rd.join("relay_truth.parquet"))
+        .map_err(|e| LabError::Other(e.to_string()))?;
     let offset_of_arm = |arm: i64| {
         rows.iter()
             .find(|r| r.arm.map(i64::from) == Some(arm))
@@ -141,7 +131,7 @@ fn packet_offsets(
     };
     Ok(seqs
         .iter()
-        .map(|s| offset_of_arm((*arm_of.get(&(*s)?)?)?))
+        .map(|s| offset_of_arm(*arm_of.get(&(*s)?)?))
         .collect())
 }
 
