@@ -18,7 +18,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::seq::SliceRandom;
+use nflab_analyze::design::BlockOrder;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -186,34 +186,6 @@ fn arm_delay(
     }
 }
 
-/// The arm of each datagram: randomised complete blocks (every block of `arms`
-/// datagrams takes each arm once, shuffled), so no arm is tied to a phase of the
-/// arrival pattern or of a periodic host effect.
-struct BlockOrder {
-    block: Vec<usize>,
-    next: usize,
-}
-
-impl BlockOrder {
-    fn new(arms: usize) -> Self {
-        BlockOrder {
-            block: (0..arms).collect(),
-            next: arms,
-        }
-    }
-
-    fn next(&mut self, rng: &mut impl Rng) -> usize {
-        if self.next == self.block.len() {
-            // A one-arm block draws nothing: a single distribution's delays are
-            // the same as before arms existed.
-            self.block.shuffle(rng);
-            self.next = 0;
-        }
-        self.next += 1;
-        self.block[self.next - 1]
-    }
-}
-
 impl Delay {
     /// One draw in ns.
     pub fn draw(&self, rng: &mut impl Rng) -> u64 {
@@ -271,6 +243,8 @@ pub fn serve(
     let mut buf = vec![0u8; 65_536];
     let mut truth = Vec::new();
     let mut stats = RelayStats::default();
+    // Randomised complete blocks: every block of as many datagrams as arms
+    // takes each arm once, shuffled.
     let mut order = BlockOrder::new(arms.len());
     while !stop.load(Ordering::Relaxed) {
         let n = match sock.recv(&mut buf) {
@@ -427,26 +401,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(parsed.delays(), Ok(vec![Delay::Uniform(2_000.0)]));
-    }
-
-    #[test]
-    fn every_block_takes_each_arm_once_in_a_shuffled_order() {
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let mut order = BlockOrder::new(5);
-        let picks: Vec<usize> = (0..5_000).map(|_| order.next(&mut rng)).collect();
-        for block in picks.chunks(5) {
-            let mut b = block.to_vec();
-            b.sort_unstable();
-            assert_eq!(b, vec![0, 1, 2, 3, 4], "{block:?}");
-        }
-        // Shuffled: arm 0 is not always first (by chance 1 in 5 of the blocks).
-        let first0 = picks.chunks(5).filter(|b| b[0] == 0).count();
-        assert!((100..=300).contains(&first0), "{first0}");
-        // One arm: no draws, every datagram arm 0.
-        let mut one = BlockOrder::new(1);
-        let before = rng.clone();
-        assert!((0..10).all(|_| one.next(&mut rng) == 0));
-        assert_eq!(rng, before);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::path::Path;
 use nflab_analyze::export::{write_parquet, Column, Table};
 use nflab_monitor::matcher::MatchMode;
 use nflab_monitor::stages::{stages_of, StagesConfig, StagesMonitor, StagesResult};
-use nflab_monitor::udp::{Sample, UdpMonitor, UdpMonitorConfig, UdpMonitorResult};
+use nflab_monitor::udp::{Rotation, Sample, UdpMonitor, UdpMonitorConfig, UdpMonitorResult};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LabError;
@@ -31,7 +32,18 @@ pub struct MonitorSection {
     /// experiment (`monitor_corrected.parquet`, `monitor.json`'s `offset_subtracted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtract_offset: Option<bool>,
+    /// udp: modes taking turns in blocks of `rotate_block_s` ("off", "sampling",
+    /// "all"; randomised complete blocks): the monitor's cost in one run
+    /// (`monitor_modes.parquet`, `monitor.json`'s `rotation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate: Option<Vec<String>>,
+    /// udp with `rotate`: length of a block, s (default 0.25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_block_s: Option<f64>,
 }
+
+/// Blocks the order is drawn for; a longer run starts it over (whole rounds).
+const ROTATION_ROUNDS: usize = 40_000;
 
 /// `monitor.sample`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -81,6 +93,63 @@ impl MonitorSection {
         }
     }
 
+    /// The rotation of `rotate`, its order drawn with `seed`; `None` without.
+    fn rotation(&self, seed: u64) -> Result<Option<Rotation>, LabError> {
+        let Some(names) = &self.rotate else {
+            return match self.rotate_block_s {
+                Some(b) => Err(bad(format!(
+                    "monitor.rotate_block_s = {b} needs monitor.rotate, e.g. rotate = [\"off\", \"sampling\", \"all\"]"
+                ))),
+                None => Ok(None),
+            };
+        };
+        let mut modes = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let mode = match n.as_str() {
+                "off" => Sample::Off,
+                "all" => Sample::All,
+                "sampling" => self.sample()?,
+                _ => {
+                    return Err(bad(format!(
+                        "monitor.rotate[{i}] = \"{n}\" is unknown: use \"off\", \"sampling\" or \"all\""
+                    )))
+                }
+            };
+            if names[..i].contains(n) {
+                return Err(bad(format!(
+                    "monitor.rotate names \"{n}\" twice: give each mode once"
+                )));
+            }
+            modes.push(mode);
+        }
+        if modes.len() < 2 {
+            return Err(bad(format!(
+                "monitor.rotate = {names:?} needs at least two modes to compare, e.g. [\"off\", \"sampling\", \"all\"]"
+            )));
+        }
+        if let Some(SampleSpec::Word(w)) = &self.sample {
+            return Err(bad(format!(
+                "monitor.sample = \"{w}\" cannot go with monitor.rotate: the rotation sets the mode (monitor.sample may give the windows of its \"sampling\")"
+            )));
+        }
+        let block_s = self.rotate_block_s.unwrap_or(0.25);
+        if !(0.05..=60.0).contains(&block_s) {
+            return Err(bad(format!(
+                "monitor.rotate_block_s = {block_s} is out of range: use 0.05 to 60 s"
+            )));
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x524f_5441_5445);
+        let mut order = nflab_analyze::design::BlockOrder::new(modes.len());
+        let order = (0..ROTATION_ROUNDS * modes.len())
+            .map(|_| order.next(&mut rng))
+            .collect();
+        Ok(Some(Rotation {
+            modes,
+            block: std::time::Duration::from_secs_f64(block_s),
+            order,
+        }))
+    }
+
     fn matching(&self) -> Result<MatchMode, LabError> {
         match self.matching.as_deref() {
             None | Some("fifo") => Ok(MatchMode::Fifo),
@@ -98,6 +167,7 @@ pub fn check(m: &MonitorSection, dut: DutKind) -> Result<(), LabError> {
         "udp" => {
             m.sample()?;
             m.matching()?;
+            m.rotation(0)?;
             if dut != DutKind::UdpRelay {
                 return Err(bad(format!(
                     "monitor.kind = \"udp\" watches a UDP VNF in the DuT namespace: it needs dut.kind = \"udp-relay\", not \"{}\"",
@@ -106,9 +176,14 @@ pub fn check(m: &MonitorSection, dut: DutKind) -> Result<(), LabError> {
             }
         }
         "stages" => {
-            if m.sample.is_some() || m.matching.is_some() || m.subtract_offset.is_some() {
+            if m.sample.is_some()
+                || m.matching.is_some()
+                || m.subtract_offset.is_some()
+                || m.rotate.is_some()
+                || m.rotate_block_s.is_some()
+            {
                 return Err(bad(
-                    "monitor.sample, monitor.match and monitor.subtract_offset apply to monitor.kind = \"udp\" only".into(),
+                    "monitor.sample, monitor.match, monitor.subtract_offset, monitor.rotate and monitor.rotate_block_s apply to monitor.kind = \"udp\" only".into(),
                 ));
             }
             if stages_of(dut.as_str()).is_none() {
@@ -155,6 +230,7 @@ pub fn start(
             sample: m.sample()?,
             matching: m.matching()?,
             seed,
+            rotation: m.rotation(seed)?,
         })
         .map(RunningMonitor::Udp)
         .map_err(err),
@@ -203,6 +279,9 @@ pub struct MonitorReport {
     /// udp over a udp-relay: mean(monitor) − mean(relay truth), bootstrapped 95 % CI.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<nflab_analyze::bootstrap::Difference>,
+    /// udp with `rotate`: each mode's throughput against "off" (or the first mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<nflab_analyze::rotation::RotationFigures>,
 }
 
 /// The UDP monitor's sojourn times next to the socket's buffer fill (seed 003's
@@ -323,6 +402,7 @@ pub fn finish_stopped(
                 nflab_analyze::bootstrap::mean_difference_ci(&mon, &tr, 0.95, resamples, 1)
             });
             let sojourn_of_r = sojourn(&r);
+            let rotation = rotation(&r, dir)?;
             Ok(MonitorReport {
                 kind: "udp".into(),
                 udp: Some(r),
@@ -330,6 +410,7 @@ pub fn finish_stopped(
                 breakdown: None,
                 sojourn: Some(sojourn_of_r),
                 calibration,
+                rotation,
             })
         }
         Stopped::Stages(r) => {
@@ -359,9 +440,68 @@ pub fn finish_stopped(
                 sojourn: None,
                 stages: Some(r),
                 calibration: None,
+                rotation: None,
             })
         }
     }
+}
+
+/// A rotation's blocks counted against the run's records: `monitor_modes.parquet`
+/// and the figures. `None` without a rotation.
+fn rotation(
+    r: &UdpMonitorResult,
+    dir: &Path,
+) -> Result<Option<nflab_analyze::rotation::RotationFigures>, LabError> {
+    use nflab_analyze::rotation::{block_rates, figures, Block};
+    if r.blocks.is_empty() {
+        return Ok(None);
+    }
+    let blocks: Vec<Block> = r
+        .blocks
+        .iter()
+        .map(|b| Block {
+            t_start_ns: b.t_start_ns,
+            t_end_ns: b.t_end_ns,
+            mode: b.mode,
+        })
+        .collect();
+    let mut rx: Vec<u64> = nflab_record::read_all(&dir.join("records.nfr"))?
+        .records
+        .iter()
+        .map(|x| x.rx_ns)
+        .collect();
+    rx.sort_unstable();
+    let drops: Vec<(u64, u64)> = r.buffer.iter().map(|b| (b.t_ns, b.drops)).collect();
+    let rates = block_rates(&blocks, &rx, &drops);
+    let i64s =
+        |f: &dyn Fn(usize) -> i64| Column::I64((0..blocks.len()).map(|i| Some(f(i))).collect());
+    write(
+        &table(
+            "monitor_modes",
+            vec![
+                ("t_start_ns", i64s(&|i| blocks[i].t_start_ns as i64)),
+                ("t_end_ns", i64s(&|i| blocks[i].t_end_ns as i64)),
+                (
+                    "mode",
+                    i64s(&|i| {
+                        r.rotation_modes
+                            .get(blocks[i].mode)
+                            .map_or(-1, |m| m.mode() as i64)
+                    }),
+                ),
+                ("received", i64s(&|i| rates[i].received as i64)),
+                ("socket_drops", i64s(&|i| rates[i].socket_drops as i64)),
+            ],
+        ),
+        &dir.join("monitor_modes.parquet"),
+    )?;
+    let names: Vec<String> = r
+        .rotation_modes
+        .iter()
+        .map(|m| m.name().to_string())
+        .collect();
+    let reference = names.iter().position(|n| n == "off").unwrap_or(0);
+    Ok(Some(figures(&blocks, &rates, &names, reference)))
 }
 
 /// After the traffic: stop the monitor, then the relay, and write their files
@@ -434,6 +574,61 @@ mod tests {
         assert!(
             e("kind = \"stages\"\nsample = \"all\"", DutKind::LinuxRouter).contains("udp\" only")
         );
+    }
+
+    #[test]
+    fn bad_rotations_are_one_sentence_naming_the_key() {
+        let e = |m: &str| {
+            check(&section(&format!("kind = \"udp\"\n{m}")), DutKind::UdpRelay)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            e("rotate = [\"off\", \"most\"]").contains("monitor.rotate[1] = \"most\" is unknown")
+        );
+        assert!(e("rotate = [\"all\", \"all\"]").contains("names \"all\" twice"));
+        assert!(e("rotate = [\"all\"]").contains("at least two modes"));
+        assert!(e("rotate = [\"off\", \"all\"]\nsample = \"all\"")
+            .contains("monitor.sample = \"all\" cannot go with monitor.rotate"));
+        assert!(e("rotate = [\"off\", \"all\"]\nrotate_block_s = 0.01")
+            .contains("monitor.rotate_block_s = 0.01 is out of range"));
+        assert!(e("rotate_block_s = 1.0").contains("needs monitor.rotate"));
+        assert!(check(
+            &section("kind = \"stages\"\nrotate = [\"off\", \"all\"]"),
+            DutKind::LinuxRouter
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("udp\" only"));
+    }
+
+    #[test]
+    fn a_rotation_takes_the_sample_windows_and_orders_in_complete_rounds() {
+        let m = section(
+            "kind = \"udp\"\nsample = { packets = 4, mean_interval_s = 0.1 }\nrotate = [\"all\", \"sampling\", \"off\"]",
+        );
+        let r = m.rotation(7).unwrap().expect("a rotation");
+        assert_eq!(
+            r.modes,
+            vec![
+                Sample::All,
+                Sample::Windows {
+                    packets: 4,
+                    mean_interval_s: 0.1
+                },
+                Sample::Off
+            ]
+        );
+        assert_eq!(r.block, std::time::Duration::from_millis(250));
+        assert_eq!(r.order.len() % 3, 0);
+        for round in r.order.chunks(3).take(1000) {
+            let mut x = round.to_vec();
+            x.sort_unstable();
+            assert_eq!(x, vec![0, 1, 2]);
+        }
+        // The same seed, the same order: a re-run rotates alike.
+        assert_eq!(m.rotation(7).unwrap().unwrap().order[..30], r.order[..30]);
+        assert!(section("kind = \"udp\"").rotation(7).unwrap().is_none());
     }
 
     #[test]

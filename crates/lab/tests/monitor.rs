@@ -436,3 +436,139 @@ kind = "stages"
         assert!(cols[c].iter().all(Option::is_some), "{c} has every probe");
     }
 }
+
+/// The monitor's cost in one run (`[monitor] rotate`): a flood relay saturated
+/// well beyond its capacity, the three modes taking turns in 0.1-s blocks.
+/// Asserted against this test's own pass over the files: the blocks are in time
+/// order and in complete rounds; each block's count is the recorder's datagrams
+/// in its span after the settling time; the monitor took no datagram in an "off"
+/// block and far fewer in a "sampling" block than in an "all" block; and
+/// monitor.json's ratios are the saturated rounds' sums. The ratios themselves
+/// (the cost) are printed, not asserted.
+#[test]
+fn udp_monitor_rotation_counts_each_mode_in_one_run() {
+    let _one = one_experiment();
+    let scratch = Scratch::new("rotation");
+    let dir = run(
+        r#"
+[experiment]
+name = "monitor-rotation"
+seed = 5
+[topology]
+kind = "netns"
+gen_cpu = 0
+rec_cpu = 0
+[dut]
+kind = "udp-relay"
+cpu = 1
+[dut.relay]
+flood = true
+[traffic]
+rate_pps = 300000
+frame_bytes = 128
+duration_s = 4
+warmup_s = 0.2
+[monitor]
+kind = "udp"
+rotate = ["off", "sampling", "all"]
+rotate_block_s = 0.1
+"#,
+        &scratch,
+    );
+    let run = dir.join("runs/000");
+    let modes = columns(&run.join("monitor_modes.parquet"));
+    let col = |n: &str| -> Vec<i64> { modes[n].iter().map(|v| v.expect(n)).collect() };
+    let (start, end, mode, received, drops) = (
+        col("t_start_ns"),
+        col("t_end_ns"),
+        col("mode"),
+        col("received"),
+        col("socket_drops"),
+    );
+    assert!(start.len() >= 30, "{} blocks in 4 s of 0.1 s", start.len());
+    for i in 0..start.len() {
+        assert!(start[i] < end[i], "block {i}");
+        if i + 1 < start.len() {
+            assert!(end[i] <= start[i + 1], "block {i} overlaps the next");
+        }
+    }
+    for round in mode.chunks_exact(3) {
+        let mut r = round.to_vec();
+        r.sort_unstable();
+        assert_eq!(
+            r,
+            vec![0, 1, 2],
+            "a round has each mode once (0 off, 1 sampling, 2 all)"
+        );
+    }
+    // Each block's count, from the records.
+    let records = nflab_record::read_all(&run.join("records.nfr")).expect("records");
+    let settle = nflab_analyze::rotation::SETTLE_NS as i64;
+    for i in 0..start.len() {
+        let n = records
+            .records
+            .iter()
+            .filter(|r| (start[i] + settle..end[i]).contains(&(r.rx_ns as i64)))
+            .count() as i64;
+        assert_eq!(received[i], n, "block {i}");
+    }
+    // What the monitor took, by the mode of the block its ingress fell in.
+    let pairs = columns(&run.join("monitor.parquet"));
+    let mut taken = [0u64; 3];
+    for t in pairs["t_in_ns"].iter().map(|t| t.expect("t_in_ns")) {
+        if let Some(i) = (0..start.len()).find(|&i| (start[i]..end[i]).contains(&t)) {
+            taken[mode[i] as usize] += 1;
+        }
+    }
+    assert_eq!(taken[0], 0, "nothing taken while off");
+    assert!(
+        taken[2] > 0 && taken[1] * 10 < taken[2],
+        "sampling {} vs all {}",
+        taken[1],
+        taken[2]
+    );
+    // The ratios: Σ rx_pps of a mode over Σ of "off", over the rounds whose every
+    // block dropped (saturated) and received.
+    let pps = |i: usize| received[i] as f64 * 1e9 / (end[i] - start[i] - settle) as f64;
+    let mut sums = [0.0f64; 3];
+    let mut saturated = 0;
+    for r in 0..start.len() / 3 {
+        let idx = [3 * r, 3 * r + 1, 3 * r + 2];
+        if idx.iter().all(|&i| drops[i] > 0 && received[i] > 0) {
+            saturated += 1;
+            for &i in &idx {
+                sums[mode[i] as usize] += pps(i);
+            }
+        }
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("monitor.json")).unwrap()).unwrap();
+    let rot = &json["rotation"];
+    assert_eq!(rot["reference"], "off");
+    assert_eq!(rot["saturated_rounds"], saturated);
+    assert!(
+        saturated >= 5,
+        "{saturated} saturated rounds: the relay was not saturated"
+    );
+    for (m, name) in ["off", "sampling", "all"].iter().enumerate() {
+        let row = &rot["modes"][m];
+        assert_eq!(row["mode"], *name);
+        let ratio = row["ratio"].as_f64().expect("ratio");
+        assert!((ratio - sums[m] / sums[0]).abs() < 1e-9, "{name}: {ratio}");
+        let ci = [
+            row["ratio_ci"][0].as_f64().unwrap(),
+            row["ratio_ci"][1].as_f64().unwrap(),
+        ];
+        assert!(
+            ci[0] <= ratio && ratio <= ci[1],
+            "{name}: {ratio} outside {ci:?}"
+        );
+        println!(
+            "rotation: {name:8} {:7.0} pps  ratio to off {ratio:.3} [{:.3}, {:.3}]  ({saturated} saturated rounds of {})",
+            row["mean_pps"].as_f64().unwrap(),
+            ci[0],
+            ci[1],
+            start.len() / 3
+        );
+    }
+}

@@ -45,11 +45,21 @@ pub enum Sample {
 }
 
 impl Sample {
-    fn mode(&self) -> u32 {
+    /// The value of the `config` map's mode: 0 off, 1 sampling, 2 all.
+    pub fn mode(&self) -> u32 {
         match self {
             Sample::Off => 0,
             Sample::Windows { .. } => 1,
             Sample::All => 2,
+        }
+    }
+
+    /// Its name in `[monitor] rotate`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Sample::Off => "off",
+            Sample::Windows { .. } => "sampling",
+            Sample::All => "all",
         }
     }
 }
@@ -69,6 +79,35 @@ pub struct UdpMonitorConfig {
     pub matching: MatchMode,
     /// Seed of the sampling instants.
     pub seed: u64,
+    /// Modes taking turns during the run (overhead in one run), or `None`.
+    pub rotation: Option<Rotation>,
+}
+
+/// Modes taking turns in blocks of time: the monitor rewrites the mode in its
+/// `config` map at each block's start and records when it did
+/// ([`UdpMonitorResult::blocks`]).
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    /// The modes.
+    pub modes: Vec<Sample>,
+    /// Length of a block.
+    pub block: Duration,
+    /// Index into `modes` of each block in turn (randomised complete blocks,
+    /// chosen by the caller); started over when the run outlasts it.
+    pub order: Vec<usize>,
+}
+
+/// One block of a rotation, on CLOCK_REALTIME. The mode was in effect from
+/// `t_start_ns` (read just after the map was rewritten) to `t_end_ns` (read just
+/// before the next rewrite); between blocks lies the rewrite itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModeBlock {
+    /// Start, ns.
+    pub t_start_ns: u64,
+    /// End, ns.
+    pub t_end_ns: u64,
+    /// Index into [`Rotation::modes`].
+    pub mode: usize,
 }
 
 /// One sample of the VNF socket's receive queue.
@@ -110,6 +149,12 @@ pub struct UdpMonitorResult {
     /// Receive-queue fill over time.
     #[serde(skip)]
     pub buffer: Vec<BufferSample>,
+    /// The rotation's blocks, in time order (empty without a rotation).
+    #[serde(skip)]
+    pub blocks: Vec<ModeBlock>,
+    /// The rotation's modes, which the blocks' `mode` indexes.
+    #[serde(skip)]
+    pub rotation_modes: Vec<Sample>,
 }
 
 /// A running monitor.
@@ -247,9 +292,29 @@ fn run(
             .expect("CLOCK_REALTIME exists");
         t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
     };
+    let mut blocks: Vec<ModeBlock> = Vec::new();
+    let mut next_block = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        if let Some(sample) = switch.try_iter().last() {
+        let mut switched = switch.try_iter().last();
+        if let Some(rot) = cfg.rotation.as_ref().filter(|_| now >= next_block) {
+            let mode = rot
+                .order
+                .get(blocks.len() % rot.order.len().max(1))
+                .copied();
+            let mode = mode.filter(|&m| m < rot.modes.len()).unwrap_or(0);
+            switched = rot.modes.get(mode).copied();
+            if let Some(last) = blocks.last_mut() {
+                last.t_end_ns = real_now();
+            }
+            blocks.push(ModeBlock {
+                t_start_ns: 0,
+                t_end_ns: 0,
+                mode,
+            });
+            next_block = now + rot.block;
+        }
+        if let Some(sample) = switched {
             cfg.sample = sample;
             config[4..8].copy_from_slice(&sample.mode().to_ne_bytes());
             skel.maps
@@ -257,6 +322,9 @@ fn run(
                 .update(&zero, &config, MapFlags::ANY)
                 .map_err(bpf_err("cannot switch the UDP monitor's sampling"))?;
             next_sample = now;
+            if let Some(b) = blocks.last_mut().filter(|b| b.t_start_ns == 0) {
+                b.t_start_ns = real_now();
+            }
         }
         if let Sample::Windows {
             packets,
@@ -287,10 +355,13 @@ fn run(
         // wake this thread when the ring is a quarter full, and what is left is
         // drained at the end), so a wake-up every 2 ms only cost CPU (on the
         // reference VM the thread's time fell from 15–17 to 12–14 ticks in 10 s).
-        let due = match cfg.sample {
+        let mut due = match cfg.sample {
             Sample::Windows { .. } => next_buffer.min(next_sample),
             _ => next_buffer,
         };
+        if cfg.rotation.is_some() {
+            due = due.min(next_block);
+        }
         // Whole milliseconds, rounded up: the wait is epoll's, in ms, and a
         // shorter one would be 0 — a spin until `due`.
         let wait_ms = due
@@ -302,6 +373,9 @@ fn run(
             Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
             r => r.map_err(bpf_err("cannot read the UDP monitor's ring buffer"))?,
         }
+    }
+    if let Some(last) = blocks.last_mut() {
+        last.t_end_ns = real_now();
     }
     // Detach first (ingress before egress, so that what is in flight can still
     // leave), then drain what is left.
@@ -339,5 +413,7 @@ fn run(
         counters,
         samples_opened,
         buffer,
+        blocks,
+        rotation_modes: cfg.rotation.map(|r| r.modes).unwrap_or_default(),
     })
 }

@@ -95,6 +95,7 @@ fn sampling_switches_through_the_map_without_reloading() {
         sample: Sample::All,
         matching: MatchMode::Fifo,
         seed: 1,
+        rotation: None,
     })
     .expect("monitor attached");
     let mut seq = 0u64;
