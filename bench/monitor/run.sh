@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Overhead of the in-stack UDP monitor (issue 16; docs/benchmarks.md, "## eBPF
-# monitor"): the udp-relay's lossless rate (RFC 2544 throughput search, loss
+# monitor"), three instruments.
+# First, in one run: a flood relay saturated (300 kpps offered, far above what it
+# relays) while the monitor's modes take turns in 0.1-s blocks ([monitor] rotate:
+# off = attached taking nothing, sampling, all); the relay's throughput per block
+# from the recorder, each mode against "off" within every round of three blocks,
+# with a bootstrapped 95 % CI (docs/monitor.md, "The cost in one run"). A drift of
+# the host hits both sides of each ratio alike.
+# Then the udp-relay's lossless rate (RFC 2544 throughput search, loss
 # tolerance 0, flood mode: no artificial delay) with the monitor absent, attached
 # but sampling (seed 003's default: 10 datagrams at exponential intervals, mean
 # 0.2 s) and taking every datagram — one invocation, runs interleaved per repeat so
@@ -10,7 +17,7 @@
 # itself spends per datagram, read where it is spent: the BPF programs' run time
 # from the kernel (bpf_stats) and the monitor thread's CPU time over FIXED_SECONDS
 # — a finer instrument than a zero-loss search, whose trials scatter by ±30 %.
-#   bench/monitor/run.sh [REPEATS] [TRIAL_SECONDS] [FIXED_PPS] [FIXED_SECONDS]
+#   bench/monitor/run.sh [REPEATS] [TRIAL_SECONDS] [FIXED_PPS] [FIXED_SECONDS] [ROTATE_SECONDS]
 # (root: it sets kernel.bpf_stats_enabled for the second part and restores it)
 # Run it alone on a quiet machine: two cores are shared by everything.
 set -euo pipefail
@@ -18,6 +25,7 @@ R=${1:-3}
 T=${2:-1}
 FIXED_PPS=${3:-20000}
 FIXED_S=${4:-20}
+ROTATE_S=${5:-60}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 bash "$ROOT/scripts/deps.sh" run
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -49,6 +57,7 @@ SPEC
     printf 'rate_pps = %s\nduration_s = %s\n' "$FIXED_PPS" "$((FIXED_S + 6))"
   fi
   case "$1" in
+    idle) printf '[monitor]\nkind = "udp"\nsample = "off"\n' ;;
     sampling) printf '[monitor]\nkind = "udp"\nsample = { packets = 10, mean_interval_s = 0.2 }\n' ;;
     all) printf '[monitor]\nkind = "udp"\nsample = "all"\n' ;;
   esac
@@ -56,6 +65,41 @@ SPEC
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r)"
 echo "load before: $(uptime)"
+
+echo "== one run, the modes taking turns: $ROTATE_S s, relay saturated"
+cat >"$WORK/rotate.toml" <<SPEC
+[experiment]
+name = "monitor-rotate"
+seed = 1
+[topology]
+kind = "netns"
+gen_cpu = 0
+rec_cpu = 0
+[dut]
+kind = "udp-relay"
+cpu = 1
+[dut.relay]
+flood = true
+[traffic]
+frame_bytes = 128
+rate_pps = 300000
+duration_s = $ROTATE_S
+warmup_s = 0.2
+[monitor]
+kind = "udp"
+rotate = ["off", "sampling", "all"]
+rotate_block_s = 0.1
+SPEC
+"$NFLAB" run "$WORK/rotate.toml" --out "$WORK/rotate" > /dev/null
+python3 - "$(ls -d "$WORK"/rotate/*/runs/000)/monitor.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["rotation"]
+print(f"{r['saturated_rounds']} saturated rounds of {r['rounds']} (blocks of {r['block_s']:.3f} s)")
+for m in r["modes"]:
+    lo, hi = m["ratio_ci"]
+    print(f"{m['mode']:9s} {m['mean_pps']:9.0f} pps  ratio to off {m['ratio']:.3f} [{lo:.3f}, {hi:.3f}]  "
+          f"cost {100 * m['cost']:+.1f} % (at most {100 * (1 - lo):.1f} %)")
+PY
 for mode in off sampling all; do spec "$mode" search > "$WORK/$mode.toml"; done
 for i in $(seq 1 "$R"); do
   for mode in off sampling all; do
@@ -67,14 +111,19 @@ done
 echo "load after: $(uptime)"
 python3 - "$WORK/results.txt" <<'PY'
 import statistics, sys
-runs = {}
+runs, failed = {}, {}
 for line in open(sys.argv[1]):
     mode, pps = line.split()
-    runs.setdefault(mode, []).append(float(pps) if pps != "None" else 0.0)
-base = statistics.median(runs["off"])
+    # None: the search found no lossless rate at all (a trial at the lowest rate lost).
+    if pps == "None":
+        failed[mode] = failed.get(mode, 0) + 1
+    else:
+        runs.setdefault(mode, []).append(float(pps))
+base = statistics.median(runs["off"]) if runs.get("off") else float("nan")
 for mode in ("off", "sampling", "all"):
-    med = statistics.median(runs[mode])
-    print(f"{mode:9s} lossless rate median {med:10.0f} pps  runs {runs[mode]}  ratio to off {med / base:.3f}")
+    med = statistics.median(runs[mode]) if runs.get(mode) else float("nan")
+    print(f"{mode:9s} lossless rate median {med:10.0f} pps  runs {runs.get(mode, [])}"
+          f"{f'  ({failed[mode]} found none)' if mode in failed else ''}  ratio to off {med / base:.3f}")
 PY
 
 echo "== cost per hook: $FIXED_PPS pps, BPF run time from the kernel (bpf_stats) over $FIXED_S s"
@@ -93,7 +142,7 @@ print(" ".join(f"{p['name']}={p.get('run_time_ns', 0)}:{p.get('run_cnt', 0)}" fo
 PY
 hooks() { bpftool prog show -j | python3 "$WORK/hooks.py"; }
 thread_ticks() { awk '{print $14 + $15}' "$(dirname "$(grep -lx nflab-monitor /proc/[0-9]*/task/*/comm | head -1)")/stat"; }
-for mode in sampling all; do
+for mode in idle sampling all; do
   spec "$mode" fixed > "$WORK/fixed-$mode.toml"
   "$NFLAB" run "$WORK/fixed-$mode.toml" --out "$WORK/fixed-$mode" > /dev/null &
   run_pid=$!

@@ -9,6 +9,8 @@
 //! sides of every ratio alike, where three separate searches minutes apart scatter
 //! by ±30 %.
 
+use std::path::Path;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
@@ -51,24 +53,63 @@ pub fn block_rates(blocks: &[Block], rx_ns: &[u64], drops: &[(u64, u64)]) -> Vec
         .iter()
         .map(|b| {
             let from = b.t_start_ns.saturating_add(SETTLE_NS);
-            let span = b.t_end_ns.saturating_sub(from);
-            let received = if span == 0 {
+            let received = if from >= b.t_end_ns {
                 0
             } else {
                 (rx_ns.partition_point(|&t| t < b.t_end_ns) - rx_ns.partition_point(|&t| t < from))
                     as u64
             };
-            BlockRate {
+            rate(
+                b,
                 received,
-                rx_pps: if span == 0 {
-                    0.0
-                } else {
-                    received as f64 * 1e9 / span as f64
-                },
-                socket_drops: drops_at(b.t_end_ns).saturating_sub(drops_at(b.t_start_ns)),
-            }
+                drops_at(b.t_end_ns).saturating_sub(drops_at(b.t_start_ns)),
+            )
         })
         .collect()
+}
+
+/// A block's rate: `received` over its span after [`SETTLE_NS`].
+fn rate(b: &Block, received: u64, socket_drops: u64) -> BlockRate {
+    let span = b
+        .t_end_ns
+        .saturating_sub(b.t_start_ns.saturating_add(SETTLE_NS));
+    BlockRate {
+        received,
+        rx_pps: if span == 0 {
+            0.0
+        } else {
+            received as f64 * 1e9 / span as f64
+        },
+        socket_drops,
+    }
+}
+
+/// The name of a `monitor_modes.parquet` mode value (the monitor's `config` map).
+pub fn mode_name(value: i64) -> &'static str {
+    match value {
+        0 => "off",
+        1 => "sampling",
+        2 => "all",
+        _ => "unknown",
+    }
+}
+
+/// The blocks of a `monitor_modes.parquet` with their rates; `mode` is the file's
+/// value (0 off, 1 sampling, 2 all: see [`mode_name`]).
+pub fn read_blocks(path: &Path) -> Result<Vec<(Block, BlockRate)>, crate::AnalyzeError> {
+    let names = ["t_start_ns", "t_end_ns", "mode", "received", "socket_drops"];
+    let cols = crate::komon::read_i64_columns(path, &names)?;
+    let at = |c: usize, i: usize| cols[c][i].unwrap_or(0).max(0) as u64;
+    Ok((0..cols[0].len())
+        .map(|i| {
+            let b = Block {
+                t_start_ns: at(0, i),
+                t_end_ns: at(1, i),
+                mode: at(2, i) as usize,
+            };
+            (b, rate(&b, at(3, i), at(4, i)))
+        })
+        .collect())
 }
 
 /// One mode's throughput over the saturated rounds.
@@ -109,6 +150,19 @@ pub struct RotationFigures {
 
 const RESAMPLES: usize = 2000;
 
+/// Per block: whether it belongs to a saturated round (rounds of `k` blocks from
+/// the first; every block of the round dropped and received). A trailing partial
+/// round is not.
+pub fn in_saturated_rounds(rates: &[BlockRate], k: usize) -> Vec<bool> {
+    let k = k.max(1);
+    let mut out = vec![false; rates.len()];
+    for (round, flags) in rates.chunks_exact(k).zip(out.chunks_exact_mut(k)) {
+        let saturated = round.iter().all(|x| x.socket_drops > 0 && x.received > 0);
+        flags.iter_mut().for_each(|f| *f = saturated);
+    }
+    out
+}
+
 /// The figures of `blocks` (in time order, in complete rounds of `names.len()`
 /// blocks from the first) with their `rates`, against the mode `reference`.
 pub fn figures(
@@ -129,11 +183,13 @@ pub fn figures(
             / 1e9
     };
     // Per saturated round: each mode's rx_pps, by mode index.
+    let saturated = in_saturated_rounds(rates, k);
     let rounds: Vec<Vec<f64>> = blocks
         .chunks_exact(k)
         .zip(rates.chunks_exact(k))
-        .filter(|(_, r)| r.iter().all(|x| x.socket_drops > 0 && x.received > 0))
-        .filter_map(|(b, r)| {
+        .zip(saturated.chunks_exact(k))
+        .filter(|(_, s)| s[0])
+        .filter_map(|((b, r), _)| {
             let mut pps = vec![f64::NAN; k];
             for (block, rate) in b.iter().zip(r) {
                 *pps.get_mut(block.mode)? = rate.rx_pps;
@@ -269,6 +325,63 @@ mod tests {
         assert!((all.mean_pps - 60_000.0).abs() < 1e-9);
         assert_eq!(f.modes[0].ratio, 1.0);
         assert_eq!(all.blocks, 2);
+    }
+
+    #[test]
+    fn the_file_reads_back_with_the_same_rates_and_rounds() {
+        use crate::export::{write_parquet, Column, Table};
+        let blocks = [
+            block(0, 2),
+            block(100, 0),
+            block(200, 0),
+            block(300, 2),
+            block(400, 0),
+        ];
+        let rx: Vec<u64> = (0..500).map(|t| t * MS).collect();
+        let drops = [
+            (0, 0),
+            (150 * MS, 4),
+            (250 * MS, 4),
+            (350 * MS, 9),
+            (450 * MS, 12),
+        ];
+        let rates = block_rates(&blocks, &rx, &drops);
+        let col = |f: &dyn Fn(usize) -> i64| Column::I64((0..5).map(|i| Some(f(i))).collect());
+        let dir = std::env::temp_dir().join(format!("nflab-rotation-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("monitor_modes.parquet");
+        let table = Table {
+            name: "monitor_modes".into(),
+            columns: vec![
+                ("t_start_ns".into(), col(&|i| blocks[i].t_start_ns as i64)),
+                ("t_end_ns".into(), col(&|i| blocks[i].t_end_ns as i64)),
+                ("mode".into(), col(&|i| blocks[i].mode as i64)),
+                ("received".into(), col(&|i| rates[i].received as i64)),
+                (
+                    "socket_drops".into(),
+                    col(&|i| rates[i].socket_drops as i64),
+                ),
+            ],
+        };
+        write_parquet(&table, &path).unwrap();
+        let back = read_blocks(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back.iter().map(|(b, _)| *b).collect::<Vec<_>>(), blocks);
+        assert_eq!(back.iter().map(|(_, r)| *r).collect::<Vec<_>>(), rates);
+        assert_eq!(mode_name(back[0].0.mode as i64), "all");
+        // Drops per block: the counter's last sample at or before each end, less
+        // the one at or before each start. Rounds (0, 1) and (2, 3) each have a
+        // block without drops; block 4 is a partial round.
+        assert_eq!(
+            rates.iter().map(|r| r.socket_drops).collect::<Vec<_>>(),
+            vec![0, 4, 0, 5, 3]
+        );
+        assert_eq!(in_saturated_rounds(&rates, 2), vec![false; 5]);
+        assert_eq!(
+            in_saturated_rounds(&rates[3..5], 2),
+            vec![true, true],
+            "blocks 3 and 4 as a round of their own"
+        );
     }
 
     #[test]

@@ -443,7 +443,8 @@ kind = "stages"
 /// order and in complete rounds; each block's count is the recorder's datagrams
 /// in its span after the settling time; the monitor took no datagram in an "off"
 /// block and far fewer in a "sampling" block than in an "all" block; and
-/// monitor.json's ratios are the saturated rounds' sums. The ratios themselves
+/// monitor.json's ratios are the saturated rounds' sums; the report has the
+/// figure. The ratios themselves
 /// (the cost) are printed, not asserted.
 #[test]
 fn udp_monitor_rotation_counts_each_mode_in_one_run() {
@@ -541,6 +542,10 @@ rotate_block_s = 0.1
             }
         }
     }
+    // The report draws it: a row per mode.
+    nflab_report::write_report(&dir).expect("report");
+    let csv = std::fs::read_to_string(dir.join("figures/komon-rotation.csv")).expect("figure");
+    assert_eq!(csv.lines().count(), 4, "{csv}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("monitor.json")).unwrap()).unwrap();
     let rot = &json["rotation"];
