@@ -206,8 +206,11 @@ fn rotation(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
     }
     series.sort_by_key(|(m, _)| *m);
     let xmax = blocks
-        .last()
-        .map_or(1.0, |(b, _)| (b.t_end_ns - t0) as f64 / 1e9);
+        .iter()
+        .zip(&saturated)
+        .filter(|(_, s)| **s)
+        .map(|((b, _), _)| (b.t_end_ns - t0) as f64 / 1e9)
+        .fold(1.0, f64::max);
     let ymax = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|q| q.1))
