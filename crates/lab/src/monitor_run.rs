@@ -7,7 +7,9 @@ use std::path::Path;
 use nflab_analyze::export::{write_parquet, Column, Table};
 use nflab_monitor::matcher::MatchMode;
 use nflab_monitor::stages::{stages_of, StagesConfig, StagesMonitor, StagesResult};
-use nflab_monitor::udp::{Rotation, Sample, UdpMonitor, UdpMonitorConfig, UdpMonitorResult};
+use nflab_monitor::udp::{
+    Rotation, RotationMode, Sample, UdpMonitor, UdpMonitorConfig, UdpMonitorResult,
+};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
@@ -106,12 +108,13 @@ impl MonitorSection {
         let mut modes = Vec::new();
         for (i, n) in names.iter().enumerate() {
             let mode = match n.as_str() {
-                "off" => Sample::Off,
-                "all" => Sample::All,
-                "sampling" => self.sample()?,
+                "detached" => RotationMode::Detached,
+                "off" => RotationMode::Attached(Sample::Off),
+                "all" => RotationMode::Attached(Sample::All),
+                "sampling" => RotationMode::Attached(self.sample()?),
                 _ => {
                     return Err(bad(format!(
-                        "monitor.rotate[{i}] = \"{n}\" is unknown: use \"off\", \"sampling\" or \"all\""
+                        "monitor.rotate[{i}] = \"{n}\" is unknown: use \"detached\", \"off\", \"sampling\" or \"all\""
                     )))
                 }
             };
@@ -463,16 +466,13 @@ fn rotation(
             t_start_ns: b.t_start_ns,
             t_end_ns: b.t_end_ns,
             mode: b.mode,
+            socket_drops: b
+                .drops_end
+                .zip(b.drops_start)
+                .map(|(e, s)| e.saturating_sub(s)),
         })
         .collect();
-    let mut rx: Vec<u64> = nflab_record::read_all(&dir.join("records.nfr"))?
-        .records
-        .iter()
-        .map(|x| x.rx_ns)
-        .collect();
-    rx.sort_unstable();
-    let drops: Vec<(u64, u64)> = r.buffer.iter().map(|b| (b.t_ns, b.drops)).collect();
-    let rates = block_rates(&blocks, &rx, &drops);
+    let rates = block_rates(&blocks, &receive_stamps(&dir.join("records.nfr"))?);
     let i64s =
         |f: &dyn Fn(usize) -> i64| Column::I64((0..blocks.len()).map(|i| Some(f(i))).collect());
     write(
@@ -486,7 +486,7 @@ fn rotation(
                     i64s(&|i| {
                         r.rotation_modes
                             .get(blocks[i].mode)
-                            .map_or(-1, |m| m.mode() as i64)
+                            .map_or(-2, RotationMode::value)
                     }),
                 ),
                 ("received", i64s(&|i| rates[i].received as i64)),
@@ -500,8 +500,19 @@ fn rotation(
         .iter()
         .map(|m| m.name().to_string())
         .collect();
-    let reference = names.iter().position(|n| n == "off").unwrap_or(0);
-    Ok(Some(figures(&blocks, &rates, &names, reference)))
+    Ok(Some(figures(&blocks, &rates, &names)))
+}
+
+/// The receive stamps of a record file, sorted; read block by block (a saturated
+/// minute is ~10⁷ records: 8 bytes each here instead of the whole records).
+fn receive_stamps(path: &Path) -> Result<Vec<u64>, LabError> {
+    let mut reader = nflab_record::RecordReader::open(path)?;
+    let (mut rx, mut block) = (Vec::new(), Vec::new());
+    while reader.next_block(&mut block)? {
+        rx.extend(block.iter().map(|x| x.rx_ns));
+    }
+    rx.sort_unstable();
+    Ok(rx)
 }
 
 /// After the traffic: stop the monitor, then the relay, and write their files
@@ -611,13 +622,18 @@ mod tests {
         assert_eq!(
             r.modes,
             vec![
-                Sample::All,
-                Sample::Windows {
+                RotationMode::Attached(Sample::All),
+                RotationMode::Attached(Sample::Windows {
                     packets: 4,
                     mean_interval_s: 0.1
-                },
-                Sample::Off
+                }),
+                RotationMode::Attached(Sample::Off)
             ]
+        );
+        let d = section("kind = \"udp\"\nrotate = [\"detached\", \"all\"]");
+        assert_eq!(
+            d.rotation(7).unwrap().unwrap().modes[0],
+            RotationMode::Detached
         );
         assert_eq!(r.block, std::time::Duration::from_millis(250));
         assert_eq!(r.order.len() % 3, 0);

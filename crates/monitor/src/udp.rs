@@ -83,18 +83,67 @@ pub struct UdpMonitorConfig {
     pub rotation: Option<Rotation>,
 }
 
-/// Modes taking turns in blocks of time: the monitor rewrites the mode in its
-/// `config` map at each block's start and records when it did
-/// ([`UdpMonitorResult::blocks`]).
+/// A mode of a rotation: the programs detached (no monitor at all), or attached
+/// and sampling as given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RotationMode {
+    /// Neither program attached.
+    Detached,
+    /// Both attached, taking datagrams as the sample says.
+    Attached(Sample),
+}
+
+impl RotationMode {
+    /// Its name in `[monitor] rotate`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RotationMode::Detached => "detached",
+            RotationMode::Attached(s) => s.name(),
+        }
+    }
+
+    /// Its value in `monitor_modes.parquet`: −1 detached, else the `config` map's
+    /// mode (0 off, 1 sampling, 2 all).
+    pub fn value(&self) -> i64 {
+        match self {
+            RotationMode::Detached => -1,
+            RotationMode::Attached(s) => i64::from(s.mode()),
+        }
+    }
+}
+
+/// Modes taking turns in blocks of time: at each block's start the monitor
+/// attaches or detaches its programs and rewrites the mode in its `config` map,
+/// and records when it did ([`UdpMonitorResult::blocks`]).
 #[derive(Debug, Clone)]
 pub struct Rotation {
     /// The modes.
-    pub modes: Vec<Sample>,
+    pub modes: Vec<RotationMode>,
     /// Length of a block.
     pub block: Duration,
     /// Index into `modes` of each block in turn (randomised complete blocks,
-    /// chosen by the caller); started over when the run outlasts it.
+    /// chosen by the caller: whole rounds); started over when the run outlasts it.
     pub order: Vec<usize>,
+}
+
+impl Rotation {
+    /// One sentence when the order cannot be followed.
+    fn check(&self) -> Result<(), MonitorError> {
+        let k = self.modes.len();
+        if k == 0 || self.order.is_empty() || self.order.len() % k != 0 {
+            return Err(MonitorError::Bpf(format!(
+                "a rotation needs at least one mode and an order of whole rounds ({} modes, {} blocks)",
+                k,
+                self.order.len()
+            )));
+        }
+        if let Some(i) = self.order.iter().find(|&&i| i >= k) {
+            return Err(MonitorError::Bpf(format!(
+                "a rotation's order names mode {i} of {k}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// One block of a rotation, on CLOCK_REALTIME. The mode was in effect from
@@ -108,6 +157,11 @@ pub struct ModeBlock {
     pub t_end_ns: u64,
     /// Index into [`Rotation::modes`].
     pub mode: usize,
+    /// The VNF socket's drop counter read at the switch that opened the block
+    /// (`None`: the socket's line could not be read).
+    pub drops_start: Option<u64>,
+    /// The same at the switch that closed it.
+    pub drops_end: Option<u64>,
 }
 
 /// One sample of the VNF socket's receive queue.
@@ -154,7 +208,7 @@ pub struct UdpMonitorResult {
     pub blocks: Vec<ModeBlock>,
     /// The rotation's modes, which the blocks' `mode` indexes.
     #[serde(skip)]
-    pub rotation_modes: Vec<Sample>,
+    pub rotation_modes: Vec<RotationMode>,
 }
 
 /// A running monitor.
@@ -184,6 +238,9 @@ fn parse_event(d: &[u8], offset_ns: i64) -> Option<Event> {
 impl UdpMonitor {
     /// Start monitoring; returns once the programs are attached.
     pub fn start(cfg: UdpMonitorConfig) -> Result<UdpMonitor, MonitorError> {
+        if let Some(r) = &cfg.rotation {
+            r.check()?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let stop_t = Arc::clone(&stop);
@@ -211,7 +268,8 @@ impl UdpMonitor {
     }
 
     /// Switch the sampling while running: the mode is rewritten in the `config`
-    /// map, the programs stay loaded and attached.
+    /// map, the programs stay loaded and attached. Ignored during a rotation
+    /// (the rotation sets the mode).
     pub fn set_sample(&self, sample: Sample) {
         let _ = self.switch.send(sample);
     }
@@ -253,18 +311,20 @@ fn run(
         config.extend_from_slice(&v.to_ne_bytes());
     }
     let zero = 0u32.to_ne_bytes();
-    let mut attach = || -> Result<Vec<libbpf_rs::Link>, MonitorError> {
-        skel.maps
-            .config
-            .update(&zero, &config, MapFlags::ANY)
-            .map_err(bpf_err("cannot configure the UDP monitor"))?;
+    skel.maps
+        .config
+        .update(&zero, &config, MapFlags::ANY)
+        .map_err(bpf_err("cannot configure the UDP monitor"))
+        .map_err(fail)?;
+    // Ingress on the VNF's socket(s), egress on the tracepoint.
+    let attach = |sockets: &mut [VnfSocket]| -> Result<Vec<libbpf_rs::Link>, MonitorError> {
         for s in sockets.iter_mut() {
             s.attach(&skel.progs.udp_ingress)?;
         }
         let a = bpf_err("cannot attach the UDP monitor");
         Ok(vec![skel.progs.udp_egress.attach().map_err(&a)?])
     };
-    let links = attach().map_err(fail)?;
+    let mut links = attach(&mut sockets).map_err(fail)?;
     let offset_ns = clock::tai_minus_realtime_ns();
     let events: RefCell<Vec<Event>> = RefCell::new(Vec::new());
     let mut rb = RingBufferBuilder::new();
@@ -280,7 +340,8 @@ fn run(
         .map_err(bpf_err("cannot open the UDP monitor's ring buffer"))?;
     let _ = ready.send(Ok(()));
 
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed);
+    // Not the run's seed itself: the relay draws its delays from that stream.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x4b4f_4d6f_6e);
     let mut next_sample = Instant::now();
     let mut next_buffer = Instant::now();
     let mut samples_opened = 0u64;
@@ -294,37 +355,76 @@ fn run(
     };
     let mut blocks: Vec<ModeBlock> = Vec::new();
     let mut next_block = Instant::now();
+    let set_mode = |config: &mut Vec<u8>, sample: Sample| {
+        config[4..8].copy_from_slice(&sample.mode().to_ne_bytes());
+        skel.maps
+            .config
+            .update(&zero, config, MapFlags::ANY)
+            .map_err(bpf_err("cannot switch the UDP monitor's sampling"))
+    };
+    let exp_gap = |rng: &mut rand_chacha::ChaCha8Rng, mean_s: f64| {
+        Duration::from_secs_f64(-mean_s * (1.0 - rng.gen::<f64>()).ln())
+    };
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let mut switched = switch.try_iter().last();
-        if let Some(rot) = cfg.rotation.as_ref().filter(|_| now >= next_block) {
-            let mode = rot
-                .order
-                .get(blocks.len() % rot.order.len().max(1))
-                .copied();
-            let mode = mode.filter(|&m| m < rot.modes.len()).unwrap_or(0);
-            switched = rot.modes.get(mode).copied();
-            if let Some(last) = blocks.last_mut() {
-                last.t_end_ns = real_now();
-            }
-            blocks.push(ModeBlock {
-                t_start_ns: 0,
-                t_end_ns: 0,
-                mode,
-            });
-            next_block = now + rot.block;
-        }
+        // During a rotation the rotation sets the mode: a switch asked is ignored.
+        let switched = switch.try_iter().last().filter(|_| cfg.rotation.is_none());
         if let Some(sample) = switched {
             cfg.sample = sample;
-            config[4..8].copy_from_slice(&sample.mode().to_ne_bytes());
-            skel.maps
-                .config
-                .update(&zero, &config, MapFlags::ANY)
-                .map_err(bpf_err("cannot switch the UDP monitor's sampling"))?;
+            set_mode(&mut config, sample)?;
             next_sample = now;
-            if let Some(b) = blocks.last_mut().filter(|b| b.t_start_ns == 0) {
-                b.t_start_ns = real_now();
+        }
+        if let Some(rot) = cfg.rotation.as_ref().filter(|_| now >= next_block) {
+            let drops = table
+                .as_mut()
+                .and_then(|t| t.fill(cfg.port))
+                .map(|(_, d)| d);
+            if let Some(last) = blocks.last_mut() {
+                last.t_end_ns = real_now();
+                last.drops_end = drops;
             }
+            let mode = rot.order[blocks.len() % rot.order.len()];
+            match rot.modes[mode] {
+                RotationMode::Detached => {
+                    for s in sockets.iter_mut() {
+                        s.detach();
+                    }
+                    links.clear();
+                    cfg.sample = Sample::Off;
+                }
+                RotationMode::Attached(sample) => {
+                    cfg.sample = sample;
+                    set_mode(&mut config, sample)?;
+                    // What an earlier block left: taken datagrams the socket
+                    // dropped would keep `flying` above zero and the egress
+                    // program on its exact path in every later block; a sample's
+                    // unused budget would open this block.
+                    for (map, what) in
+                        [(&skel.maps.flying, "flying"), (&skel.maps.budget, "budget")]
+                    {
+                        map.update(&zero, &0i64.to_ne_bytes(), MapFlags::ANY)
+                            .map_err(bpf_err(&format!("cannot reset the UDP monitor's {what}")))?;
+                    }
+                    if links.is_empty() {
+                        links = attach(&mut sockets)?;
+                    }
+                    // The block's first sample at an exponential gap, as every other.
+                    if let Sample::Windows {
+                        mean_interval_s, ..
+                    } = sample
+                    {
+                        next_sample = now + exp_gap(&mut rng, mean_interval_s);
+                    }
+                }
+            }
+            blocks.push(ModeBlock {
+                t_start_ns: real_now(),
+                t_end_ns: 0,
+                mode,
+                drops_start: drops,
+                drops_end: None,
+            });
+            next_block = now + rot.block;
         }
         if let Sample::Windows {
             packets,
@@ -337,8 +437,7 @@ fn run(
                     .update(&zero, &i64::from(packets).to_ne_bytes(), MapFlags::ANY)
                     .map_err(bpf_err("cannot open a sample"))?;
                 samples_opened += 1;
-                let gap_s = -mean_interval_s * (1.0 - rng.gen::<f64>()).ln();
-                next_sample = now + Duration::from_secs_f64(gap_s);
+                next_sample = now + exp_gap(&mut rng, mean_interval_s);
             }
         }
         if now >= next_buffer {
@@ -375,6 +474,10 @@ fn run(
         }
     }
     if let Some(last) = blocks.last_mut() {
+        last.drops_end = table
+            .as_mut()
+            .and_then(|t| t.fill(cfg.port))
+            .map(|(_, d)| d);
         last.t_end_ns = real_now();
     }
     // Detach first (ingress before egress, so that what is in flight can still

@@ -103,6 +103,14 @@ impl VnfSocket {
         Ok(())
     }
 
+    /// Take the filter off the socket (nothing when none is attached).
+    pub fn detach(&mut self) {
+        if self.attached {
+            let _ = self.setsockopt(libc::SO_DETACH_BPF, &0);
+            self.attached = false;
+        }
+    }
+
     fn setsockopt(&self, opt: libc::c_int, value: &libc::c_int) -> std::io::Result<()> {
         // SAFETY: `value` is a valid c_int for the duration of the call.
         let rc = unsafe {
@@ -125,9 +133,7 @@ impl VnfSocket {
 impl Drop for VnfSocket {
     fn drop(&mut self) {
         // The VNF's socket outlives our copy: take the filter off it.
-        if self.attached {
-            let _ = self.setsockopt(libc::SO_DETACH_BPF, &0);
-        }
+        self.detach();
     }
 }
 

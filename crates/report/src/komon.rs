@@ -190,26 +190,29 @@ fn rotation(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
         .filter_map(|(name, _, m)| Some((name, m.get("rotation").filter(|r| !r.is_null())?)))
         .collect();
     let (first, first_rotation) = rotated.first()?;
-    let blocks = read_blocks(&e.dir.join("runs").join(first).join("monitor_modes.parquet")).ok()?;
+    let rows = read_blocks(&e.dir.join("runs").join(first).join("monitor_modes.parquet")).ok()?;
     let modes = first_rotation.get("modes").and_then(Value::as_array)?.len();
-    let rates: Vec<_> = blocks.iter().map(|(_, r)| *r).collect();
+    let rates: Vec<_> = rows.iter().map(|r| r.rate).collect();
     let saturated = in_saturated_rounds(&rates, modes);
-    let t0 = blocks.first()?.0.t_start_ns;
-    let mut series: Vec<(i64, Vec<(f64, f64)>)> = Vec::new();
-    for ((b, r), _) in blocks.iter().zip(&saturated).filter(|(_, s)| **s) {
-        let x = (b.t_start_ns - t0) as f64 / 1e9;
-        let mode = b.mode as i64;
-        match series.iter_mut().find(|(m, _)| *m == mode) {
-            Some((_, pts)) => pts.push((x, r.rx_pps)),
-            None => series.push((mode, vec![(x, r.rx_pps)])),
-        }
-    }
-    series.sort_by_key(|(m, _)| *m);
-    let xmax = blocks
+    let counted: Vec<_> = rows
         .iter()
         .zip(&saturated)
         .filter(|(_, s)| **s)
-        .map(|((b, _), _)| (b.t_end_ns - t0) as f64 / 1e9)
+        .map(|(r, _)| r)
+        .collect();
+    let t0 = rows.first()?.block.t_start_ns;
+    let mut series: Vec<(i64, Vec<(f64, f64)>)> = Vec::new();
+    for r in &counted {
+        let x = (r.block.t_start_ns - t0) as f64 / 1e9;
+        match series.iter_mut().find(|(m, _)| *m == r.mode_value) {
+            Some((_, pts)) => pts.push((x, r.rate.rx_pps)),
+            None => series.push((r.mode_value, vec![(x, r.rate.rx_pps)])),
+        }
+    }
+    series.sort_by_key(|(m, _)| *m);
+    let xmax = counted
+        .iter()
+        .map(|r| (r.block.t_end_ns - t0) as f64 / 1e9)
         .fold(1.0, f64::max);
     let ymax = series
         .iter()
@@ -235,8 +238,14 @@ fn rotation(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
         "ratio_ci_lo",
         "ratio_ci_hi",
         "cost",
+        "extra_ns_per_datagram",
+        "extra_ns_ci_lo",
+        "extra_ns_ci_hi",
     ]);
-    let f = |v: &Value| v.as_f64().map_or(String::new(), |x| format!("{x:.4}"));
+    let f = |v: &Value, digits: usize| {
+        v.as_f64()
+            .map_or(String::new(), |x| format!("{x:.digits$}"))
+    };
     for (name, r) in &rotated {
         for m in r
             .get("modes")
@@ -249,18 +258,26 @@ fn rotation(e: &Experiment, runs: &[(String, Value, Value)]) -> Option<Figure> {
                 m["mode"].as_str().unwrap_or("").into(),
                 r["saturated_rounds"].to_string(),
                 m["mean_pps"].as_f64().map_or(String::new(), num),
-                f(&m["ratio"]),
-                f(&m["ratio_ci"][0]),
-                f(&m["ratio_ci"][1]),
-                f(&m["cost"]),
+                f(&m["ratio"], 4),
+                f(&m["ratio_ci"][0], 4),
+                f(&m["ratio_ci"][1], 4),
+                f(&m["cost"], 4),
+                f(&m["extra_ns_per_datagram"], 1),
+                f(&m["extra_ns_ci"][0], 1),
+                f(&m["extra_ns_ci"][1], 1),
             ]);
         }
     }
+    let reference = first_rotation["reference"]
+        .as_str()
+        .unwrap_or("the first mode");
+    let settle_ms = first_rotation["settle_ns"].as_f64().unwrap_or(0.0) / 1e6;
+    let stretch = &first_rotation["bootstrap_block_rounds"];
     Some(Figure {
         id: "komon-rotation".into(),
         title: "The monitor's cost in one run (modes rotated)".into(),
         caption: format!(
-            "Run {first}: the monitor's modes took turns in blocks of time (randomised complete blocks: each round has every mode once) while the relay was saturated; a dot is one block of a saturated round (its socket dropped datagrams in every block of the round, so the throughput is the relay's capacity), the recorder's datagrams per second after the block's first 5 ms. Each mode's ratio to \"off\" (the monitor attached, taking nothing) is Σ pps / Σ pps of \"off\" over the saturated rounds, with a 95 % percentile-bootstrap interval over rounds: a drift of the host hits both sides of each round alike. Computed by nflab-analyze (rotation); docs/monitor.md, \"The cost in one run\"."
+            "Run {first}: the monitor's modes took turns in blocks of time (randomised complete blocks: each round has every mode once) while the relay was saturated; a dot is one block of a saturated round (the relay's socket dropped datagrams in every block of the round, so its throughput was its capacity: the forwarding rate above its load limit, not RFC 2544's lossless rate), the recorder's datagrams per second after the block's first {settle_ms} ms. Each mode against \"{reference}\": ratio of the mean rates over the saturated rounds, and what the mode adds per datagram (1/rate − 1/rate of {reference}), with 95 % intervals from a circular moving-block bootstrap over rounds (stretches of {stretch}): a drift of the host hits every block of a round alike. Computed by nflab-analyze (rotation); docs/monitor.md, \"The cost in one run\"."
         ),
         svg: p.finish(),
         data: t,
