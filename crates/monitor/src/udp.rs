@@ -130,7 +130,7 @@ impl Rotation {
     /// One sentence when the order cannot be followed.
     fn check(&self) -> Result<(), MonitorError> {
         let k = self.modes.len();
-        if k == 0 || self.order.is_empty() || self.order.len() % k != 0 {
+        if k == 0 || self.order.is_empty() || !self.order.len().is_multiple_of(k) {
             return Err(MonitorError::Bpf(format!(
                 "a rotation needs at least one mode and an order of whole rounds ({} modes, {} blocks)",
                 k,
@@ -341,7 +341,7 @@ fn run(
     let _ = ready.send(Ok(()));
 
     // Not the run's seed itself: the relay draws its delays from that stream.
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x4b4f_4d6f_6e);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x004b_4f4d_6f6e);
     let mut next_sample = Instant::now();
     let mut next_buffer = Instant::now();
     let mut samples_opened = 0u64;
