@@ -121,7 +121,8 @@ for i in $(seq 1 "$R"); do
   done
 done
 echo "load after: $(uptime)"
-python3 - "$WORK/results.txt" <<'PY'
+touch "$WORK/results.txt"
+[ "$R" -gt 0 ] && python3 - "$WORK/results.txt" <<'PY'
 import statistics, sys
 runs, failed = {}, {}
 for line in open(sys.argv[1]):

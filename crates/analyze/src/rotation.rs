@@ -156,8 +156,8 @@ pub struct RotationFigures {
     pub block_s: f64,
     /// Left out at each block's start, ns.
     pub settle_ns: u64,
-    /// The mode the others are divided by: "detached" (no monitor) when rotated,
-    /// else "off", else the first.
+    /// The mode the others are divided by: "detached" (no monitor) when `rotate`
+    /// names it, else "off", else the first.
     pub reference: String,
     /// Complete rounds in the run.
     pub rounds: usize,
