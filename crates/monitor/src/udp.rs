@@ -187,7 +187,20 @@ pub struct Counters {
     /// Datagrams sent by the VNF whose key was not in flight (not sampled, or
     /// changed by the VNF).
     pub egress_not_in_flight: u64,
+    /// Times the count of taken datagrams in flight was set back to zero because
+    /// the socket had dropped since the last sample opened, [`STALE_AFTER`] ago
+    /// (see there).
+    pub flying_resets: u64,
 }
+
+/// How long after a sample opened its datagrams still counted in flight are taken
+/// for dropped, when the VNF's socket has dropped datagrams since. A taken datagram
+/// the socket drops never reaches egress: without this, `flying` would stay above
+/// zero and the egress program would take its exact path for every frame of the
+/// host until the run ends (sampling's cost under overload would become every
+/// frame's). A datagram genuinely held longer than this by a VNF whose socket is
+/// dropping loses its pair (counted as unmatched), never gets a wrong one.
+pub const STALE_AFTER: Duration = Duration::from_millis(20);
 
 /// What a monitor run produced.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -283,6 +296,23 @@ impl UdpMonitor {
     }
 }
 
+/// Set the `flying` count to zero if it is above; whether it was.
+fn reset_if_flying(flying: &impl MapCore) -> Result<bool, MonitorError> {
+    let zero = 0u32.to_ne_bytes();
+    let now = flying
+        .lookup(&zero, MapFlags::ANY)
+        .map_err(bpf_err("cannot read the UDP monitor's flying count"))?
+        .and_then(|b| Some(i64::from_ne_bytes(b.get(..8)?.try_into().ok()?)))
+        .unwrap_or(0);
+    if now <= 0 {
+        return Ok(false);
+    }
+    flying
+        .update(&zero, &0i64.to_ne_bytes(), MapFlags::ANY)
+        .map_err(bpf_err("cannot reset the UDP monitor's flying count"))?;
+    Ok(true)
+}
+
 fn run(
     mut cfg: UdpMonitorConfig,
     stop: &AtomicBool,
@@ -345,6 +375,9 @@ fn run(
     let mut next_sample = Instant::now();
     let mut next_buffer = Instant::now();
     let mut samples_opened = 0u64;
+    // The last sample's opening and the socket's drop counter then.
+    let mut last_sample: Option<(Instant, Option<u64>)> = None;
+    let mut flying_resets = 0u64;
     let mut buffer = Vec::new();
     // The table the VNF's socket is listed in (udp, or udp6 for an IPv6 socket).
     let mut table = UdpTable::open_for(cfg.port);
@@ -438,6 +471,7 @@ fn run(
                     .map_err(bpf_err("cannot open a sample"))?;
                 samples_opened += 1;
                 next_sample = now + exp_gap(&mut rng, mean_interval_s);
+                last_sample = Some((now, buffer.last().map(|b: &BufferSample| b.drops)));
             }
         }
         if now >= next_buffer {
@@ -447,6 +481,14 @@ fn run(
                     rx_queue_bytes: rx,
                     drops,
                 });
+                let stale = matches!(cfg.sample, Sample::Windows { .. })
+                    && last_sample.is_some_and(|(at, before)| {
+                        now.duration_since(at) >= STALE_AFTER && before.is_none_or(|b| drops > b)
+                    });
+                if stale && reset_if_flying(&skel.maps.flying)? {
+                    flying_resets += 1;
+                    last_sample = None;
+                }
             }
             next_buffer = now + BUFFER_PERIOD;
         }
@@ -508,6 +550,7 @@ fn run(
             })
             .unwrap_or(0);
     }
+    counters.flying_resets = flying_resets;
     let events = events.take();
     let matching = pair(&events, cfg.matching);
     Ok(UdpMonitorResult {
