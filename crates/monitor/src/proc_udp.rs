@@ -38,9 +38,23 @@ pub(crate) fn socket_lines(table: &str) -> impl Iterator<Item = SocketLine> + '_
 pub(crate) fn bound_inodes(port: u16) -> Vec<u64> {
     UDP_TABLES
         .iter()
-        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .filter_map(|t| read_in_one(t))
         .flat_map(|text| udp_socket_inodes(&text, port))
         .collect()
+}
+
+/// A table's text, read into room for 1 MiB. The kernel walks the table afresh at
+/// every `read` (one page of lines each), resuming by line index: a socket bound
+/// or closed elsewhere between two reads shifts the lines, and a line can be
+/// skipped (a test binding sockets in parallel threads saw its own socket
+/// missing). `read_to_string` starts with a 32-byte read, so even a table of a
+/// few lines took several walks; with room ready, a table of one page (≈ 30
+/// sockets, a DuT namespace's) is walked once.
+fn read_in_one(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(1 << 20);
+    std::fs::File::open(path).ok()?.read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
 }
 
 /// Inodes of the sockets bound to local `port` in a `/proc/net/udp{,6}` text.
