@@ -48,19 +48,26 @@ pub fn mean_difference_ci(
     let mut diffs: Vec<f64> = (0..resamples.max(1))
         .map(|_| resample(a) - resample(b))
         .collect();
-    diffs.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let idx = ((p * diffs.len() as f64).ceil() as usize).clamp(1, diffs.len()) - 1;
-        diffs[idx]
-    };
-    let alpha = (1.0 - level) / 2.0;
+    let [lo, hi] = percentile_interval(&mut diffs, level)?;
     Some(Difference {
         diff: mean(a) - mean(b),
-        lo: q(alpha),
-        hi: q(1.0 - alpha),
+        lo,
+        hi,
         n_a: a.len(),
         n_b: b.len(),
     })
+}
+
+/// The percentile interval at `level` of bootstrap replicates `v` (sorted here):
+/// the nearest-rank (1 − level)/2 and (1 + level)/2 quantiles. `None` when empty.
+pub fn percentile_interval(v: &mut [f64], level: f64) -> Option<[f64; 2]> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    let alpha = (1.0 - level) / 2.0;
+    Some([q(alpha), q(1.0 - alpha)])
 }
 
 #[cfg(test)]

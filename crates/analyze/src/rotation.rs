@@ -17,6 +17,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::Serialize;
 
+use crate::bootstrap::percentile_interval;
+
 /// The start of every block left out of its count: after a switch the relay
 /// finishes the datagram in hand and the monitor thread its drain; 5 ms is a few
 /// hundred datagrams' time at the relay's rate.
@@ -224,13 +226,6 @@ fn stretch_resample(rng: &mut ChaCha20Rng, n: usize, len: usize) -> Vec<usize> {
     idx
 }
 
-/// Nearest-rank quantiles `p` of sorted `v`.
-fn interval(v: &mut [f64]) -> Option<[f64; 2]> {
-    v.sort_by(f64::total_cmp);
-    let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-    (!v.is_empty()).then(|| [q(0.025), q(0.975)])
-}
-
 /// The figures of `blocks` (in time order, in complete rounds of `names.len()`
 /// blocks from the first) with their `rates`.
 pub fn figures(blocks: &[Block], rates: &[BlockRate], names: &[String]) -> RotationFigures {
@@ -284,10 +279,10 @@ pub fn figures(blocks: &[Block], rates: &[BlockRate], names: &[String]) -> Rotat
                 blocks: n,
                 mean_pps: mode_mean,
                 ratio,
-                ratio_ci: interval(&mut ratios),
+                ratio_ci: percentile_interval(&mut ratios, 0.95),
                 cost: ratio.map(|r| 1.0 - r),
                 extra_ns_per_datagram: extra,
-                extra_ns_ci: interval(&mut extras),
+                extra_ns_ci: percentile_interval(&mut extras, 0.95),
             }
         })
         .collect();
