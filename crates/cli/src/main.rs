@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         Command::SoakReport(a) => commands::soak_report::main(a),
     };
     // The SSH connections a command kept open to its hosts end with it.
-    nflab_lab::ssh_mux::stop_masters();
+    nflab_lab::hosts::ssh_mux::stop_masters();
     match result {
         Ok(code) => code,
         Err(e) => {

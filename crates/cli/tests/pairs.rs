@@ -527,8 +527,9 @@ fn phases(events: &Path, start: f64, end: f64) -> String {
 /// Busy time of all cores since boot from `/proc/stat` (everything but idle
 /// and iowait), in seconds: who contends with the pairs, not only nflab.
 fn busy_cpu_s() -> f64 {
-    let ticks =
-        nflab_lab::snapshot::parse_cpu_ticks(&std::fs::read_to_string("/proc/stat").unwrap());
+    let ticks = nflab_lab::artifacts::snapshot::parse_cpu_ticks(
+        &std::fs::read_to_string("/proc/stat").unwrap(),
+    );
     let busy: u64 = ticks
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "idle" | "iowait" | "guest" | "guest_nice"))
@@ -562,7 +563,7 @@ fn bench_two_pairs_against_one() {
             std::fs::write(&spec, text).unwrap();
             let events = lab.dir.join(format!("bench{n}.jsonl"));
             let t = Instant::now();
-            let start = nflab_lab::events::unix_s();
+            let start = nflab_lab::artifacts::events::unix_s();
             let busy_before = busy_cpu_s();
             let o = run(&lab, &spec, &["--events", events.to_str().unwrap()]);
             assert!(o.status.success(), "{}", stderr(&o));
@@ -571,7 +572,7 @@ fn bench_two_pairs_against_one() {
             let busy = busy_cpu_s() - busy_before;
             println!(
                 "  {n} pair(s): {}; CPU busy {busy:.1} s of {:.1} ({:.0} % of the cores)",
-                phases(&events, start, nflab_lab::events::unix_s()),
+                phases(&events, start, nflab_lab::artifacts::events::unix_s()),
                 secs * cores() as f64,
                 100.0 * busy / (secs * cores() as f64),
             );

@@ -18,10 +18,10 @@ use nflab_dataplane::emulator::LossModel;
 use nflab_dataplane::sock::RawSocket;
 use nflab_io::clock::monotonic_ns;
 use nflab_io::PacketIo;
-use nflab_lab::dut_link::{self, LinkStats};
-use nflab_lab::netns::NetnsGuard;
+use nflab_lab::dut::link::{self, LinkStats};
+use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::topology::{Topology, LG0_MAC, LG1_MAC};
+use nflab_lab::topo::{Topology, LG0_MAC, LG1_MAC};
 
 /// The link's own experimental EtherType: nothing else on the wire has it.
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
@@ -63,7 +63,7 @@ fn probe_with(
 ) -> Probe {
     let topo = Topology::create(DutKind::Link).expect("topology");
     let link = match standalone {
-        None => dut_link::start(&topo, dut).expect("link DuT"),
+        None => link::start(&topo, dut).expect("link DuT"),
         Some(text) => {
             let file =
                 std::env::temp_dir().join(format!("nflab-link-dut-{}.toml", std::process::id()));
@@ -73,9 +73,9 @@ fn probe_with(
                 format!("{text}\n[ports]\ninput = \"dut0\"\noutput = \"dut1\"\nnetns = \"{ns}\"\n"),
             )
             .unwrap();
-            let config = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file);
+            let config = nflab_lab::dut::nflab::StandaloneConfig::from_file(&file);
             let _ = std::fs::remove_file(&file);
-            dut_link::start_standalone(&config.expect("the standalone config"))
+            link::start_standalone(&config.expect("the standalone config"))
                 .expect("standalone link")
         }
     };
@@ -388,7 +388,7 @@ fn nflab_dut_runs_a_link_alone_from_a_config_file() {
         "[dut]\nkind = \"linux-router\"\n[ports]\ninput = \"a\"\noutput = \"b\"\n",
     )
     .unwrap();
-    let e = nflab_lab::dut_nflab::StandaloneConfig::from_file(&file)
+    let e = nflab_lab::dut::nflab::StandaloneConfig::from_file(&file)
         .unwrap_err()
         .to_string();
     let _ = std::fs::remove_file(&file);

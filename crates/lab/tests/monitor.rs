@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use nflab_lab::experiment::{run_experiment, RunOptions};
+use nflab_lab::study::experiment::{run_experiment, RunOptions};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::RowAccessor;
 

@@ -11,10 +11,10 @@ use std::time::Duration;
 use nflab_apps::ncs::kpi::{report, NcsReport};
 use nflab_apps::ncs::session::{run_controller, run_plant, setup, NcsConfig};
 use nflab_dataplane::config::LinkConfig;
-use nflab_lab::dut_link;
-use nflab_lab::netns::NetnsGuard;
+use nflab_lab::dut::link;
+use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::topology::{Topology, LG0_MAC, LG1_MAC};
+use nflab_lab::topo::{Topology, LG0_MAC, LG1_MAC};
 
 /// A namespace of the test's own, deleted on drop.
 struct Ns(String);
@@ -96,7 +96,7 @@ fn bench(tag: &str, link_toml: &str, cfg: &NcsConfig) -> NcsReport {
         realtime: Some(true),
         ..DutSection::default()
     };
-    let link = dut_link::start(&topo, &dut).expect("link DuT");
+    let link = link::start(&topo, &dut).expect("link DuT");
     let ctrl_sock = NetnsGuard::run(&topo.lg_ns, || UdpSocket::bind((CONTROLLER, 47000)))
         .expect("enter lg")
         .expect("controller socket");

@@ -341,7 +341,7 @@ fn across_runs(out: &[(PathBuf, Summary)], level: f64) -> serde_json::Value {
 }
 
 fn print_human(s: &Summary) {
-    use nflab_lab::results::human_ns;
+    use nflab_lab::study::results::human_ns;
     let p = &s.packets;
     println!(
         "  packets   sent {}  received {}  lost {} ({:.3e})  reordered {}  duplicated {}",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nflab_capture::{CaptureConfig, Control, TriggerSpec};
-use nflab_lab::netns::NetnsGuard;
+use nflab_lab::net::netns::NetnsGuard;
 
 /// Arguments of `nflab capture`.
 #[derive(clap::Args)]

@@ -16,11 +16,11 @@ pub struct Args {
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let c = nflab_lab::compare::compare(&args.a, &args.b)?;
+    let c = nflab_lab::study::compare::compare(&args.a, &args.b)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        print!("{}", nflab_lab::compare::format_comparison(&c));
+        print!("{}", nflab_lab::study::compare::format_comparison(&c));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,10 @@
 
 use std::process::{Command, ExitCode};
 
-use nflab_lab::netns::NetnsGuard;
+use nflab_lab::knobs::timer_floor::{TimerFloor, TimerFloorConfig};
+use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::timer_floor::{TimerFloor, TimerFloorConfig};
-use nflab_lab::topology::Topology;
+use nflab_lab::topo::Topology;
 use serde::Serialize;
 
 /// Arguments of `nflab doctor`.
@@ -88,8 +88,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // Bad timer-floor flags are refused before anything is measured.
     let timer_cfg = timer_config(&args)?;
     let (version, commit) = super::version();
-    let env = nflab_lab::env::Environment::capture(&version, &commit);
-    let root = nflab_lab::topology::check_root();
+    let env = nflab_lab::artifacts::env::Environment::capture(&version, &commit);
+    let root = nflab_lab::topo::check_root();
     let mut checks = vec![check(
         "root",
         root.as_ref()
@@ -220,7 +220,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         if let Some(n) = &report.noise_floor {
-            use nflab_lab::results::human_ns;
+            use nflab_lab::study::results::human_ns;
             let h = |v: Option<i64>| human_ns(v.map(|x| x as f64));
             println!(
                 "noise floor (loopback veth, {} pps, {} s, {} received, {} lost): p50 {}  p99 {}  p99.9 {}  max {}  stdev {}",
@@ -229,7 +229,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!("  a DuT's added latency is only meaningful well above this floor");
         }
         if let Some(t) = &report.timer_floor {
-            use nflab_lab::results::human_ns;
+            use nflab_lab::study::results::human_ns;
             let h = |v: Option<i64>| human_ns(v.map(|x| x as f64));
             let (l, e) = (&t.lateness_ns, &t.two_hold_half_excess_ns);
             println!(
@@ -276,7 +276,8 @@ fn timer_floor(
     out: Option<&std::path::Path>,
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> anyhow::Result<TimerFloor> {
-    let mut floor = nflab_lab::timer_floor::measure(cfg, stop).map_err(anyhow::Error::msg)?;
+    let mut floor =
+        nflab_lab::knobs::timer_floor::measure(cfg, stop).map_err(anyhow::Error::msg)?;
     if let Some(path) = out {
         std::fs::write(path, serde_json::to_vec_pretty(&floor)?).map_err(|e| {
             anyhow::anyhow!("cannot write the timer floor to {}: {e}", path.display())
@@ -299,7 +300,7 @@ fn noise_floor(
     let plan = spec.expand(&text)?.remove(0);
     let dir = std::env::temp_dir().join(format!("nflab-doctor-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let outcome = nflab_lab::runner::run_one(&plan, &dir, stop);
+    let outcome = nflab_lab::run::run_one(&plan, &dir, stop);
     let _ = std::fs::remove_dir_all(&dir);
     let s = outcome?.summary;
     Ok(NoiseFloor {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use nflab_lab::dut_nflab::{run_standalone, StandaloneConfig};
+use nflab_lab::dut::nflab::{run_standalone, StandaloneConfig};
 
 /// Arguments of `nflab dut`.
 #[derive(clap::Args)]
@@ -33,7 +33,7 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
     };
     let stop = super::stop_flag()?;
     if config.dut.kind == nflab_lab::spec::DutKind::Link {
-        let stats = nflab_lab::dut_link::run_standalone(&config, duration, &stop)?;
+        let stats = nflab_lab::dut::link::run_standalone(&config, duration, &stop)?;
         if a.stats {
             println!(
                 "{}",

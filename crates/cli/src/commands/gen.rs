@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use nflab_io::{PacketIo, UdpIo};
-use nflab_lab::netns::NetnsGuard;
+use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{self, RateAccounting, TrafficSection};
 use nflab_wire::{MacAddr, ProbeSpec};
 
@@ -380,16 +380,16 @@ fn send(
                 Some(SocketAddr::new(args.dst_ip, args.dst_port)),
             )?)]
         }
-        _ => nflab_lab::runner::open_tx(traffic.backend, iface, traffic.tx_threads)?,
+        _ => nflab_lab::run::open_tx(traffic.backend, iface, traffic.tx_threads)?,
     };
     let source = if args.tx_timestamp == TxTimestampArg::Kernel {
-        Some(nflab_lab::txstamps::enable(&mut ios)?)
+        Some(nflab_lab::run::txstamps::enable(&mut ios)?)
     } else {
         None
     };
     drop(guard);
     let sidecar = match (&args.tx_stamps, &source) {
-        (Some(p), Some(src)) => Some(nflab_lab::txstamps::Sidecar::create_at(p, "gen", src)?),
+        (Some(p), Some(src)) => Some(nflab_lab::run::txstamps::Sidecar::create_at(p, "gen", src)?),
         _ => None,
     };
     let push = |b: &[nflab_gen::ProbeTxStamp]| {
@@ -405,7 +405,7 @@ fn send(
     let cpu = args.cpu;
     let realtime = args.realtime;
     let pin = move |k: usize| {
-        nflab_lab::cpu::pin_thread((cpu + k) % ncpu);
+        nflab_lab::sys::cpu::pin_thread((cpu + k) % ncpu);
         if realtime {
             if let Err(e) = nflab_io::clock::set_realtime(50) {
                 eprintln!("warning: cannot run the TX thread under SCHED_FIFO: {e}");
@@ -425,26 +425,22 @@ fn selfcheck(
     traffic: &TrafficSection,
     stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<nflab_gen::GenReport> {
-    nflab_lab::topology::check_root()?;
-    let plan_check = nflab_lab::runner::build_plan(
-        traffic,
-        args.seed,
-        &nflab_lab::runner::default_probe_base(),
-    )?;
+    nflab_lab::topo::check_root()?;
+    let plan_check =
+        nflab_lab::run::build_plan(traffic, args.seed, &nflab_lab::run::default_probe_base())?;
     drop(plan_check);
     // One veth queue per AF_XDP TX thread, as `nflab run` gives them.
-    let queues = nflab_lab::topology::generator_queues(traffic);
-    let topo = nflab_lab::topology::Topology::create_with_queues(spec::DutKind::Loopback, queues)?;
-    let plan = plan_of(args, traffic, &nflab_lab::runner::probe_base(&topo))?;
+    let queues = nflab_lab::topo::generator_queues(traffic);
+    let topo = nflab_lab::topo::Topology::create_with_queues(spec::DutKind::Loopback, queues)?;
+    let plan = plan_of(args, traffic, &nflab_lab::run::probe_base(&topo))?;
     let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let records = dir.join("records.nfr");
-    let cpus = nflab_lab::runner::TrafficCpus {
+    let cpus = nflab_lab::run::TrafficCpus {
         gen: args.cpu,
         rec: std::thread::available_parallelism().map_or(1, |n| n.get()) - 1,
     };
-    let out =
-        nflab_lab::runner::run_traffic(&topo, traffic, &plan, "selfcheck", &records, cpus, stop);
+    let out = nflab_lab::run::run_traffic(&topo, traffic, &plan, "selfcheck", &records, cpus, stop);
     drop(topo);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(out?.generator)
@@ -457,7 +453,7 @@ fn plan_of(
     traffic: &TrafficSection,
     base: &ProbeSpec,
 ) -> anyhow::Result<nflab_gen::GenPlan> {
-    let mut plan = nflab_lab::runner::build_plan(traffic, args.seed, base)?;
+    let mut plan = nflab_lab::run::build_plan(traffic, args.seed, base)?;
     if let Some(c) = args.count {
         plan.count = Some(c);
         plan.duration_ns = None;
@@ -466,7 +462,7 @@ fn plan_of(
 }
 
 fn print_report(args: &Args, r: &nflab_gen::GenReport) {
-    let human = nflab_lab::results::human_pps;
+    let human = nflab_lab::study::results::human_pps;
     println!(
         "sent {} frames ({} streams, {} flows) on {} via {}{}, {} thread(s); achieved {} (offered {}){}",
         r.sent,

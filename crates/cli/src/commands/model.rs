@@ -378,8 +378,8 @@ fn f(v: f64) -> String {
 }
 
 fn parse_interrupt(s: &str) -> anyhow::Result<InterruptLoad> {
-    let (rate_hz, duration_ns) =
-        nflab_lab::model::parse_interrupt(s).map_err(|m| anyhow::anyhow!("--interrupt {m}"))?;
+    let (rate_hz, duration_ns) = nflab_lab::spec::model::parse_interrupt(s)
+        .map_err(|m| anyhow::anyhow!("--interrupt {m}"))?;
     Ok(InterruptLoad {
         rate_hz,
         duration_ns,
@@ -915,7 +915,7 @@ pub struct FitSettings {
 
 impl FitSettings {
     /// The settings of a spec's `[model]` section.
-    pub fn from_spec(m: &nflab_lab::model::ModelSection) -> FitSettings {
+    pub fn from_spec(m: &nflab_lab::spec::model::ModelSection) -> FitSettings {
         FitSettings {
             cpu_hz: m.cpu_hz,
             cores: m.cores,
@@ -927,7 +927,7 @@ impl FitSettings {
             interrupts: m
                 .interrupts
                 .iter()
-                .filter_map(|s| nflab_lab::model::parse_interrupt(s).ok())
+                .filter_map(|s| nflab_lab::spec::model::parse_interrupt(s).ok())
                 .map(|(rate_hz, duration_ns)| InterruptLoad {
                     rate_hz,
                     duration_ns,

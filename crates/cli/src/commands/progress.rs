@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use nflab_lab::events::{Event, Observer};
+use nflab_lab::artifacts::events::{Event, Observer};
 
 /// Short figure of a rate ("12.3 kpps").
 fn pps(v: f64) -> String {
@@ -140,7 +140,7 @@ impl Observer for Bar {
                         "run {run}{on}: {status}, {received}/{sent} received, loss {:.3} %, p50 {}",
                         loss_ratio * 100.0,
                         latency_p50_ns
-                            .map(|n| nflab_lab::results::short_ns(n.max(0) as u64))
+                            .map(|n| nflab_lab::study::results::short_ns(n.max(0) as u64))
                             .unwrap_or_else(|| "-".into())
                     ),
                 };
@@ -198,7 +198,7 @@ pub fn events_to_stdout(dest: &Path) -> bool {
 pub fn observers(
     terminal: bool,
     events: Option<&Path>,
-) -> anyhow::Result<nflab_lab::events::Observers> {
+) -> anyhow::Result<nflab_lab::artifacts::events::Observers> {
     let mut v: Vec<Arc<dyn Observer>> = Vec::new();
     if terminal {
         v.push(Arc::new(Bar::new()));
@@ -206,5 +206,5 @@ pub fn observers(
     if let Some(dest) = events {
         v.push(Arc::new(JsonLines::open(dest)?));
     }
-    Ok(nflab_lab::events::Observers(v))
+    Ok(nflab_lab::artifacts::events::Observers(v))
 }

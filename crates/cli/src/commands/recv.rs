@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use anyhow::bail;
 use nflab_io::{AfPacket, PacketIo, UdpIo};
-use nflab_lab::netns::NetnsGuard;
-use nflab_lab::record_segments::RecordSegments;
-use nflab_lab::recorder::RecordSink;
+use nflab_lab::net::netns::NetnsGuard;
+use nflab_lab::run::record_segments::RecordSegments;
+use nflab_lab::run::recorder::RecordSink;
 use nflab_record::{ClockInfo, Metadata, RecordWriter, Trailer};
 
 /// Arguments of `nflab recv`.
@@ -65,7 +65,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             let Some(iface) = &args.iface else {
                 bail!("--iface is required with the af-packet backend");
             };
-            let cfg = nflab_lab::recorder::recorder_ring();
+            let cfg = nflab_lab::run::recorder::recorder_ring();
             (Box::new(AfPacket::open(iface, &cfg)?), "kernel-software")
         }
         super::gen::BackendArg::AfXdp => {
@@ -118,7 +118,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 Sink::One(w) => w,
                 Sink::Segments(w) => w.as_mut(),
             };
-            nflab_lab::recorder::record(io, w, &rs, 100_000_000)
+            nflab_lab::run::recorder::record(io, w, &rs, 100_000_000)
         });
         let deadline = args
             .duration

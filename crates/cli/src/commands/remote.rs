@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use nflab_lab::hosts;
-use nflab_lab::loadgen_run;
+use nflab_lab::hosts::remote_dut as hosts;
+use nflab_lab::run::loadgen as loadgen_run;
 use nflab_lab::spec::DutKind;
 
 /// Arguments of `nflab remote`.
@@ -129,11 +129,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             let stop = super::stop_flag()?;
             // With --take the controller reads the run's progress off stderr.
             let progress = if take {
-                nflab_lab::events::Observers(vec![std::sync::Arc::new(loadgen_run::ProgressLines)])
+                nflab_lab::artifacts::events::Observers(vec![std::sync::Arc::new(
+                    loadgen_run::ProgressLines,
+                )])
             } else {
-                nflab_lab::events::Observers::default()
+                nflab_lab::artifacts::events::Observers::default()
             };
-            let (dir, files) = nflab_lab::study_events::with_sampler(&progress, || {
+            let (dir, files) = nflab_lab::study::events::with_sampler(&progress, || {
                 loadgen_run::run_loadgen(&spec, &pair, run, dst, args.owner.as_deref(), &stop)
             })?;
             if take {
@@ -156,7 +158,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                     "nflab remote gc needs --owner TAG: the controller whose leftovers to undo"
                 );
             };
-            serde_json::to_value(nflab_lab::remote_gc::gc_owned(tag)?)?
+            serde_json::to_value(nflab_lab::hosts::remote_gc::gc_owned(tag)?)?
         }
     };
     println!("{out}");

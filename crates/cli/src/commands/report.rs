@@ -24,7 +24,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     // An NCSbench tree's summary across runs is redone from its runs first.
     if opts.only_figure.is_none() && args.dir.join("spec.toml").is_file() {
-        nflab_lab::app_ncs::write_challenge(&args.dir)?;
+        nflab_lab::app::ncs::write_challenge(&args.dir)?;
     }
     let w = nflab_report::write_report_with(&args.dir, &opts)?;
     for p in &w.problems {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use nflab_lab::{results, RunOptions};
+use nflab_lab::{study::results, RunOptions};
 
 /// Arguments of `nflab run`.
 #[derive(clap::Args)]
@@ -125,7 +125,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             write!(
                 out,
                 "{}",
-                nflab_lab::rfc2544::format_verdicts(&result.rfc2544)
+                nflab_lab::study::rfc2544::format_verdicts(&result.rfc2544)
             )?;
         }
         writeln!(out, "\n{}", latency_line(&result.runs))?;

@@ -77,7 +77,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             repeat,
             json,
         } => {
-            nflab_lab::topology::check_root()?;
+            nflab_lab::topo::check_root()?;
             let r = nflab_sdn::bench::run(&nflab_sdn::bench::BenchOptions {
                 switches,
                 flowmods,
@@ -111,7 +111,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::FlowerFit { dir, json } => {
-            let f = nflab_lab::flower::fit(&dir)?;
+            let f = nflab_lab::study::flower::fit(&dir)?;
             if json {
                 println!("{}", serde_json::to_string(&f)?);
             } else {
@@ -141,8 +141,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             packets,
             json,
         } => {
-            nflab_lab::topology::check_root()?;
-            let r = nflab_lab::sdn_acl::run(acl, mac, packets)?;
+            nflab_lab::topo::check_root()?;
+            let r = nflab_lab::app::sdn_acl::run(acl, mac, packets)?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {

@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let v = nflab_lab::soak::evaluate(&args.dir).map_err(|e| anyhow!(e))?;
+    let v = nflab_lab::study::soak::evaluate(&args.dir).map_err(|e| anyhow!(e))?;
     let json = serde_json::to_string_pretty(&v)?;
     std::fs::write(args.dir.join("soak.json"), format!("{json}\n"))?;
     if args.json {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use nflab_lab::spec::DutKind;
-use nflab_lab::topology::{self, Topology};
+use nflab_lab::topo::{self, Topology};
 
 /// Arguments of `nflab topo`.
 #[derive(clap::Args)]
@@ -71,11 +71,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             topo.keep()?;
         }
         Action::Down { id, all } => {
-            topology::check_root()?;
-            let victims: Vec<String> = topology::list_namespaces()
+            topo::check_root()?;
+            let victims: Vec<String> = topo::list_namespaces()
                 .into_iter()
                 .filter(|n| match &id {
-                    Some(id) => n.name.starts_with(&format!("{}{id}-", topology::NS_PREFIX)),
+                    Some(id) => n.name.starts_with(&format!("{}{id}-", topo::NS_PREFIX)),
                     None => all && (n.kept || !n.owner_alive),
                 })
                 .map(|n| n.name)
@@ -88,12 +88,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 });
             }
             for ns in victims {
-                topology::remove_namespace(&ns)?;
+                topo::remove_namespace(&ns)?;
                 println!("removed {ns}");
             }
         }
         Action::Status { json } => {
-            let list = topology::list_namespaces();
+            let list = topo::list_namespaces();
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if list.is_empty() {
@@ -114,7 +114,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Action::Gc { id } => {
-            let removed = topology::gc_of(id.as_deref())?;
+            let removed = topo::gc_of(id.as_deref())?;
             if removed.is_empty() {
                 println!("nothing to remove");
             }

@@ -1,0 +1,191 @@
+//! DuT kind `udp-relay`: seed 003's UDP relay VNF ([`nflab_apps::relay`]) in the DuT
+//! namespace, between the generator and the recorder.
+//!
+//! The probes stay addressed to lg1 (198.19.0.1, port 9): a policy rule delivers
+//! everything arriving on dut0 locally (`ip rule iif dut0 lookup 100` and a
+//! `local 0.0.0.0/0` route in table 100 — the AnyIP trick, no proxy), where the relay's
+//! socket, bound to the wildcard address and the probe port, takes it; the relay
+//! sends the payload unchanged to lg1 from 198.19.0.2. Its truth (probe seq,
+//! processing time) goes to `runs/NNN/relay_truth.parquet`.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nflab_analyze::export::{write_parquet, Column, Table};
+use nflab_apps::relay::{self, RelayStats, TruthRow};
+
+use crate::error::LabError;
+use crate::net::netns::NetnsGuard;
+use crate::spec::DutSection;
+use crate::topo::{Topology, LG1_IP};
+
+/// The routing table that delivers dut0's traffic to local sockets.
+const LOCAL_TABLE: &str = "100";
+
+/// Check `[dut.relay]`.
+pub fn check(dut: &DutSection) -> Result<(), LabError> {
+    let relay = dut.relay.clone().unwrap_or_default();
+    if relay.busy_poll && dut.realtime == Some(true) {
+        // Measured: a spinning SCHED_FIFO relay is throttled by the kernel (RT
+        // bandwidth, sched_rt_runtime_us) and its datagrams wait up to 50 ms.
+        return Err(LabError::Unsupported(
+            "dut.relay.busy_poll = true with dut.realtime = true spins under SCHED_FIFO, which the kernel throttles for 50 ms of every second: use one of them".into(),
+        ));
+    }
+    relay.delays().map(drop).map_err(LabError::Unsupported)
+}
+
+/// In namespace `ns`: deliver whatever arrives on dut0 to local sockets.
+pub fn deliver_locally(
+    ns: &str,
+    ip: &dyn Fn(&[&str]) -> Result<(), LabError>,
+) -> Result<(), LabError> {
+    ip(&[
+        "-n",
+        ns,
+        "rule",
+        "add",
+        "iif",
+        "dut0",
+        "lookup",
+        LOCAL_TABLE,
+    ])?;
+    ip(&[
+        "-n",
+        ns,
+        "route",
+        "add",
+        "local",
+        "0.0.0.0/0",
+        "dev",
+        "lo",
+        "table",
+        LOCAL_TABLE,
+    ])
+}
+
+/// A running relay.
+pub struct RelayDut {
+    /// `dut.realtime`: the relay's thread runs under SCHED_FIFO (false when it was not
+    /// asked for, or the host refused it with a warning).
+    pub realtime: bool,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<std::io::Result<(Vec<TruthRow>, RelayStats)>>,
+}
+
+/// Start the relay in the DuT namespace of `topo`, on the probe port.
+pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, LabError> {
+    let ns = topo
+        .dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology("the udp-relay DuT needs a DuT namespace".into()))?;
+    let cfg = dut.relay.clone().unwrap_or_default();
+    let arms = cfg.delays().map_err(LabError::Unsupported)?;
+    let port = crate::run::PROBE_DST_PORT;
+    let to = SocketAddr::from((LG1_IP, port));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_t = Arc::clone(&stop);
+    let (tx, rx) = mpsc::channel::<Result<bool, LabError>>();
+    let cpu = dut.cpu;
+    let want_realtime = dut.realtime == Some(true);
+    // The thread lives in the DuT's namespace, as a VNF process there would (the
+    // stages monitor recognises the relay's recv by its task's namespace).
+    let thread = std::thread::Builder::new()
+        .name("nflab-relay".into())
+        .spawn(move || {
+            if let Some(c) = cpu {
+                crate::sys::cpu::pin_thread(c);
+            }
+            // dut.realtime: above the generator and the recorder (50), as the nflab
+            // data plane's workers, so a busy host does not hold datagrams up.
+            let realtime = want_realtime
+                && match nflab_io::clock::set_realtime(crate::dut::realtime::PRIORITY) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!(
+                            "warning: dut.realtime: cannot run the udp relay under SCHED_FIFO: {e}"
+                        );
+                        false
+                    }
+                };
+            let open = || -> Result<(NetnsGuard, UdpSocket), LabError> {
+                let guard = NetnsGuard::enter(&ns)?;
+                let bind = || -> std::io::Result<UdpSocket> {
+                    let s = UdpSocket::bind(("0.0.0.0", port))?;
+                    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+                    s.set_nonblocking(cfg.busy_poll)?;
+                    Ok(s)
+                };
+                let s = bind().map_err(|e| {
+                    LabError::Host(format!(
+                        "the udp relay cannot bind port {port} in {ns}: {e}"
+                    ))
+                })?;
+                Ok((guard, s))
+            };
+            match open() {
+                Ok((_guard, sock)) => {
+                    let _ = tx.send(Ok(realtime));
+                    relay::serve(&sock, to, &arms, seed, &stop_t)
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = tx.send(Err(e));
+                    Err(std::io::Error::other(msg))
+                }
+            }
+        })
+        .map_err(|e| LabError::Host(format!("cannot start the udp relay: {e}")))?;
+    match rx.recv() {
+        Ok(Ok(realtime)) => Ok(RelayDut {
+            realtime,
+            stop,
+            thread,
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => Err(LabError::Other(
+            "the udp relay ended before it started".into(),
+        )),
+    }
+}
+
+impl RelayDut {
+    /// Stop; returns the truth rows and the counters.
+    pub fn stop(self) -> Result<(Vec<TruthRow>, RelayStats), LabError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| LabError::Other("the udp relay panicked".into()))?
+            .map_err(|e| LabError::Other(format!("the udp relay failed: {e}")))
+    }
+}
+
+/// `relay_truth.parquet`: `seq` (null for a datagram without a probe), `processing_ns`,
+/// `arm` (the index in `dut.relay.interleave`, 0 without).
+pub fn write_truth(rows: &[TruthRow], path: &Path) -> Result<(), LabError> {
+    let t = Table {
+        name: "relay_truth".into(),
+        columns: vec![
+            (
+                "seq".into(),
+                Column::I64(rows.iter().map(|r| r.seq.map(|s| s as i64)).collect()),
+            ),
+            (
+                "processing_ns".into(),
+                Column::I64(rows.iter().map(|r| Some(r.processing_ns as i64)).collect()),
+            ),
+            (
+                "arm".into(),
+                Column::I64(rows.iter().map(|r| Some(i64::from(r.arm))).collect()),
+            ),
+        ],
+    };
+    write_parquet(&t, path).map_err(|e| LabError::Other(e.to_string()))
+}

@@ -1,0 +1,167 @@
+//! What nflab gives ssh from a spec, checked: the destination, host key
+//! checking (always on: known_hosts, or a key pinned with `host_key`), and
+//! the one sentence when a host presents another key.
+//!
+//! The remote command itself is built from single-quoted words
+//! (`hosts::ssh::shell_quote`); nothing of the spec reaches the
+//! remote shell unquoted.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::LabError;
+use crate::spec::hosts::HostEntry;
+
+/// Alias under which a pinned key is looked up (the file holds only it).
+const PINNED_ALIAS: &str = "nflab-pinned";
+
+/// Options that make ssh check the host key: against the pinned key's file
+/// when given, else against known_hosts (never asking, never accepting a new key).
+pub fn host_key_options(pinned: Option<&Path>) -> Vec<String> {
+    let mut v = vec!["-o".into(), "StrictHostKeyChecking=yes".into()];
+    if let Some(p) = pinned {
+        v.extend([
+            "-o".into(),
+            format!("UserKnownHostsFile={}", p.display()),
+            "-o".into(),
+            "GlobalKnownHostsFile=/dev/null".into(),
+            "-o".into(),
+            format!("HostKeyAlias={PINNED_ALIAS}"),
+        ]);
+    }
+    v
+}
+
+/// A known_hosts file holding one pinned key, for as long as one ssh runs.
+pub struct PinnedKey {
+    path: PathBuf,
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+impl PinnedKey {
+    /// The file of `h.host_key`, or None when no key is pinned (or the host is this one).
+    pub fn write(h: &HostEntry) -> Result<Option<PinnedKey>, LabError> {
+        let Some(key) = h.host_key.as_deref().filter(|_| !h.is_local()) else {
+            return Ok(None);
+        };
+        let path = std::env::temp_dir().join(format!(
+            "nflab-known-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut words = key.split_whitespace();
+        let line = format!(
+            "{PINNED_ALIAS} {} {}\n",
+            words.next().unwrap_or(""),
+            words.next().unwrap_or("")
+        );
+        std::fs::write(&path, line).map_err(|e| LabError::artifact(&path, e))?;
+        Ok(Some(PinnedKey { path }))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PinnedKey {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Remove the pinned-key files (`nflab-known-<pid>-<n>` in the temp dir) of
+/// processes that are gone (a controller killed during an ssh call); returns
+/// their names.
+pub fn remove_dead_pinned_keys() -> Vec<String> {
+    crate::sys::orphans::temp_entries_of_dead_pids("nflab-known-")
+        .into_iter()
+        .filter(|(name, _)| std::fs::remove_file(std::env::temp_dir().join(name)).is_ok())
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// One sentence when ssh's stderr says it refused the host's key.
+pub fn host_key_refusal(stderr: &str, h: &HostEntry) -> Option<String> {
+    let refused = [
+        "Host key verification failed",
+        "REMOTE HOST IDENTIFICATION HAS CHANGED",
+        "host key is known for",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m));
+    if !refused {
+        return None;
+    }
+    let host = h.address.rsplit('@').next().unwrap_or(&h.address);
+    Some(match h.host_key {
+        Some(_) => format!(
+            "host {} presented an SSH host key other than its pinned host_key: refused (read its key with `ssh-keyscan -p {} {host}` and compare)",
+            h.address,
+            h.port.unwrap_or(22)
+        ),
+        None => format!(
+            "host {} presented an SSH host key that known_hosts does not hold: refused (add it to ~/.ssh/known_hosts or pin it with host_key)",
+            h.address
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::hosts::check_entry;
+
+    fn host(address: &str) -> HostEntry {
+        HostEntry {
+            address: address.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn options_and_destinations_that_ssh_would_misread_are_refused() {
+        assert!(check_entry(&host("root@198.18.254.2"), "h").is_ok());
+        for bad in ["-oProxyCommand=touch /tmp/x", "a b", "x\ny", ""] {
+            let e = check_entry(&host(bad), "pair \"a\" dut").unwrap_err();
+            assert!(
+                e.contains("not an SSH destination") && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        let mut h = host("root@h");
+        h.ssh_options = vec!["-o".into(), "StrictHostKeyChecking=no".into()];
+        assert!(check_entry(&h, "h").unwrap_err().contains("host key"));
+        let mut h = host("root@h");
+        h.host_key = Some("AAAAC3Nza".into());
+        assert!(check_entry(&h, "h").unwrap_err().contains("host_key"));
+    }
+
+    #[test]
+    fn a_pinned_key_is_a_one_line_known_hosts_file_gone_on_drop() {
+        let mut h = host("root@h");
+        h.host_key = Some("ssh-ed25519 AAAAC3NzaC1 root@box".into());
+        let p = PinnedKey::write(&h).unwrap().unwrap();
+        let text = std::fs::read_to_string(p.path()).unwrap();
+        assert_eq!(text, "nflab-pinned ssh-ed25519 AAAAC3NzaC1\n");
+        let path = p.path().to_path_buf();
+        let opts = host_key_options(Some(&path)).join(" ");
+        assert!(opts.starts_with("-o StrictHostKeyChecking=yes"), "{opts}");
+        assert!(opts.contains("HostKeyAlias=nflab-pinned"), "{opts}");
+        drop(p);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_refused_key_is_one_sentence() {
+        let mut h = host("root@198.18.254.2");
+        let msg = host_key_refusal("Host key verification failed.\r\n", &h).unwrap();
+        assert!(msg.contains("known_hosts") && !msg.contains('\n'), "{msg}");
+        h.host_key = Some("ssh-ed25519 AAAA".into());
+        let msg = host_key_refusal("Host key verification failed.\r\n", &h).unwrap();
+        assert!(msg.contains("pinned host_key"), "{msg}");
+        assert!(host_key_refusal("Connection refused", &h).is_none());
+    }
+}

@@ -1,0 +1,469 @@
+//! The knob journal: the original value of every kernel knob nflab changes
+//! outside a namespace it deletes anyway, written down (and fsynced) before
+//! the change, so that `nflab topo gc` can put the host back after a
+//! `kill -9`, a power loss or a panic that skipped the `Drop` guards.
+//!
+//! One journal per guard that changes knobs, `/run/nflab/knobs-<pid>-<n>.journal`:
+//! the first line is `owner <pid> <start time>` (as in the namespaces' owner
+//! files, so a recycled pid is not taken for the owner), then one JSON line
+//! per change. Normal teardown restores the values and removes the file;
+//! [`replay_dead`] restores, newest first, the values of every journal whose
+//! owner is gone and removes it. A torn last line is a change that never
+//! happened (the entry is written before the change), so it is ignored.
+//!
+//! The same journal names the remote hosts a study touches (`Restore::Remote`):
+//! gc asks each to undo what the dead controller left there
+//! ([`crate::hosts::remote_gc`]).
+//!
+//! Not journaled, because they end with the process: the PM QoS request (an
+//! open file), thread scheduling policies and the background load threads;
+//! and everything inside the namespaces a topology creates, which go with
+//! them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+
+/// Directory of the journals (and the namespaces' owner files).
+pub const JOURNAL_DIR: &str = crate::sys::process::RUN_DIR;
+
+static NEXT_JOURNAL: AtomicU32 = AtomicU32::new(0);
+
+/// How to put one knob back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "restore", rename_all = "snake_case")]
+pub enum Restore {
+    /// Write `value` to the file `path` (a sysctl, sysfs or procfs file), in
+    /// the namespace `ns` ("" = the host's, where nflab runs).
+    File {
+        /// Network namespace, "" for the current one.
+        ns: String,
+        /// File to write.
+        path: String,
+        /// The original value.
+        value: String,
+    },
+    /// Run `argv` in the namespace `ns` ("" = the host's): an ethtool or tc
+    /// command that sets the original value again.
+    Command {
+        /// Network namespace, "" for the current one.
+        ns: String,
+        /// The command and its arguments.
+        argv: Vec<String>,
+    },
+    /// Ask a host of a hosts topology or a pair to undo what the controller
+    /// `owner` left there: `nflab remote gc --owner OWNER` over SSH
+    /// ([`crate::hosts::remote_gc`]).
+    Remote {
+        /// The host, as the spec declared it.
+        host: Box<crate::spec::hosts::HostEntry>,
+        /// The controller's owner tag.
+        owner: String,
+    },
+}
+
+impl Restore {
+    /// The namespace it acts in ("" = the host's).
+    pub(crate) fn ns(&self) -> &str {
+        match self {
+            Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
+            Restore::Remote { .. } => "",
+        }
+    }
+
+    /// Put the original value back.
+    pub fn apply(&self) -> Result<(), String> {
+        match self {
+            Restore::File { ns, path, value } if ns.is_empty() => std::fs::write(path, value)
+                .map_err(|e| format!("cannot restore {path} to {value}: {e}")),
+            Restore::File { ns, path, value } => {
+                ns_run(ns, &["sh", "-c", &format!("echo {value} > {path}")])
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot restore {path} in netns {ns} to {value}: {e}"))
+            }
+            Restore::Command { ns, argv } => {
+                let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+                ns_run(ns, &args)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot run '{}': {e}", argv.join(" ")))
+            }
+            Restore::Remote { host, owner } => {
+                let v = host
+                    .remote(&["gc", "--owner", owner])
+                    .map_err(|e| e.to_string())?;
+                match v["problems"].as_array() {
+                    Some(p) if !p.is_empty() => Err(format!(
+                        "host {} could not undo everything of {owner}: {}",
+                        host.address,
+                        serde_json::Value::Array(p.clone())
+                    )),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Runs a command inside a namespace ("" = this one); stdout on success.
+pub(crate) fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
+    let mut c = if ns.is_empty() {
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]);
+        c
+    } else {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).args(args);
+        c
+    };
+    match c.output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Err(e) => Err(format!("cannot run {}: {e}", args[0])),
+    }
+}
+
+/// Whether `ns` is a namespace of an nflab topology (it has an owner file):
+/// its knobs go with it, so they need no journal.
+pub(crate) fn deleted_with_topology(ns: &str) -> bool {
+    ns.starts_with("nflab-") && Path::new(JOURNAL_DIR).join(format!("{ns}.owner")).exists()
+}
+
+/// The journal of one guard; the file exists from the first change until
+/// [`KnobJournal::finish`].
+#[derive(Debug)]
+pub struct KnobJournal {
+    dir: PathBuf,
+    path: Option<PathBuf>,
+    file: Option<std::fs::File>,
+    /// Bytes of the file that hold complete entries.
+    len: u64,
+    /// Where the newest entry starts, until it is kept or cancelled.
+    last_start: Option<u64>,
+}
+
+impl KnobJournal {
+    /// A journal in `dir` (normally [`JOURNAL_DIR`]); no file until the first entry.
+    pub fn new(dir: &Path) -> KnobJournal {
+        KnobJournal {
+            dir: dir.to_path_buf(),
+            path: None,
+            file: None,
+            len: 0,
+            last_start: None,
+        }
+    }
+
+    /// Where the journal is (None before the first entry and after `finish`).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Append how to restore one knob and fsync it: call before changing it.
+    pub fn record(&mut self, entry: &Restore) -> Result<(), LabError> {
+        let err = |p: &Path, e: std::io::Error| {
+            LabError::Host(format!(
+                "cannot write the knob journal {}: {e}; nflab changes no knob it could not restore after a crash",
+                p.display()
+            ))
+        };
+        if self.file.is_none() {
+            std::fs::create_dir_all(&self.dir).map_err(|e| err(&self.dir, e))?;
+            let pid = std::process::id();
+            let path = self.dir.join(format!(
+                "knobs-{pid}-{}.journal",
+                NEXT_JOURNAL.fetch_add(1, Ordering::Relaxed)
+            ));
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| err(&path, e))?;
+            let start = crate::sys::process::process_start_time(pid).unwrap_or(0);
+            let owner = format!("owner {pid} {start}\n");
+            f.write_all(owner.as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(|e| err(&path, e))?;
+            self.len = owner.len() as u64;
+            // The new name must survive too, not only its contents.
+            if let Ok(d) = std::fs::File::open(&self.dir) {
+                let _ = d.sync_all();
+            }
+            self.path = Some(path);
+            self.file = Some(f);
+        }
+        let (Some(f), Some(path)) = (self.file.as_mut(), self.path.as_ref()) else {
+            unreachable!("the journal was just opened")
+        };
+        let mut line = serde_json::to_string(entry)
+            .map_err(|e| LabError::Other(format!("knob journal entry: {e}")))?;
+        line.push('\n');
+        self.last_start = Some(self.len);
+        f.write_all(line.as_bytes())
+            .and_then(|_| f.sync_data())
+            .map_err(|e| err(path, e))?;
+        self.len += line.len() as u64;
+        Ok(())
+    }
+
+    /// The next change is not journaled: [`KnobJournal::cancel_last`] must
+    /// then leave the entries alone.
+    pub fn skip_next(&mut self) {
+        self.last_start = None;
+    }
+
+    /// The change of the newest entry did not happen (the kernel refused
+    /// it): drop the entry, so that gc does not try to undo it.
+    pub fn cancel_last(&mut self) {
+        use std::io::{Seek, SeekFrom};
+        let (Some(f), Some(start)) = (self.file.as_mut(), self.last_start.take()) else {
+            return;
+        };
+        let cut = f
+            .set_len(start)
+            .and_then(|_| f.seek(SeekFrom::Start(start)))
+            .and_then(|_| f.sync_data());
+        match cut {
+            Ok(_) => self.len = start,
+            Err(e) => eprintln!("warning: could not drop an entry of the knob journal: {e}"),
+        }
+    }
+
+    /// The knobs are restored: remove the journal.
+    pub fn finish(&mut self) {
+        self.file = None;
+        if let Some(p) = self.path.take() {
+            if let Err(e) = std::fs::remove_file(&p) {
+                eprintln!(
+                    "warning: could not remove the knob journal {}: {e}",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
+/// What [`replay_dead`] did with one journal.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replayed {
+    /// The journal file.
+    pub journal: PathBuf,
+    /// Owner pid.
+    pub owner_pid: u32,
+    /// Original values written back.
+    pub restored: usize,
+    /// Entries for a namespace that is gone (its knobs went with it).
+    pub skipped: usize,
+    /// Restores that failed; the journal is kept when there are any.
+    pub failed: Vec<String>,
+}
+
+/// The owner line and entries of a journal; a torn last line is dropped.
+pub fn read_journal(path: &Path) -> Option<((u32, u64), Vec<Restore>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    let mut owner = lines.next()?.split_whitespace();
+    if owner.next() != Some("owner") {
+        return None;
+    }
+    let pid = owner.next()?.parse().ok()?;
+    let start = owner.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let entries = lines.filter_map(|l| serde_json::from_str(l).ok()).collect();
+    Some(((pid, start), entries))
+}
+
+fn owner_alive(pid: u32, start: u64) -> bool {
+    match crate::sys::process::process_start_time(pid) {
+        Some(s) => start == 0 || s == start,
+        None => false,
+    }
+}
+
+/// Restore the knobs of every journal in `dir` whose owner is gone, newest
+/// entry first, and remove the journals that were fully restored.
+pub fn replay_dead(dir: &Path) -> Vec<Replayed> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut journals: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("knobs-") && n.ends_with(".journal"))
+        })
+        .collect();
+    journals.sort();
+    let mut out = Vec::new();
+    for path in journals {
+        let Some(((pid, start), entries)) = read_journal(&path) else {
+            // Torn before its owner line was complete: no knob was changed
+            // yet. Its name carries the pid, and a live owner may be writing it.
+            let named_pid = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.trim_start_matches("knobs-").split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if named_pid.is_none_or(|p| crate::sys::process::process_start_time(p).is_none()) {
+                let _ = std::fs::remove_file(&path);
+            }
+            continue;
+        };
+        if owner_alive(pid, start) {
+            continue;
+        }
+        let mut r = Replayed {
+            journal: path.clone(),
+            owner_pid: pid,
+            restored: 0,
+            skipped: 0,
+            failed: Vec::new(),
+        };
+        for entry in entries.iter().rev() {
+            let ns = entry.ns();
+            if !ns.is_empty() && !Path::new("/run/netns").join(ns).exists() {
+                r.skipped += 1;
+                continue;
+            }
+            match entry.apply() {
+                Ok(()) => r.restored += 1,
+                Err(e) => r.failed.push(e),
+            }
+        }
+        if r.failed.is_empty() {
+            let _ = std::fs::remove_file(&path);
+        }
+        out.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nflab-journal-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn entries_are_on_disk_before_finish_and_gone_after() {
+        let d = tmp("life");
+        let knob = d.join("knob");
+        let mut j = KnobJournal::new(&d);
+        assert!(j.path().is_none());
+        let e = Restore::File {
+            ns: String::new(),
+            path: knob.display().to_string(),
+            value: "7".into(),
+        };
+        j.record(&e).unwrap();
+        let p = j.path().unwrap().to_path_buf();
+        let ((pid, start), entries) = read_journal(&p).unwrap();
+        assert_eq!(pid, std::process::id());
+        assert_eq!(Some(start), crate::sys::process::process_start_time(pid));
+        assert_eq!(entries, vec![e.clone()]);
+        // Its owner (this process) lives: gc leaves it alone.
+        assert!(replay_dead(&d).is_empty());
+        assert!(p.exists());
+        // A change that did not happen leaves no entry; the next one follows.
+        let second = Restore::Command {
+            ns: String::new(),
+            argv: vec!["true".into()],
+        };
+        j.record(&second).unwrap();
+        j.cancel_last();
+        j.record(&second).unwrap();
+        assert_eq!(read_journal(&p).unwrap().1, vec![e, second]);
+        j.finish();
+        assert!(!p.exists());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn dead_owner_is_replayed_newest_first_and_a_torn_line_ignored() {
+        let d = tmp("dead");
+        let knob = d.join("knob");
+        std::fs::write(&knob, "changed").unwrap();
+        let entry = |v: &str| {
+            serde_json::to_string(&Restore::File {
+                ns: String::new(),
+                path: knob.display().to_string(),
+                value: v.into(),
+            })
+            .unwrap()
+        };
+        // The same knob changed twice: the oldest original must win.
+        let dead_pid = u32::MAX - 1;
+        std::fs::write(
+            d.join(format!("knobs-{dead_pid}-0.journal")),
+            format!(
+                "owner {dead_pid} 1\n{}\n{}\n{{\"restore\":\"file\",\"ns\":\"\",\"pa",
+                entry("original"),
+                entry("second")
+            ),
+        )
+        .unwrap();
+        // A journal torn inside its owner line: no knob changed, removed.
+        std::fs::write(d.join(format!("knobs-{dead_pid}-9.journal")), "own").unwrap();
+        // An entry in a namespace that is gone is skipped.
+        std::fs::write(
+            d.join(format!("knobs-{dead_pid}-1.journal")),
+            format!(
+                "owner {dead_pid} 1\n{}\n",
+                serde_json::to_string(&Restore::Command {
+                    ns: "nflab-no-such-namespace".into(),
+                    argv: vec!["false".into()],
+                })
+                .unwrap()
+            ),
+        )
+        .unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!((r[0].restored, r[0].skipped), (2, 0));
+        assert_eq!((r[1].restored, r[1].skipped), (0, 1));
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "original");
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("knob")]);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn a_failed_restore_keeps_the_journal() {
+        let d = tmp("fail");
+        let p = d.join(format!("knobs-{}-0.journal", u32::MAX - 1));
+        std::fs::write(
+            &p,
+            format!(
+                "owner {} 1\n{}\n",
+                u32::MAX - 1,
+                serde_json::to_string(&Restore::File {
+                    ns: String::new(),
+                    path: d.join("no/such/dir/knob").display().to_string(),
+                    value: "1".into(),
+                })
+                .unwrap()
+            ),
+        )
+        .unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r[0].failed.len(), 1, "{r:?}");
+        assert!(r[0].failed[0].contains("no/such/dir/knob"), "{r:?}");
+        assert!(p.exists());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -1,0 +1,317 @@
+//! The LoadGen host's side of a host pair (`nflab remote lg-macs|loadgen|fetch|clean`,
+//! called over SSH by the controller, [`crate::study::pairs`]): the generator and the
+//! recorder of one run on the pair's interfaces, analysed here with the same
+//! code as a local run, into a scratch directory the controller then fetches
+//! file by file and removes.
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use nflab_analyze::{AnalysisConfig, AnomalySpec};
+use nflab_record::ClockInfo;
+use nflab_wire::MacAddr;
+
+use crate::artifacts::files::write_json;
+use crate::error::LabError;
+use crate::run::plan::{build_plan, probe_base};
+use crate::run::traffic::{run_traffic, TrafficCpus, TrafficOutcome};
+use crate::spec::pairs::PairEntry;
+use crate::spec::Spec;
+use crate::topo::Topology;
+
+/// Prefix of a progress line on the stderr of `nflab remote loadgen --take`:
+/// `nflab-progress {"event":"progress",…}`, read by the controller.
+pub const PROGRESS_PREFIX: &str = "nflab-progress ";
+
+/// Writes each `progress` event as a [`PROGRESS_PREFIX`] line on stderr.
+pub struct ProgressLines;
+
+impl crate::artifacts::events::Observer for ProgressLines {
+    fn on(&self, event: &crate::artifacts::events::Event) {
+        if let (crate::artifacts::events::Event::Progress { .. }, Ok(json)) =
+            (event, serde_json::to_string(event))
+        {
+            eprintln!("{PROGRESS_PREFIX}{json}");
+        }
+    }
+}
+
+/// Prefix of the scratch directories (under the temp dir) of this host's runs.
+pub const SCRATCH_PREFIX: &str = "nflab-lg-";
+
+/// MACs of the LoadGen's interfaces: `(tx, rx)`.
+pub fn lg_macs(netns: Option<&str>, tx: &str, rx: &str) -> Result<(MacAddr, MacAddr), LabError> {
+    let macs = || -> Result<(MacAddr, MacAddr), LabError> {
+        Ok((
+            MacAddr(nflab_io::iface::mac(tx)?),
+            MacAddr(nflab_io::iface::mac(rx)?),
+        ))
+    };
+    match netns {
+        Some(ns) => crate::net::netns::NetnsGuard::run(ns, macs)?,
+        None => macs(),
+    }
+}
+
+/// The pair named `name` of `spec`.
+pub fn pair<'a>(spec: &'a Spec, name: &str) -> Result<&'a PairEntry, LabError> {
+    spec.pair
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| LabError::Host(format!("the spec has no [[pair]] named {name:?}")))
+}
+
+/// One run's traffic and analysis on this LoadGen host, frames to `dst`;
+/// returns the scratch directory and the names of the files in it.
+pub fn run_loadgen(
+    spec: &Spec,
+    pair_name: &str,
+    run: usize,
+    dst: MacAddr,
+    owner: Option<&str>,
+    stop: &AtomicBool,
+) -> Result<(PathBuf, Vec<String>), LabError> {
+    crate::net::netns::check_root()?;
+    if let Some(tag) = owner {
+        crate::hosts::remote_gc::check_tag(tag)?;
+    }
+    let lg = &pair(spec, pair_name)?.loadgen;
+    let topo = Topology::for_loadgen_host(
+        lg.netns.clone(),
+        lg.tx_iface.clone().unwrap_or_default(),
+        lg.rx_iface.clone().unwrap_or_default(),
+        spec.dut.kind,
+        dst,
+    );
+    // The controller's tag first, so its gc finds the directory.
+    let dir = std::env::temp_dir().join(format!(
+        "{SCRATCH_PREFIX}{}{}-{run:03}-{}",
+        owner.map(|t| format!("{t}-")).unwrap_or_default(),
+        std::process::id(),
+        crate::artifacts::events::unix_s() as u64
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::artifact(&dir, e))?;
+    let result = traffic_and_analysis(spec, &topo, run, &dir, stop);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| LabError::artifact(&dir, e))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    files.sort();
+    Ok((dir, files))
+}
+
+fn traffic_and_analysis(
+    spec: &Spec,
+    topo: &Topology,
+    run: usize,
+    dir: &Path,
+    stop: &AtomicBool,
+) -> Result<(), LabError> {
+    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
+    let records_path = dir.join("records.nfr");
+    // For the progress lines of `remote loadgen --take` ([`ProgressLines`]).
+    let live = crate::run::live::watch(
+        topo,
+        run,
+        gen_plan.streams[0].spec.mean_pps().unwrap_or(0.0),
+    );
+    let traffic = run_traffic(
+        topo,
+        &spec.traffic,
+        &gen_plan,
+        &format!("{run:03}"),
+        &records_path,
+        TrafficCpus::from_spec(spec),
+        stop,
+    );
+    drop(live);
+    let TrafficOutcome {
+        generator: gen_report,
+        recorder: rec_report,
+    } = traffic?;
+    let acfg = AnalysisConfig {
+        anomalies: spec
+            .analysis
+            .anomalies
+            .iter()
+            .filter_map(|a| a.parse::<AnomalySpec>().ok())
+            .collect(),
+        offered_pps: gen_report.offered_pps,
+        tx_pps: gen_report.tx_pps,
+        clock: ClockInfo {
+            source: "CLOCK_REALTIME".into(),
+            resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
+        },
+    };
+    let (mut summary, _tail) = nflab_analyze::analyze_file(&records_path, &acfg)
+        .map_err(|e| LabError::Other(e.to_string()))?;
+    summary.interrupted = gen_report.interrupted;
+    for w in gen_report
+        .warnings
+        .iter()
+        .chain(gen_report.selfcheck.iter().flat_map(|c| c.warnings.iter()))
+    {
+        summary.notes.push(w.clone());
+    }
+    if rec_report.kernel_drops > 0 {
+        summary.notes.push(format!(
+            "the recorder's socket dropped {} frames: those count as lost",
+            rec_report.kernel_drops
+        ));
+    }
+    write_json(&dir.join("summary.json"), &summary)?;
+    write_json(&dir.join("gen.json"), &gen_report)?;
+    write_json(&dir.join("recorder.json"), &rec_report)?;
+    write_json(&dir.join("topology.json"), topo)?;
+    Ok(())
+}
+
+/// A scratch directory of this host's runs, checked: only those this module
+/// made (and a plain file name in them) are read or removed.
+pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
+    let d = Path::new(dir);
+    let ours = d.parent() == Some(std::env::temp_dir().as_path())
+        && d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(SCRATCH_PREFIX) && !n.contains(".."));
+    if !ours {
+        return Err(LabError::Host(format!(
+            "{dir} is not a scratch directory of an nflab LoadGen run: refused"
+        )));
+    }
+    match file {
+        None => Ok(d.to_path_buf()),
+        Some(f)
+            if !f.is_empty() && !f.starts_with('.') && !f.contains('/') && !f.contains('\0') =>
+        {
+            Ok(d.join(f))
+        }
+        Some(f) => Err(LabError::Host(format!(
+            "{f:?} is not a file name of a LoadGen run: refused"
+        ))),
+    }
+}
+
+/// Stream every file of the scratch directory `dir` to `out` (a header line
+/// `nflab-file NAME LEN`, then the bytes; `nflab-end` last), then remove it.
+pub fn take(dir: &Path, out: &mut impl Write) -> Result<(), LabError> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| LabError::artifact(dir, e))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    let io = |e: std::io::Error| LabError::Other(format!("sending the run's files: {e}"));
+    for name in &names {
+        let path = dir.join(name);
+        let mut f = std::fs::File::open(&path).map_err(|e| LabError::artifact(&path, e))?;
+        let len = f
+            .metadata()
+            .map_err(|e| LabError::artifact(&path, e))?
+            .len();
+        writeln!(out, "nflab-file {name} {len}").map_err(io)?;
+        let copied = std::io::copy(&mut (&mut f).take(len), out).map_err(io)?;
+        if copied != len {
+            return Err(LabError::Other(format!(
+                "{} shrank while it was sent",
+                path.display()
+            )));
+        }
+    }
+    writeln!(out, "nflab-end").map_err(io)?;
+    out.flush().map_err(io)?;
+    // Only once everything went out: a broken transfer leaves the copy to fetch again.
+    std::fs::remove_dir_all(dir).map_err(|e| LabError::artifact(dir, e))
+}
+
+/// Read what [`take`] sent into `dest`; the names of the files written.
+pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, LabError> {
+    let bad =
+        |what: String| LabError::Other(format!("the LoadGen's files arrived damaged: {what}"));
+    let mut names = Vec::new();
+    loop {
+        let mut line = String::new();
+        input.read_line(&mut line).map_err(|e| bad(e.to_string()))?;
+        let line = line.trim_end_matches('\n');
+        if line == "nflab-end" {
+            return Ok(names);
+        }
+        let mut words = line.splitn(3, ' ');
+        let (Some("nflab-file"), Some(name), Some(len)) =
+            (words.next(), words.next(), words.next())
+        else {
+            return Err(bad(format!("unexpected header {line:?} (cut short?)")));
+        };
+        let len: u64 = len.parse().map_err(|_| bad(format!("length {len:?}")))?;
+        if name.is_empty() || name.starts_with('.') || name.contains('/') {
+            return Err(bad(format!("file name {name:?}")));
+        }
+        let path = dest.join(name);
+        let mut f = std::fs::File::create(&path).map_err(|e| LabError::artifact(&path, e))?;
+        let copied = std::io::copy(&mut input.take(len), &mut f)
+            .map_err(|e| LabError::artifact(&path, e))?;
+        if copied != len {
+            return Err(bad(format!("{name}: {copied} of {len} bytes")));
+        }
+        names.push(name.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taken_files_arrive_whole_and_the_scratch_copy_goes() {
+        let tmp = std::env::temp_dir();
+        let src = tmp.join(format!("{SCRATCH_PREFIX}test-{}", std::process::id()));
+        let dst = tmp.join(format!("nflab-take-test-{}", std::process::id()));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&dst).unwrap();
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(src.join("records.nfr"), &big).unwrap();
+        std::fs::write(src.join("summary.json"), b"{}\nnflab-end\n").unwrap();
+        let mut wire = Vec::new();
+        take(&src, &mut wire).unwrap();
+        assert!(!src.exists());
+        let names = receive(&mut wire.as_slice(), &dst).unwrap();
+        assert_eq!(names, ["records.nfr", "summary.json"]);
+        assert_eq!(std::fs::read(dst.join("records.nfr")).unwrap(), big);
+        assert_eq!(
+            std::fs::read(dst.join("summary.json")).unwrap(),
+            b"{}\nnflab-end\n"
+        );
+        // Cut short anywhere: an error, never a silently shorter file set.
+        for cut in [10, wire.len() / 2, wire.len() - 3] {
+            let e = receive(&mut &wire[..cut], &dst).unwrap_err().to_string();
+            assert!(e.contains("damaged"), "{cut}: {e}");
+        }
+        std::fs::remove_dir_all(&dst).unwrap();
+    }
+
+    #[test]
+    fn only_our_scratch_directories_and_plain_names_are_served() {
+        let tmp = std::env::temp_dir();
+        let ok = tmp.join("nflab-lg-1-000-2");
+        let ok = ok.to_str().unwrap();
+        assert!(scratch(ok, Some("records.nfr")).is_ok());
+        assert!(scratch(ok, None).is_ok());
+        for (dir, file) in [
+            ("/etc", None),
+            ("/tmp/../etc/nflab-lg-x", None),
+            (ok, Some("../../etc/shadow")),
+            (ok, Some(".complete")),
+            (ok, Some("")),
+        ] {
+            assert!(scratch(dir, file).is_err(), "{dir} {file:?}");
+        }
+    }
+}

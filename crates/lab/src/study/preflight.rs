@@ -1,0 +1,139 @@
+//! The check before a run: that a (resolved) spec can run in this version
+//! of nflab on this host. It asks each DuT kind, app and the traffic plan,
+//! so it sits above them (the spec itself only parses and checks its keys).
+
+use crate::error::LabError;
+use crate::spec::{AppSection, Backend, DutKind, Spec, TopologyKind};
+
+impl Spec {
+    /// Check that this (resolved) spec can run in this version of nflab.
+    pub fn check_supported(&self) -> Result<(), LabError> {
+        let unsupported = |key: &str, value: &str, valid: &str| {
+            Err(LabError::Unsupported(format!(
+                "{key} = \"{value}\" is not available in this version of nflab yet; valid now: {valid}"
+            )))
+        };
+        let d = &self.dut;
+        let ovs_keys = [
+            d.hops.is_some()
+                || d.hop_cables.is_some()
+                || d.hop_order.is_some()
+                || d.port_type.is_some(),
+            d.bridges.is_some(),
+            d.shape.is_some(),
+        ];
+        let qos_keys = [d.egress_rate_bps.is_some(), d.priority_dscp.is_some()];
+        if (ovs_keys.contains(&true)
+            || qos_keys.contains(&true)
+            || d.depth.is_some()
+            || d.controller.is_some())
+            && d.kind != DutKind::Ovs
+        {
+            return Err(LabError::Unsupported(
+                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
+            ));
+        }
+        if self.dut.realtime == Some(true) {
+            crate::dut::realtime::check(self.dut.kind)?;
+        }
+        match self.dut.kind {
+            DutKind::External => {
+                return unsupported(
+                    "dut.kind",
+                    self.dut.kind.as_str(),
+                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs, udp-relay",
+                )
+            }
+            DutKind::Nflab => self.dut.check_nflab()?,
+            DutKind::Link => self.dut.check_link()?,
+            DutKind::UdpRelay => crate::dut::relay::check(&self.dut)?,
+            DutKind::Testpmd => {
+                self.dut.check_testpmd()?;
+                // Before any namespace exists: one sentence naming the package.
+                crate::dut::testpmd::find_binary()?;
+            }
+            DutKind::Ovs => crate::dut::ovs::check(&self.dut)?,
+            _ => {}
+        }
+        // [[pair]] is checked with the spec (crate::spec::pairs).
+        if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
+            crate::hosts::remote_dut::validate(&self.hosts, self.dut.kind)
+                .map_err(LabError::Unsupported)?;
+        }
+        if let Some(AppSection::Ncsbench(ncs)) = &self.app {
+            ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
+            crate::app::ncs::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "ncsbench",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
+        }
+        if let Some(AppSection::Prrt(_)) = &self.app {
+            crate::app::prrt::check_dut(self.dut.kind)?;
+            if self.topology.kind == TopologyKind::Hosts {
+                return unsupported(
+                    "app.kind",
+                    "prrt",
+                    "the netns topology (topology.kind = \"netns\")",
+                );
+            }
+        }
+        if let Some(m) = &self.monitor {
+            crate::run::monitor::check(m, self.dut.kind)?;
+        }
+        if self.traffic.backend == Backend::Udp {
+            return unsupported(
+                "traffic.backend",
+                self.traffic.backend.as_str(),
+                "af_packet, af_xdp, xdp_live",
+            );
+        }
+        self.check_dut_carries_traffic()?;
+        // Every pattern, size and flow parameter (and a replayed trace file) is checked
+        // here, before any topology exists or anything is recorded.
+        crate::run::plan::build_plan(
+            &self.traffic,
+            self.experiment.seed,
+            &crate::run::plan::default_probe_base(),
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Every experiment in `examples/` (and `examples/sdn/`) passes the check a
+    /// user's `nflab run` makes first, for every run of its sweep: an example that
+    /// `nflab run` refuses is a broken promise of the docs.
+    #[test]
+    fn every_example_passes_the_check_before_a_run() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut checked = 0;
+        for dir in [root.clone(), root.join("sdn")] {
+            for e in std::fs::read_dir(&dir).expect("examples") {
+                let p = e.expect("entry").path();
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                if p.extension().is_none_or(|x| x != "toml")
+                    || !text.lines().any(|l| l.trim() == "[experiment]")
+                {
+                    continue;
+                }
+                let (spec, text) =
+                    Spec::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                for plan in spec.expand(&text).expect("expand") {
+                    plan.spec
+                        .check_supported()
+                        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 30, "{checked} examples");
+    }
+}

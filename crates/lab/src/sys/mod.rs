@@ -1,0 +1,5 @@
+//! Host processes and CPUs: the leaves every other layer may use.
+
+pub mod cpu;
+pub mod orphans;
+pub mod process;
