@@ -21,7 +21,7 @@ use nflab_io::PacketIo;
 use nflab_lab::dut::link::{self, LinkStats};
 use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::topo::{Topology, LG0_MAC, LG1_MAC};
+use nflab_lab::topo::{LG0_MAC, LG1_MAC};
 
 /// The link's own experimental EtherType: nothing else on the wire has it.
 const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
@@ -61,7 +61,7 @@ fn probe_with(
     reverse: bool,
     standalone: Option<&str>,
 ) -> Probe {
-    let topo = Topology::create(DutKind::Link).expect("topology");
+    let topo = nflab_lab::dut::topology(DutKind::Link, 1).expect("topology");
     let link = match standalone {
         None => link::start(&topo, dut).expect("link DuT"),
         Some(text) => {

@@ -14,7 +14,7 @@ use nflab_dataplane::config::LinkConfig;
 use nflab_lab::dut::link;
 use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::topo::{Topology, LG0_MAC, LG1_MAC};
+use nflab_lab::topo::{LG0_MAC, LG1_MAC};
 
 /// A namespace of the test's own, deleted on drop.
 struct Ns(String);
@@ -35,7 +35,7 @@ const PLANT: &str = "198.18.0.3";
 
 /// One benchmark run over a link of `link_toml`.
 fn bench(tag: &str, link_toml: &str, cfg: &NcsConfig) -> NcsReport {
-    let topo = Topology::create(DutKind::Link).expect("topology");
+    let topo = nflab_lab::dut::topology(DutKind::Link, 1).expect("topology");
     let plant_ns = Ns(format!("nflabtest-ncs-{}-{tag}", std::process::id()));
     ip(&["netns", "add", &plant_ns.0]);
     // lg1 moves to the plant's namespace; lg0 and lg1 share one segment

@@ -5,7 +5,6 @@ use std::process::{Command, ExitCode};
 use nflab_lab::knobs::timer_floor::{TimerFloor, TimerFloorConfig};
 use nflab_lab::net::netns::NetnsGuard;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::topo::Topology;
 use serde::Serialize;
 
 /// Arguments of `nflab doctor`.
@@ -148,7 +147,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let stop = super::stop_flag()?;
     let mut noise = None;
     if root.is_ok() {
-        match Topology::create(DutKind::Loopback) {
+        match nflab_lab::dut::topology(DutKind::Loopback, 1) {
             Ok(topo) => {
                 let xdp = NetnsGuard::run(&topo.lg_ns, || nflab_io::probe_caps::xdp_on("lg0"))
                     .map_err(|e| e.to_string())

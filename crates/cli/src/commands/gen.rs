@@ -430,8 +430,8 @@ fn selfcheck(
         nflab_lab::run::build_plan(traffic, args.seed, &nflab_lab::run::default_probe_base())?;
     drop(plan_check);
     // One veth queue per AF_XDP TX thread, as `nflab run` gives them.
-    let queues = nflab_lab::topo::generator_queues(traffic);
-    let topo = nflab_lab::topo::Topology::create_with_queues(spec::DutKind::Loopback, queues)?;
+    let queues = nflab_lab::run::topology::generator_queues(traffic);
+    let topo = nflab_lab::dut::topology(spec::DutKind::Loopback, queues)?;
     let plan = plan_of(args, traffic, &nflab_lab::run::probe_base(&topo))?;
     let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

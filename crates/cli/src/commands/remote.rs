@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use nflab_lab::hosts::remote_dut as hosts;
 use nflab_lab::run::loadgen as loadgen_run;
-use nflab_lab::spec::DutKind;
 
 /// Arguments of `nflab remote`.
 #[derive(clap::Args)]
@@ -87,15 +86,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             lg_tx_mac,
             lg_rx_mac,
         } => {
-            let kind = match kind.as_str() {
-                "linux-router" => DutKind::LinuxRouter,
-                "linux-bridge" => DutKind::LinuxBridge,
-                other => anyhow::bail!(
-                    "dut kind {other} cannot be set up remotely: use linux-router or linux-bridge"
-                ),
+            let Some(setup) = hosts::RemoteSetup::from_kind_name(&kind) else {
+                anyhow::bail!(
+                    "dut kind {kind} cannot be set up remotely: use linux-router or linux-bridge"
+                )
             };
             serde_json::to_value(hosts::dut_up(
-                kind,
+                setup,
                 &ingress,
                 &egress,
                 (&lg_tx_mac, &lg_rx_mac),

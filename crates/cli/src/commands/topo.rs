@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use nflab_lab::spec::DutKind;
-use nflab_lab::topo::{self, Topology};
+use nflab_lab::topo::{self};
 
 /// Arguments of `nflab topo`.
 #[derive(clap::Args)]
@@ -56,7 +56,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 DutArg::LinuxBridge => DutKind::LinuxBridge,
                 DutArg::Loopback => DutKind::Loopback,
             };
-            let topo = Topology::create(kind)?;
+            let topo = nflab_lab::dut::topology(kind, 1)?;
             println!("id {}", topo.id);
             for ns in topo.namespaces() {
                 println!("namespace {ns}");
@@ -114,7 +114,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Action::Gc { id } => {
-            let removed = topo::gc_of(id.as_deref())?;
+            let removed = topo::gc::gc_of(id.as_deref())?;
             if removed.is_empty() {
                 println!("nothing to remove");
             }

@@ -20,7 +20,6 @@ use nflab_wire::MacAddr;
 use crate::app::plant_ns::PlantNs;
 use crate::error::LabError;
 use crate::net::netns::NetnsGuard;
-use crate::spec::DutKind;
 use crate::topo::Topology;
 
 /// Controller address (lg0's).
@@ -31,17 +30,6 @@ pub const PLANT_IP: &str = "198.18.0.3";
 pub const PLANT_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x02, 0x01]);
 const CONTROLLER_PORT: u16 = 47000;
 const PLANT_PORT: u16 = 47001;
-
-/// The DuT kinds the benchmark can cross.
-pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
-    match kind {
-        DutKind::Link | DutKind::LinuxBridge | DutKind::Loopback => Ok(()),
-        other => Err(LabError::Unsupported(format!(
-            "app.kind = \"ncsbench\" cannot cross dut.kind = \"{}\": plant and controller share one subnet, so use link, linux-bridge or loopback",
-            other.as_str()
-        ))),
-    }
-}
 
 /// `app.realtime`: this thread under SCHED_FIFO (above the link's workers).
 fn go_realtime(on: bool, who: &str) {
@@ -63,7 +51,7 @@ pub struct NcsRun {
 /// Set up the plant's namespace and start both sides.
 pub fn start(topo: &Topology, cfg: &NcsConfig) -> Result<NcsRun, LabError> {
     cfg.validate().map_err(|e| LabError::Unsupported(e.0))?;
-    check_dut(topo.dut)?;
+    super::check_dut("ncsbench", topo.dut)?;
     let ns = PlantNs::create(
         topo,
         "plant",

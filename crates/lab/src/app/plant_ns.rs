@@ -10,7 +10,9 @@ use std::process::Command;
 use nflab_wire::MacAddr;
 
 use crate::error::LabError;
-use crate::topo::{ip, remove_namespace, write_owner, Topology, LG0_IP, LG0_MAC, NS_PREFIX};
+use crate::net::cmd::ip;
+use crate::net::namespaces::{remove_namespace, write_owner, NS_PREFIX};
+use crate::topo::{Topology, LG0_IP, LG0_MAC};
 
 /// A plant namespace, deleted on drop.
 pub struct PlantNs {
@@ -115,7 +117,7 @@ mod tests {
         if !nflab_testkit::require_root() {
             return;
         }
-        let topo = Topology::create(DutKind::LinuxRouter).expect("topology");
+        let topo = crate::dut::topology(DutKind::LinuxRouter, 1).expect("topology");
         let (addr, mac) = (
             Ipv4Addr::new(198, 18, 0, 9),
             MacAddr([0x02, 0x4e, 0x46, 0x00, 0x09, 0x09]),

@@ -24,7 +24,6 @@ use nflab_wire::MacAddr;
 use crate::app::plant_ns::PlantNs;
 use crate::error::LabError;
 pub use crate::spec::app::{PrrtSection, Redundancy};
-use crate::spec::DutKind;
 use crate::topo::{Topology, LG0_IP};
 
 /// The plant's address (on prrt0, in its own namespace).
@@ -35,17 +34,6 @@ pub const PLANT_MAC: MacAddr = MacAddr([0x02, 0x4e, 0x46, 0x00, 0x02, 0x02]);
 pub const PORT: u16 = 47010;
 /// The plant's interface.
 const PLANT_IFACE: &str = "prrt0";
-
-/// The DuT kinds the study can cross: both ends share one subnet.
-pub fn check_dut(kind: DutKind) -> Result<(), LabError> {
-    match kind {
-        DutKind::Link | DutKind::LinuxBridge | DutKind::Loopback => Ok(()),
-        other => Err(LabError::Unsupported(format!(
-            "app.kind = \"prrt\" cannot cross dut.kind = \"{}\": plant and controller share one subnet, so use link, linux-bridge or loopback",
-            other.as_str()
-        ))),
-    }
-}
 
 /// A study run under way.
 pub struct PrrtRun {
@@ -68,7 +56,7 @@ pub fn start(
     stop: &Arc<AtomicBool>,
 ) -> Result<PrrtRun, LabError> {
     let spec = section.app_spec().map_err(LabError::Unsupported)?;
-    check_dut(topo.dut)?;
+    super::check_dut("prrt", topo.dut)?;
     let ns = PlantNs::create(topo, "prrt", PLANT_IFACE, PLANT_IP, PLANT_MAC)?;
     let lg = topo.lg_ns.as_str();
     let plant = EndPoint {

@@ -20,8 +20,10 @@ use nflab_dataplane::WorkerStats;
 use crate::dut::nflab::{
     lab_context, spawn, NflabDut, StandaloneConfig, INPUT_IFACE, OUTPUT_IFACE,
 };
+use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::spec::{DutKind, DutSection};
+use crate::topo::Plumbing;
 use crate::topo::Topology;
 
 /// A running link DuT: one worker per direction.
@@ -78,10 +80,7 @@ pub fn direction(dut: &DutSection, reverse: bool) -> DutSection {
 
 /// Start both directions of the link in the DuT namespace of `topo`.
 pub fn start(topo: &Topology, dut: &DutSection) -> Result<LinkDut, LabError> {
-    let ns = topo
-        .dut_ns
-        .clone()
-        .ok_or_else(|| LabError::Topology("the link DuT needs a DuT namespace".into()))?;
+    let ns = crate::dut::dut_namespace(topo, "link")?;
     start_in(Some(ns), (INPUT_IFACE, OUTPUT_IFACE), dut)
 }
 
@@ -184,6 +183,55 @@ pub fn run_standalone(
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(link.stop())
+}
+
+/// `link`: an emulated link both ways.
+pub struct LinkDriver;
+
+impl Plumbing for LinkDriver {
+    fn software_checksums_at_loadgen(&self) -> bool {
+        true
+    }
+
+    /// The link owns dut0/dut1; the kernel must not forward a copy of what it sees.
+    fn plumb(&self, ns: &str) -> Result<(), LabError> {
+        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+    }
+}
+
+impl DutDriver for LinkDriver {
+    fn kind(&self) -> DutKind {
+        DutKind::Link
+    }
+
+    fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
+        spec.dut.check_link()
+    }
+
+    fn why_not_realtime(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn joins_one_subnet(&self) -> bool {
+        true
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        Ok(Box::new(start(topo, dut)?))
+    }
+}
+
+impl RunningDut for LinkDut {
+    fn stop(self: Box<Self>, dir: &std::path::Path) -> Result<Stopped, LabError> {
+        let stats = LinkDut::stop(*self);
+        let error = stats.error();
+        write_dut_json(dir, &stats, error)
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,121 @@
-//! Devices under test: one driver per kind behind one trait, and the registry that maps a kind to its driver.
+//! Devices under test: one driver per kind behind one trait ([`DutDriver`]),
+//! and the registry ([`registry::driver`]) that maps a kind to its driver — the
+//! only place that matches on [`DutKind`].
+//!
+//! A driver checks its `[dut]` keys before anything exists, says whether
+//! `dut.realtime` can apply, plumbs the DuT namespace of the netns topology
+//! ([`Plumbing`]), names where the generator addresses its frames, and starts
+//! the DuT for a run. The running DuT's `stop` writes its files (`dut.json`
+//! where the kind has one); dropping it stops it too, so a run that ends early
+//! leaves nothing running.
+//!
+//! Adding a kind: a variant of `DutKind` (spec/dut.rs, with its keys in
+//! `DutSection`), a file here with its driver, and its line in the registry;
+//! the registry's match does not compile until the kind has one.
 
+pub mod external;
+pub mod kernel;
 pub mod link;
 pub mod nflab;
 pub mod ovs;
 pub mod realtime;
+pub mod registry;
 pub mod relay;
 pub mod testpmd;
+
+use std::path::Path;
+
+use crate::error::LabError;
+use crate::hosts::remote_dut::RemoteSetup;
+use crate::spec::{DutKind, DutSection, Spec};
+pub use crate::topo::Plumbing;
+use crate::topo::Topology;
+pub use registry::{driver, topology};
+
+/// What nflab knows of one DuT kind.
+pub trait DutDriver: Plumbing + Sync {
+    /// The kind this driver runs.
+    fn kind(&self) -> DutKind;
+
+    /// Whether this version of nflab runs the kind at all.
+    fn available(&self) -> bool {
+        true
+    }
+
+    /// Check the spec's `[dut]` keys for this kind (and what else of the spec the
+    /// kind constrains) and what it needs of this host, before anything exists;
+    /// a refusal is one sentence naming the key.
+    fn check(&self, spec: &Spec) -> Result<(), LabError>;
+
+    /// Why `dut.realtime = true` cannot apply to this kind; `None` where it does.
+    fn why_not_realtime(&self) -> Option<&'static str>;
+
+    /// Queues per veth the DuT needs (one per data-plane worker).
+    fn queues(&self, _dut: &DutSection) -> u32 {
+        1
+    }
+
+    /// How a remote DuT host is set up for this kind (`topology.kind = "hosts"`,
+    /// `[[pair]]`); `None` where nflab cannot set one up.
+    fn remote_setup(&self) -> Option<RemoteSetup> {
+        None
+    }
+
+    /// Whether both ends of an application in one subnet (a plant behind lg1, its
+    /// controller on lg0) reach each other across this DuT, both ways.
+    fn joins_one_subnet(&self) -> bool {
+        false
+    }
+
+    /// Start the DuT in `topo` for one run (`seed`: the run's, for a DuT that draws).
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError>;
+}
+
+/// A DuT running for one run. Dropping it stops it without writing anything.
+pub trait RunningDut {
+    /// Stop the DuT and write what it recorded into the run's directory `dir`
+    /// (`dut.json` where the kind has one); an error when it failed during the
+    /// run, after its files are written.
+    fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError>;
+}
+
+/// What a stopped DuT hands on to the rest of the run.
+#[derive(Debug, Default)]
+pub struct Stopped {
+    /// The udp relay's own record of every datagram (the monitor's ground truth).
+    pub truth: Option<Vec<nflab_apps::relay::TruthRow>>,
+}
+
+/// A DuT nflab does not run a process or thread for (the kernel's forwarding).
+pub struct NothingRunning;
+
+impl RunningDut for NothingRunning {
+    fn stop(self: Box<Self>, _dir: &Path) -> Result<Stopped, LabError> {
+        Ok(Stopped::default())
+    }
+}
+
+/// The DuT namespace of `topo`, or the sentence that `kind` needs one.
+pub(crate) fn dut_namespace(topo: &Topology, kind: &str) -> Result<String, LabError> {
+    topo.dut_ns
+        .clone()
+        .ok_or_else(|| LabError::Topology(format!("the {kind} DuT needs a DuT namespace")))
+}
+
+/// Write `dut.json`, then turn the DuT's own error into the run's.
+pub(crate) fn write_dut_json<T: serde::Serialize>(
+    dir: &Path,
+    stats: &T,
+    error: Option<String>,
+) -> Result<Stopped, LabError> {
+    crate::artifacts::files::write_json(&dir.join("dut.json"), stats)?;
+    match error {
+        Some(e) => Err(LabError::Other(e)),
+        None => Ok(Stopped::default()),
+    }
+}

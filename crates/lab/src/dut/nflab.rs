@@ -16,9 +16,11 @@ use nflab_dataplane::config::{build_chain, BuildContext};
 use nflab_dataplane::sock::RawSocket;
 use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
 
+use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::net::netns::NetnsGuard;
 use crate::spec::{DutKind, DutSection};
+use crate::topo::Plumbing;
 use crate::topo::{Topology, DUT0_IP, DUT0_MAC, DUT1_MAC, LG0_MAC, LG1_MAC};
 
 /// Interface the data plane receives on.
@@ -163,10 +165,7 @@ fn open_af_packet(
 /// Start the data plane of `dut` in the DuT namespace of `topo`. Returns
 /// once the ports are open and the chain is built, or with the reason why not.
 pub fn start(topo: &Topology, dut: &DutSection) -> Result<NflabDut, LabError> {
-    let ns = topo
-        .dut_ns
-        .clone()
-        .ok_or_else(|| LabError::Topology("the nflab DuT needs a DuT namespace".into()))?;
+    let ns = crate::dut::dut_namespace(topo, "nflab")?;
     spawn(
         Some(ns),
         INPUT_IFACE,
@@ -493,5 +492,56 @@ impl DutSection {
             &lab_context().default_routes,
         )
         .map_err(|e| LabError::Unsupported(e.0))
+    }
+}
+
+/// `nflab`: the nflab data plane between dut0 and dut1.
+pub struct NflabDriver;
+
+impl Plumbing for NflabDriver {
+    /// The data plane owns dut0/dut1; the kernel must not forward a copy of what
+    /// it sees there.
+    fn plumb(&self, ns: &str) -> Result<(), LabError> {
+        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+    }
+
+    /// The data plane rewrites the destination to lg1's MAC.
+    fn probe_dst_mac(&self) -> nflab_wire::MacAddr {
+        DUT0_MAC
+    }
+}
+
+impl DutDriver for NflabDriver {
+    fn kind(&self) -> DutKind {
+        DutKind::Nflab
+    }
+
+    fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
+        spec.dut.check_nflab()
+    }
+
+    fn why_not_realtime(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn queues(&self, dut: &DutSection) -> u32 {
+        dut.workers.unwrap_or(1)
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        Ok(Box::new(start(topo, dut)?))
+    }
+}
+
+impl RunningDut for NflabDut {
+    fn stop(self: Box<Self>, dir: &std::path::Path) -> Result<Stopped, LabError> {
+        let stats = NflabDut::stop(*self);
+        let error = stats.error.clone();
+        write_dut_json(dir, &stats, error)
     }
 }

@@ -21,8 +21,10 @@ use nflab_sdn::pipeline::{self, Proxied, Shape};
 use nflab_sdn::qos::EgressQos;
 use serde::Serialize;
 
+use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
-use crate::spec::DutSection;
+use crate::spec::{DutKind, DutSection};
+use crate::topo::Plumbing;
 use crate::topo::Topology;
 
 /// Bridge name in the DuT namespace.
@@ -316,10 +318,7 @@ fn check_pipeline(dut: &DutSection) -> Result<(), LabError> {
 /// Start OvS in the DuT namespace of `topo` with `br0` cabling dut0 and dut1.
 pub fn start(topo: &Topology, dut: &DutSection) -> Result<OvsDut, LabError> {
     check(dut)?;
-    let ns = topo
-        .dut_ns
-        .clone()
-        .ok_or_else(|| LabError::Topology("the ovs DuT needs a DuT namespace".into()))?;
+    let ns = crate::dut::dut_namespace(topo, "ovs")?;
     let err = |e: nflab_sdn::SdnError| LabError::Other(format!("ovs DuT: {e}"));
     let ovs = Ovs::start(Some(&ns)).map_err(err)?;
     if dut.realtime == Some(true) {
@@ -473,6 +472,51 @@ impl OvsDut {
             queues,
             error,
         }
+    }
+}
+
+/// `ovs`: Open vSwitch's userspace datapath between dut0 and dut1.
+pub struct OvsDriver;
+
+impl Plumbing for OvsDriver {
+    fn software_checksums_at_loadgen(&self) -> bool {
+        true
+    }
+
+    /// Open vSwitch owns dut0/dut1; the kernel must not forward a copy of what it sees.
+    fn plumb(&self, ns: &str) -> Result<(), LabError> {
+        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+    }
+}
+
+impl DutDriver for OvsDriver {
+    fn kind(&self) -> DutKind {
+        DutKind::Ovs
+    }
+
+    fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
+        check(&spec.dut)
+    }
+
+    fn why_not_realtime(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        Ok(Box::new(start(topo, dut)?))
+    }
+}
+
+impl RunningDut for OvsDut {
+    fn stop(self: Box<Self>, dir: &std::path::Path) -> Result<Stopped, LabError> {
+        let stats = OvsDut::stop(*self);
+        let error = stats.error.clone();
+        write_dut_json(dir, &stats, error)
     }
 }
 

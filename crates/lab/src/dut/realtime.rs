@@ -7,32 +7,16 @@
 use crate::error::LabError;
 use crate::spec::DutKind;
 
-/// SCHED_FIFO priority of the DuT threads nflab runs itself (the data plane's
-/// and the link's workers, the udp relay): above the generator and recorder.
-pub const PRIORITY: i32 = 50;
-
-/// Why `dut.realtime` cannot apply to `kind`, or `None` where it does.
-pub fn why_not(kind: DutKind) -> Option<&'static str> {
-    match kind {
-        DutKind::Nflab | DutKind::Link | DutKind::UdpRelay | DutKind::Ovs => None,
-        DutKind::LinuxRouter | DutKind::LinuxBridge => Some(
-            "the kernel forwards in softirq context, which has no thread of nflab's to schedule",
-        ),
-        DutKind::Loopback => Some("there is no DuT between lg0 and lg1"),
-        DutKind::Testpmd => Some(
-            "testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU",
-        ),
-        DutKind::External => Some("nflab does not run an external DuT"),
-    }
-}
+pub use crate::sys::cpu::DUT_PRIORITY as PRIORITY;
 
 /// Refuse `dut.realtime = true` for `kind` where it cannot apply.
 pub fn check(kind: DutKind) -> Result<(), LabError> {
-    match why_not(kind) {
+    match super::driver(kind).why_not_realtime() {
         None => Ok(()),
         Some(why) => Err(LabError::Unsupported(format!(
-            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to nflab, link, udp-relay and ovs",
-            kind.as_str()
+            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to {}",
+            kind.as_str(),
+            super::registry::kinds_where(|d| d.why_not_realtime().is_none(), "and")
         ))),
     }
 }
@@ -63,7 +47,7 @@ mod tests {
                 e.contains(&format!(
                     "dut.realtime = true does not apply to dut.kind = \"{}\"",
                     kind.as_str()
-                )) && e.ends_with("it applies to nflab, link, udp-relay and ovs"),
+                )) && e.ends_with("it applies to nflab, link, ovs and udp-relay"),
                 "{e}"
             );
             assert_eq!(e.lines().count(), 1);

@@ -18,9 +18,12 @@ use std::time::Duration;
 use nflab_analyze::export::{write_parquet, Column, Table};
 use nflab_apps::relay::{self, RelayStats, TruthRow};
 
+use crate::dut::{DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::net::netns::NetnsGuard;
+use crate::spec::DutKind;
 use crate::spec::DutSection;
+use crate::topo::Plumbing;
 use crate::topo::{Topology, LG1_IP};
 
 /// The routing table that delivers dut0's traffic to local sockets.
@@ -68,24 +71,24 @@ pub fn deliver_locally(
     ])
 }
 
+/// The relay's thread: its truth rows and counters when it ends.
+type RelayThread = JoinHandle<std::io::Result<(Vec<TruthRow>, RelayStats)>>;
+
 /// A running relay.
 pub struct RelayDut {
     /// `dut.realtime`: the relay's thread runs under SCHED_FIFO (false when it was not
     /// asked for, or the host refused it with a warning).
     pub realtime: bool,
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<std::io::Result<(Vec<TruthRow>, RelayStats)>>,
+    thread: Option<RelayThread>,
 }
 
 /// Start the relay in the DuT namespace of `topo`, on the probe port.
 pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, LabError> {
-    let ns = topo
-        .dut_ns
-        .clone()
-        .ok_or_else(|| LabError::Topology("the udp-relay DuT needs a DuT namespace".into()))?;
+    let ns = crate::dut::dut_namespace(topo, "udp-relay")?;
     let cfg = dut.relay.clone().unwrap_or_default();
     let arms = cfg.delays().map_err(LabError::Unsupported)?;
-    let port = crate::run::PROBE_DST_PORT;
+    let port = crate::net::addresses::PROBE_DST_PORT;
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_t = Arc::clone(&stop);
@@ -144,7 +147,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
         Ok(Ok(realtime)) => Ok(RelayDut {
             realtime,
             stop,
-            thread,
+            thread: Some(thread),
         }),
         Ok(Err(e)) => {
             let _ = thread.join();
@@ -158,12 +161,82 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
 
 impl RelayDut {
     /// Stop; returns the truth rows and the counters.
-    pub fn stop(self) -> Result<(Vec<TruthRow>, RelayStats), LabError> {
+    pub fn stop(mut self) -> Result<(Vec<TruthRow>, RelayStats), LabError> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
+            .take()
+            .ok_or_else(|| LabError::Other("the udp relay was stopped twice".into()))?
             .join()
             .map_err(|_| LabError::Other("the udp relay panicked".into()))?
             .map_err(|e| LabError::Other(format!("the udp relay failed: {e}")))
+    }
+}
+
+impl Drop for RelayDut {
+    /// A run that ends early (an error elsewhere) still stops the relay's thread.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `udp-relay`: seed 003's UDP relay VNF in the DuT namespace.
+pub struct RelayDriver;
+
+impl Plumbing for RelayDriver {
+    /// Addresses and neighbours as a router's, without forwarding: whatever arrives
+    /// on dut0 is delivered to the relay's socket.
+    fn plumb(&self, ns: &str) -> Result<(), LabError> {
+        crate::dut::kernel::plumb_router(ns, false)?;
+        deliver_locally(ns, &|a| crate::net::cmd::ip(a))?;
+        // The relay's datagrams must reach the recorder with their UDP checksum
+        // filled in, not left to veth "hardware".
+        crate::net::cmd::checksums_in_software(ns, "dut1")
+    }
+
+    fn probe_dst_mac(&self) -> nflab_wire::MacAddr {
+        crate::net::addresses::DUT0_MAC
+    }
+}
+
+impl DutDriver for RelayDriver {
+    fn kind(&self) -> DutKind {
+        DutKind::UdpRelay
+    }
+
+    fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
+        check(&spec.dut)
+    }
+
+    fn why_not_realtime(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        Ok(Box::new(start(topo, dut, seed)?))
+    }
+}
+
+impl RunningDut for RelayDut {
+    /// `relay_truth.parquet`, and `dut.json`: the relay's counters and whether it ran
+    /// under SCHED_FIFO (`dut.realtime`). The truth goes on to the monitor.
+    fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {
+        let realtime = self.realtime;
+        let (truth, stats) = RelayDut::stop(*self)?;
+        write_truth(&truth, &dir.join("relay_truth.parquet"))?;
+        let mut dut = serde_json::to_value(&stats).map_err(|e| LabError::Other(e.to_string()))?;
+        if let Some(o) = dut.as_object_mut() {
+            o.insert("realtime".into(), realtime.into());
+        }
+        crate::artifacts::files::write_json(&dir.join("dut.json"), &dut)?;
+        Ok(Stopped { truth: Some(truth) })
     }
 }
 

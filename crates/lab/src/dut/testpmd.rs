@@ -13,7 +13,7 @@
 //! `testpmd.log`.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
-use crate::spec::DutSection;
+use crate::spec::{DutKind, DutSection};
+use crate::topo::Plumbing;
 use crate::topo::{Topology, LG0_MAC, LG1_MAC};
 
 /// Name of the binary on `PATH`.
@@ -304,10 +306,7 @@ pub struct TestpmdDut {
 /// Start testpmd in the DuT namespace of `topo`; returns once it forwards,
 /// or with the reason why not (its last lines of output).
 pub fn start(topo: &Topology, dut: &DutSection) -> Result<TestpmdDut, LabError> {
-    let ns = topo
-        .dut_ns
-        .clone()
-        .ok_or_else(|| LabError::Topology("the testpmd DuT needs a DuT namespace".into()))?;
+    let ns = crate::dut::dut_namespace(topo, "testpmd")?;
     let bin = find_binary()?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let settings = TestpmdSettings::from_dut(dut, cpus);
@@ -484,6 +483,51 @@ impl Drop for TestpmdDut {
         if self.child.is_some() {
             self.finish_process();
         }
+    }
+}
+
+/// `testpmd`: DPDK's dpdk-testpmd between two vdevs.
+pub struct TestpmdDriver;
+
+impl Plumbing for TestpmdDriver {
+    /// testpmd owns dut0/dut1; the kernel must not forward a copy of what it sees.
+    fn plumb(&self, ns: &str) -> Result<(), LabError> {
+        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+    }
+}
+
+impl DutDriver for TestpmdDriver {
+    fn kind(&self) -> DutKind {
+        DutKind::Testpmd
+    }
+
+    fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
+        spec.dut.check_testpmd()?;
+        // Before any namespace exists: one sentence naming the package.
+        find_binary().map(drop)
+    }
+
+    fn why_not_realtime(&self) -> Option<&'static str> {
+        Some("testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU")
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        Ok(Box::new(start(topo, dut)?))
+    }
+}
+
+impl RunningDut for TestpmdDut {
+    /// `testpmd.log` (its whole output) beside `dut.json`.
+    fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {
+        let (stats, log) = TestpmdDut::stop(*self);
+        crate::artifacts::files::write_file(&dir.join("testpmd.log"), log.as_bytes())?;
+        let error = stats.error.clone();
+        write_dut_json(dir, &stats, error)
     }
 }
 

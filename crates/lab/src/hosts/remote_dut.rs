@@ -34,10 +34,37 @@ use serde::{Deserialize, Serialize};
 use crate::error::LabError;
 use crate::net::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
 pub use crate::spec::hosts::{HostEntry, Inventory};
-use crate::spec::DutKind;
+
+/// How `nflab remote dut-up` sets a DuT host up: the kinds a remote host can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteSetup {
+    /// Kernel IPv4 forwarding between the two interfaces, static neighbours.
+    Router,
+    /// A kernel bridge of the two interfaces.
+    Bridge,
+}
+
+impl RemoteSetup {
+    /// The `dut.kind` it stands for, as `dut-up --kind` takes it.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            RemoteSetup::Router => "linux-router",
+            RemoteSetup::Bridge => "linux-bridge",
+        }
+    }
+
+    /// The set-up of `dut-up --kind NAME`.
+    pub fn from_kind_name(name: &str) -> Option<RemoteSetup> {
+        [RemoteSetup::Router, RemoteSetup::Bridge]
+            .into_iter()
+            .find(|s| s.kind_name() == name)
+    }
+}
 
 /// Check an inventory for `topology.kind = "hosts"`.
-pub fn validate(hosts: &Inventory, dut: DutKind) -> Result<(), String> {
+/// `kind` names the DuT kind in the sentence; `setup` is how its driver sets a remote
+/// host up, `None` when it cannot.
+pub fn validate(hosts: &Inventory, kind: &str, setup: Option<RemoteSetup>) -> Result<(), String> {
     let lg = hosts
         .get("loadgen")
         .ok_or("topology.kind = \"hosts\" needs a [hosts.loadgen] section")?;
@@ -61,10 +88,10 @@ pub fn validate(hosts: &Inventory, dut: DutKind) -> Result<(), String> {
             return Err(format!("{key} is missing: name the interface on that host"));
         }
     }
-    if !matches!(dut, DutKind::LinuxRouter | DutKind::LinuxBridge) {
+    if setup.is_none() {
         return Err(format!(
-            "dut.kind = \"{}\" on a remote host is not available yet; valid with topology.kind = \"hosts\": linux-router, linux-bridge",
-            dut.as_str()
+            "dut.kind = \"{kind}\" on a remote host is not available yet; valid with topology.kind = \"hosts\": {}",
+            [RemoteSetup::Router, RemoteSetup::Bridge].map(RemoteSetup::kind_name).join(", ")
         ));
     }
     Ok(())
@@ -119,7 +146,7 @@ pub const BRIDGE: &str = "nflabbr0";
 /// With the controller's `owner` tag the state is kept on this host after
 /// every change, for `nflab remote gc` ([`crate::hosts::remote_gc`]).
 pub fn dut_up(
-    kind: DutKind,
+    setup: RemoteSetup,
     ingress: &str,
     egress: &str,
     (lg_tx_mac, lg_rx_mac): (&str, &str),
@@ -132,7 +159,7 @@ pub fn dut_up(
     let ingress_mac = nflab_io::iface::mac(ingress).map(|m| nflab_wire::MacAddr(m).to_string())?;
     nflab_io::iface::index(egress)?;
     let mut st = DutState {
-        kind: kind.as_str().into(),
+        kind: setup.kind_name().into(),
         ingress: ingress.into(),
         egress: egress.into(),
         ingress_mac,
@@ -153,8 +180,8 @@ pub fn dut_up(
         for dev in [ingress, egress] {
             ip(&["link", "set", dev, "up"])?;
         }
-        match kind {
-            DutKind::LinuxRouter => {
+        match setup {
+            RemoteSetup::Router => {
                 st.prior_ip_forward = std::fs::read_to_string(IP_FORWARD)
                     .ok()
                     .map(|s| s.trim().to_string());
@@ -188,7 +215,7 @@ pub fn dut_up(
                     saved(&st)?;
                 }
             }
-            DutKind::LinuxBridge => {
+            RemoteSetup::Bridge => {
                 ip(&["link", "add", BRIDGE, "type", "bridge", "stp_state", "0"])?;
                 st.bridge = Some(BRIDGE.into());
                 saved(&st)?;
@@ -196,12 +223,6 @@ pub fn dut_up(
                     ip(&["link", "set", dev, "master", BRIDGE])?;
                 }
                 ip(&["link", "set", BRIDGE, "up"])?;
-            }
-            other => {
-                return Err(LabError::Unsupported(format!(
-                    "dut.kind = \"{}\" cannot be set up on a remote host yet",
-                    other.as_str()
-                )))
             }
         }
         Ok(())
@@ -298,6 +319,7 @@ pub fn host_info() -> serde_json::Value {
 #[derive(Debug)]
 pub struct RemoteDut {
     host: HostEntry,
+    setup: RemoteSetup,
     state: DutState,
     down: bool,
     /// Names the host until it is clean again, for `topo gc` after a kill.
@@ -308,7 +330,7 @@ impl RemoteDut {
     /// Set the DuT up over SSH.
     pub fn up(
         host: &HostEntry,
-        kind: DutKind,
+        setup: RemoteSetup,
         lg_tx_mac: &str,
         lg_rx_mac: &str,
     ) -> Result<RemoteDut, LabError> {
@@ -318,7 +340,7 @@ impl RemoteDut {
             crate::hosts::remote_gc::owner_tag(),
             "dut-up",
             "--kind",
-            kind.as_str(),
+            setup.kind_name(),
             "--ingress",
             host.ingress_iface.as_deref().unwrap_or(""),
             "--egress",
@@ -338,6 +360,7 @@ impl RemoteDut {
         })?;
         Ok(RemoteDut {
             host: host.clone(),
+            setup,
             state,
             down: false,
             journal,
@@ -347,6 +370,21 @@ impl RemoteDut {
     /// MAC of the DuT's ingress interface.
     pub fn ingress_mac(&self) -> &str {
         &self.state.ingress_mac
+    }
+
+    /// Where the generator addresses its frames: the router's ingress, or through
+    /// the bridge to the recorder's interface (`rx_mac`).
+    pub fn probe_dst(&self, rx_mac: nflab_wire::MacAddr) -> Result<nflab_wire::MacAddr, LabError> {
+        match self.setup {
+            RemoteSetup::Router => self.ingress_mac().parse().map_err(|_| {
+                LabError::Host(format!(
+                    "host {} reported a bad MAC {}",
+                    self.host.address,
+                    self.ingress_mac()
+                ))
+            }),
+            RemoteSetup::Bridge => Ok(rx_mac),
+        }
     }
 
     /// Undo the set-up.
@@ -382,22 +420,24 @@ mod tests {
     #[test]
     fn inventory_checks_name_the_missing_key() {
         let good = "[loadgen]\naddress = \"local\"\ntx_iface = \"a\"\nrx_iface = \"b\"\n[dut]\naddress = \"root@h\"\ningress_iface = \"c\"\negress_iface = \"d\"\n";
-        validate(&inv(good), DutKind::LinuxRouter).unwrap();
+        validate(&inv(good), "linux-router", Some(RemoteSetup::Router)).unwrap();
         let e = validate(
             &inv(&good.replace("rx_iface = \"b\"\n", "")),
-            DutKind::LinuxRouter,
+            "linux-router",
+            Some(RemoteSetup::Router),
         )
         .unwrap_err();
         assert!(e.contains("hosts.loadgen.rx_iface"), "{e}");
         let e = validate(
             &inv(&good.replace("address = \"local\"", "address = \"x@y\"")),
-            DutKind::LinuxRouter,
+            "linux-router",
+            Some(RemoteSetup::Router),
         )
         .unwrap_err();
         assert!(e.contains("hosts.loadgen.address"), "{e}");
-        let e = validate(&inv(good), DutKind::Loopback).unwrap_err();
+        let e = validate(&inv(good), "loopback", None).unwrap_err();
         assert!(e.contains("loopback"), "{e}");
-        let e = validate(&Inventory::new(), DutKind::LinuxRouter).unwrap_err();
+        let e = validate(&Inventory::new(), "linux-router", Some(RemoteSetup::Router)).unwrap_err();
         assert!(e.contains("[hosts.loadgen]"), "{e}");
     }
 

@@ -123,7 +123,7 @@ pub fn measure(cfg: &TimerFloorConfig, stop: &AtomicBool) -> Result<TimerFloor, 
 fn hold_periodically(cfg: &TimerFloorConfig, stop: &AtomicBool) -> (Vec<i64>, Vec<i64>, bool) {
     crate::sys::cpu::pin_thread(cfg.cpu);
     let realtime =
-        cfg.realtime && nflab_io::clock::set_realtime(crate::dut::realtime::PRIORITY).is_ok();
+        cfg.realtime && nflab_io::clock::set_realtime(crate::sys::cpu::DUT_PRIORITY).is_ok();
     let _ = nflab_io::clock::set_timer_slack_ns(1);
     let (mut lateness, mut half_excess) = (Vec::new(), Vec::new());
     let start = monotonic_ns() + cfg.period_ns;

@@ -22,3 +22,10 @@ pub const DUT0_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 pub const DUT1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 /// LoadGen receiver address.
 pub const LG1_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+
+/// UDP ports of the probe stream.
+pub const PROBE_SRC_PORT: u16 = 49_152;
+/// Destination port: discard (RFC 863), so a stray probe is harmless.
+pub const PROBE_DST_PORT: u16 = 9;
+/// Flow id of the probe stream.
+pub const PROBE_FLOW: u16 = 0;

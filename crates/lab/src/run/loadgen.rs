@@ -8,14 +8,12 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use nflab_analyze::{AnalysisConfig, AnomalySpec};
-use nflab_record::ClockInfo;
 use nflab_wire::MacAddr;
 
 use crate::artifacts::files::write_json;
 use crate::error::LabError;
+use crate::run::measure;
 use crate::run::plan::{build_plan, probe_base};
-use crate::run::traffic::{run_traffic, TrafficCpus, TrafficOutcome};
 use crate::spec::pairs::PairEntry;
 use crate::spec::Spec;
 use crate::topo::Topology;
@@ -107,6 +105,7 @@ pub fn run_loadgen(
     Ok((dir, files))
 }
 
+/// The run's measuring half ([`crate::run::measure`]) and its files.
 fn traffic_and_analysis(
     spec: &Spec,
     topo: &Topology,
@@ -115,60 +114,13 @@ fn traffic_and_analysis(
     stop: &AtomicBool,
 ) -> Result<(), LabError> {
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
-    let records_path = dir.join("records.nfr");
-    // For the progress lines of `remote loadgen --take` ([`ProgressLines`]).
-    let live = crate::run::live::watch(
-        topo,
-        run,
-        gen_plan.streams[0].spec.mean_pps().unwrap_or(0.0),
-    );
-    let traffic = run_traffic(
-        topo,
-        &spec.traffic,
-        &gen_plan,
-        &format!("{run:03}"),
-        &records_path,
-        TrafficCpus::from_spec(spec),
-        stop,
-    );
-    drop(live);
-    let TrafficOutcome {
-        generator: gen_report,
-        recorder: rec_report,
-    } = traffic?;
-    let acfg = AnalysisConfig {
-        anomalies: spec
-            .analysis
-            .anomalies
-            .iter()
-            .filter_map(|a| a.parse::<AnomalySpec>().ok())
-            .collect(),
-        offered_pps: gen_report.offered_pps,
-        tx_pps: gen_report.tx_pps,
-        clock: ClockInfo {
-            source: "CLOCK_REALTIME".into(),
-            resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
-        },
-    };
-    let (mut summary, _tail) = nflab_analyze::analyze_file(&records_path, &acfg)
-        .map_err(|e| LabError::Other(e.to_string()))?;
-    summary.interrupted = gen_report.interrupted;
-    for w in gen_report
-        .warnings
-        .iter()
-        .chain(gen_report.selfcheck.iter().flat_map(|c| c.warnings.iter()))
-    {
-        summary.notes.push(w.clone());
-    }
-    if rec_report.kernel_drops > 0 {
-        summary.notes.push(format!(
-            "the recorder's socket dropped {} frames: those count as lost",
-            rec_report.kernel_drops
-        ));
-    }
+    let records = dir.join("records.nfr");
+    // Live progress goes to the progress lines of `remote loadgen --take` ([`ProgressLines`]).
+    let traffic = measure::send_and_record(spec, topo, &gen_plan, run, &records, stop)?;
+    let summary = measure::analyse(spec, &records, &traffic)?;
     write_json(&dir.join("summary.json"), &summary)?;
-    write_json(&dir.join("gen.json"), &gen_report)?;
-    write_json(&dir.join("recorder.json"), &rec_report)?;
+    write_json(&dir.join("gen.json"), &traffic.generator)?;
+    write_json(&dir.join("recorder.json"), &traffic.recorder)?;
     write_json(&dir.join("topology.json"), topo)?;
     Ok(())
 }

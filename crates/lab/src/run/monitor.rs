@@ -369,40 +369,26 @@ fn receive_stamps(path: &Path) -> Result<Vec<u64>, LabError> {
     Ok(rx)
 }
 
-/// After the traffic: stop the monitor, then the relay, and write their files
-/// (`monitor.json`, `*.parquet`, the relay's `dut.json` and `relay_truth.parquet`).
-pub fn stop_relay_and_monitor(
-    relay: Option<crate::dut::relay::RelayDut>,
-    monitor: Option<RunningMonitor>,
-    dir: &Path,
-) -> Result<(), LabError> {
-    // The monitor stops first: the relay's truth then covers every datagram the
-    // monitor saw leave.
-    let stopped = monitor.map(|m| match m {
-        RunningMonitor::Udp(u) => Stopped::Udp(u.stop()),
-        RunningMonitor::Stages(s) => Stopped::Stages(s.stop()),
-    });
-    let truth = match relay {
-        Some(r) => {
-            let realtime = r.realtime;
-            let (truth, stats) = r.stop()?;
-            crate::dut::relay::write_truth(&truth, &dir.join("relay_truth.parquet"))?;
-            // The relay's counters, and whether it ran under SCHED_FIFO (dut.realtime).
-            let mut dut =
-                serde_json::to_value(&stats).map_err(|e| LabError::Other(e.to_string()))?;
-            if let Some(o) = dut.as_object_mut() {
-                o.insert("realtime".into(), realtime.into());
-            }
-            write_json(&dir.join("dut.json"), &dut)?;
-            Some(truth)
+impl RunningMonitor {
+    /// Stop the monitor's hooks. Before the DuT: the relay's truth then covers every
+    /// datagram the monitor saw leave.
+    pub fn stop(self) -> Stopped {
+        match self {
+            RunningMonitor::Udp(u) => Stopped::Udp(u.stop()),
+            RunningMonitor::Stages(s) => Stopped::Stages(s.stop()),
         }
-        None => None,
-    };
-    if let Some(s) = stopped {
-        let report = finish_stopped(s, dir, truth.as_deref())?;
-        write_json(&dir.join("monitor.json"), &report)?;
     }
-    Ok(())
+}
+
+/// Write a stopped monitor's files and `monitor.json` into `dir`, calibrated
+/// against the relay's `truth` when there is one.
+pub fn finish(
+    stopped: Stopped,
+    dir: &Path,
+    truth: Option<&[nflab_apps::relay::TruthRow]>,
+) -> Result<(), LabError> {
+    let report = finish_stopped(stopped, dir, truth)?;
+    write_json(&dir.join("monitor.json"), &report)
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), LabError> {

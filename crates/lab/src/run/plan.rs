@@ -19,12 +19,7 @@ use crate::spec::{
 };
 use crate::topo::{Topology, LG0_IP, LG0_MAC, LG1_IP};
 
-/// UDP ports of the probe stream.
-pub const PROBE_SRC_PORT: u16 = 49_152;
-/// Destination port: discard (RFC 863), so a stray probe is harmless.
-pub const PROBE_DST_PORT: u16 = 9;
-/// Flow id of the probe stream.
-pub const PROBE_FLOW: u16 = 0;
+pub use crate::net::addresses::{PROBE_DST_PORT, PROBE_FLOW, PROBE_SRC_PORT};
 /// The probe frame's fixed fields in the built-in topology (flow, size, DSCP and VLAN
 /// are set per stream).
 pub fn probe_base(topo: &Topology) -> ProbeSpec {

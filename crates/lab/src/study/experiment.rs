@@ -149,7 +149,7 @@ fn run_experiment_in(
     }
     topo::check_root()?;
     // Leftovers of runs that were killed (kill -9, power loss) go first.
-    for item in topo::gc()? {
+    for item in topo::gc::gc()? {
         eprintln!("removed {item}, left by an nflab process that no longer exists");
     }
 

@@ -218,22 +218,19 @@ fn run_on_pair(
         // topology.keep: the pair's DuT stays set up while its kind stays the same.
         if kept.as_ref().is_none_or(|(k, _)| *k != kind) || !plan.spec.topology.keep {
             *kept = None;
-            let up = RemoteDut::up(&pair.dut, kind, &tx_mac.to_string(), &rx_mac.to_string())?;
+            let setup = crate::dut::driver(kind).remote_setup().ok_or_else(|| {
+                LabError::Unsupported(format!(
+                    "dut.kind = \"{}\" cannot be set up on a remote host yet",
+                    kind.as_str()
+                ))
+            })?;
+            let up = RemoteDut::up(&pair.dut, setup, &tx_mac.to_string(), &rx_mac.to_string())?;
             *kept = Some((kind, up));
         }
         let Some((_, dut)) = kept.as_mut() else {
             unreachable!("a DuT was just set up")
         };
-        let dst = match kind {
-            DutKind::LinuxRouter => dut.ingress_mac().parse().map_err(|_| {
-                LabError::Host(format!(
-                    "host {} reported a bad MAC {}",
-                    pair.dut.address,
-                    dut.ingress_mac()
-                ))
-            })?,
-            _ => rx_mac,
-        };
+        let dst = dut.probe_dst(rx_mac)?;
         let spec_json = serde_json::to_string(&plan.spec)
             .map_err(|e| LabError::Other(format!("the run's spec as JSON: {e}")))?;
         let run = plan.index.to_string();

@@ -36,33 +36,16 @@ impl Spec {
         if self.dut.realtime == Some(true) {
             crate::dut::realtime::check(self.dut.kind)?;
         }
-        match self.dut.kind {
-            DutKind::External => {
-                return unsupported(
-                    "dut.kind",
-                    self.dut.kind.as_str(),
-                    "loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs, udp-relay",
-                )
-            }
-            DutKind::Nflab => self.dut.check_nflab()?,
-            DutKind::Link => self.dut.check_link()?,
-            DutKind::UdpRelay => crate::dut::relay::check(&self.dut)?,
-            DutKind::Testpmd => {
-                self.dut.check_testpmd()?;
-                // Before any namespace exists: one sentence naming the package.
-                crate::dut::testpmd::find_binary()?;
-            }
-            DutKind::Ovs => crate::dut::ovs::check(&self.dut)?,
-            _ => {}
-        }
+        crate::dut::driver(self.dut.kind).check(self)?;
         // [[pair]] is checked with the spec (crate::spec::pairs).
         if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
-            crate::hosts::remote_dut::validate(&self.hosts, self.dut.kind)
+            let setup = crate::dut::driver(self.dut.kind).remote_setup();
+            crate::hosts::remote_dut::validate(&self.hosts, self.dut.kind.as_str(), setup)
                 .map_err(LabError::Unsupported)?;
         }
         if let Some(AppSection::Ncsbench(ncs)) = &self.app {
             ncs.validate().map_err(|e| LabError::Unsupported(e.0))?;
-            crate::app::ncs::check_dut(self.dut.kind)?;
+            crate::app::check_dut("ncsbench", self.dut.kind)?;
             if self.topology.kind == TopologyKind::Hosts {
                 return unsupported(
                     "app.kind",
@@ -72,7 +55,7 @@ impl Spec {
             }
         }
         if let Some(AppSection::Prrt(_)) = &self.app {
-            crate::app::prrt::check_dut(self.dut.kind)?;
+            crate::app::check_dut("prrt", self.dut.kind)?;
             if self.topology.kind == TopologyKind::Hosts {
                 return unsupported(
                     "app.kind",

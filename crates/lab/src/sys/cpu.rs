@@ -10,3 +10,7 @@ pub fn pin_thread(cpu: usize) {
         }
     }
 }
+
+/// SCHED_FIFO priority of the DuT threads nflab runs itself (`dut.realtime`: the data
+/// plane's and the link's workers, the udp relay): above the generator and recorder.
+pub const DUT_PRIORITY: i32 = 50;

@@ -1,0 +1,55 @@
+//! Commands that set up namespaces and links (`ip`, `sysctl`, `ethtool`), each
+//! failure one sentence with the command and its stderr.
+
+use std::process::Command;
+
+use crate::error::LabError;
+
+/// Run `ip ARGS`; a failure is one sentence with the command and its stderr.
+pub fn ip(args: &[&str]) -> Result<(), LabError> {
+    run("ip", args)
+}
+
+/// `ethtool -K DEV tx off` in `ns`: the kernel computes transmit checksums itself.
+pub fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+        .output()
+        .map_err(|e| {
+            LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(LabError::Topology(
+        if err.contains("ethtool") && err.contains("No such file") {
+            "dut.kind = \"link\" and \"ovs\" need ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
+        } else {
+            format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
+        },
+    ))
+}
+
+/// `sysctl -qw SETTINGS` in namespace `ns`.
+pub fn sysctl(ns: &str, settings: &[&str]) -> Result<(), LabError> {
+    let mut args = vec!["netns", "exec", ns, "sysctl", "-qw"];
+    args.extend_from_slice(settings);
+    run("ip", &args)
+}
+
+fn run(prog: &str, args: &[&str]) -> Result<(), LabError> {
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Host(format!("cannot run '{prog}': {e}; install iproute2")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Topology(format!(
+            "'{prog} {}' failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
