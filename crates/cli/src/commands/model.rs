@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use nflab_analyze::dist::{Distribution, Pct, DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS};
+use nflab_lab::study::model_fit::{fit_and_write, FitSettings};
 use nflab_model::batch::{self, BatchInputs};
 use nflab_model::dist::SlotDist;
-use nflab_model::fit::{self, FitConfig, RunObservation};
 use nflab_model::resource::{
     self, Bus, CacheLevels, CostComponents, InterruptLoad, ResourceInputs,
 };
@@ -869,75 +869,6 @@ fn pct(p: &str) -> Pct {
     Pct::parse(p).unwrap_or_else(|| unreachable!("{p} is a percentile"))
 }
 
-/// The latencies of a run's measured packets (warm-up, second copies and
-/// packets beyond the reorder window left out) as the engine's
-/// distribution: the one behind the run's summary.json, so the fit's
-/// measured median is the summary's p50. Empty when the run kept no records.
-fn measured_latency(records: &Path) -> Distribution {
-    use nflab_analyze::{analyze_file_with, AnalysisConfig, Format, Options};
-    match analyze_file_with(
-        records,
-        &AnalysisConfig::default(),
-        &Options::default(),
-        Some(Format::Nfr),
-    ) {
-        Ok(fa) => fa.analysis.latency,
-        Err(_) => Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS),
-    }
-}
-
-fn read_json(path: &Path) -> anyhow::Result<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
-}
-
-/// Settings of a fit: the flags of `nflab model fit`, or `[model]` of a spec.
-#[derive(Debug, Clone)]
-pub struct FitSettings {
-    /// Core clock of the DuT, Hz.
-    pub cpu_hz: Option<f64>,
-    /// Cores of the DuT.
-    pub cores: f64,
-    /// Framework I/O cycles per packet.
-    pub c_io: f64,
-    /// Baseline median latency, ns (default: the loopback runs').
-    pub baseline_median_ns: Option<f64>,
-    /// Poller batch size (default: dut.batch, else 32).
-    pub batch: Option<usize>,
-    /// Queue capacity (default: dut.queue, else 4096).
-    pub queue: Option<usize>,
-    /// Interrupt sources of the DuT core.
-    pub interrupts: Vec<InterruptLoad>,
-    /// Packets simulated per run, at most.
-    pub sim_packets: u64,
-}
-
-impl FitSettings {
-    /// The settings of a spec's `[model]` section.
-    pub fn from_spec(m: &nflab_lab::spec::model::ModelSection) -> FitSettings {
-        FitSettings {
-            cpu_hz: m.cpu_hz,
-            cores: m.cores,
-            c_io: m.c_io,
-            baseline_median_ns: m.baseline_median_ns,
-            batch: m.batch.map(|b| b as usize),
-            queue: m.queue.map(|q| q as usize),
-            // Validated when the spec was parsed.
-            interrupts: m
-                .interrupts
-                .iter()
-                .filter_map(|s| nflab_lab::spec::model::parse_interrupt(s).ok())
-                .map(|(rate_hz, duration_ns)| InterruptLoad {
-                    rate_hz,
-                    duration_ns,
-                })
-                .collect(),
-            sim_packets: m.sim_packets,
-        }
-    }
-}
-
 fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
     let interrupts = a
         .interrupt
@@ -1003,111 +934,4 @@ fn fit_cmd(a: FitArgs) -> anyhow::Result<()> {
         println!("note: {n}");
     }
     Ok(())
-}
-
-/// Fit the models to the experiment in `dir` and write `dir/model.json`, the
-/// predictions the report lays over the measurements (docs/report.md);
-/// `source` names who asked, for the file.
-pub fn fit_and_write(
-    dir: &Path,
-    s: &FitSettings,
-    source: &str,
-) -> anyhow::Result<(fit::FitReport, PathBuf)> {
-    let runs_dir = dir.join("runs");
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
-        .with_context(|| {
-            format!(
-                "cannot list {}: give the directory `nflab run` wrote (it holds runs/NNN/)",
-                runs_dir.display()
-            )
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("params.json").exists() && p.join("summary.json").exists())
-        .collect();
-    entries.sort();
-    let mut runs = Vec::new();
-    // Medians of the loopback runs, whose mean is the baseline.
-    let mut baselines = Distribution::new(DEFAULT_EXACT_LIMIT, DEFAULT_HDR_DIGITS);
-    let mut batch_from_spec = None;
-    let mut queue_from_spec = None;
-    for dir in &entries {
-        let params = read_json(&dir.join("params.json"))?;
-        let summary = read_json(&dir.join("summary.json"))?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut latency = measured_latency(&dir.join("records.nfr"));
-        let kind = params["dut"]["kind"].as_str().unwrap_or("");
-        if kind == "loopback" {
-            if let Some(Some(m)) = latency.quantiles(&[pct("50")]).first() {
-                baselines.record(m.value);
-            }
-            continue;
-        }
-        let offered = params["traffic"]["rate_pps"]
-            .as_f64()
-            .or_else(|| summary["rate"]["offered_pps"].as_f64());
-        let Some(offered) = offered else {
-            eprintln!("note: run {name} has no numeric traffic.rate_pps; skipped");
-            continue;
-        };
-        // sheep: TSC cycles of calculation plus `accesses` random reads into
-        // a table of `table_bytes`, costed with the cache levels of seed 000.
-        let sh = &params["dut"]["sheep"];
-        let sheep = sh["cycles_per_packet"]
-            .as_f64()
-            .or_else(|| sh["cycles"].as_f64())
-            .or_else(|| params["dut"]["cycles_per_packet"].as_f64())
-            .map(|c| {
-                let accesses = sh["accesses"].as_f64().unwrap_or(0.0);
-                let table = sh["table_bytes"].as_f64().unwrap_or(0.0);
-                c + accesses * CacheLevels::SANDY_BRIDGE.access_cycles(table)
-            });
-        if batch_from_spec.is_none() {
-            batch_from_spec = params["dut"]["batch"].as_u64().map(|b| b as usize);
-        }
-        if queue_from_spec.is_none() {
-            queue_from_spec = params["dut"]["queue"].as_u64().map(|b| b as usize);
-        }
-        runs.push(RunObservation {
-            name,
-            offered_pps: offered,
-            carried_pps: summary["rate"]["rx_pps"].as_f64().unwrap_or(0.0),
-            loss_ratio: summary["loss_ratio"].as_f64().unwrap_or(0.0),
-            latency_ns: latency,
-            sheep_cycles: sheep,
-            poisson: params["traffic"]["pattern"].as_str() == Some("poisson"),
-            sent: summary["packets"]["sent"].as_u64(),
-        });
-    }
-    let baseline = s.baseline_median_ns.or_else(|| baselines.mean());
-    let r = fit::fit(
-        &mut runs,
-        &FitConfig {
-            cpu_hz: s.cpu_hz,
-            cores: s.cores,
-            c_io: s.c_io,
-            baseline_ns: baseline,
-            batch: s.batch.or(batch_from_spec).unwrap_or(32),
-            queue_capacity: s.queue.or(queue_from_spec).unwrap_or(4096),
-            interrupts: s.interrupts.clone(),
-            sim_packets: s.sim_packets,
-            seed: 1,
-        },
-    )?;
-    // The report lays these predictions over the measurements (docs/report.md).
-    let overlay = serde_json::json!({
-        "source": source,
-        "method": r.method,
-        "predictions": r.runs.iter().map(|x| serde_json::json!({
-            "run": x.name,
-            "p50_ns": x.predicted_p50_ns,
-            "mean_ns": x.predicted_mean_ns,
-        })).collect::<Vec<_>>(),
-    });
-    let model_json = dir.join("model.json");
-    std::fs::write(&model_json, serde_json::to_string_pretty(&overlay)? + "\n")
-        .with_context(|| format!("cannot write {}", model_json.display()))?;
-    Ok((r, model_json))
 }

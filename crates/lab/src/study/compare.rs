@@ -152,7 +152,7 @@ fn load(dir: &Path) -> Result<BTreeMap<String, Pooled>, LabError> {
     let mut paths: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
     paths.sort();
     for rd in paths {
-        if !rd.join(crate::study::experiment::COMPLETE_MARKER).exists() {
+        if !rd.join(crate::study::tree::COMPLETE_MARKER).exists() {
             continue;
         }
         let params: serde_json::Value = std::fs::read_to_string(rd.join("params.json"))

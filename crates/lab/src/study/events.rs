@@ -9,7 +9,7 @@ use crate::artifacts::events::{unix_s, Event, Observers};
 use crate::error::LabError;
 use crate::run::RunOutcome;
 use crate::spec::{Rate, RunPlan};
-use crate::study::experiment::ExperimentResult;
+use crate::study::tree::ExperimentResult;
 
 /// How often the run in progress is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);

@@ -11,77 +11,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use nflab_analyze::Summary;
-use serde::Serialize;
-
 use crate::artifacts::env::Environment;
 use crate::artifacts::files::{write_file, write_json};
 use crate::artifacts::snapshot::Snapshot;
 use crate::error::LabError;
 use crate::knobs::host::{AppliedKnobs, KnobRoots};
-use crate::run::failure::{check_writable, mark_failed, DiskReserve, FailedRun};
+use crate::run::failure::{check_writable, mark_failed, DiskReserve};
 use crate::run::{run_one_with, KeptTopology};
 use crate::spec::{OnRunFailure, RunPlan, Spec};
 use crate::study::results::{self, RunRow};
 use crate::study::rfc2544;
+use crate::study::tree::{completed_summary, same_params};
+pub use crate::study::tree::{params_json, run_dir, ExperimentResult, RunOptions, COMPLETE_MARKER};
 use crate::topo;
-
-/// Name of the marker file of a finished run.
-pub const COMPLETE_MARKER: &str = ".complete";
-
-/// How to run an experiment.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Parent of the experiment directory.
-    pub out: PathBuf,
-    /// Finish this existing experiment directory instead of starting anew.
-    pub resume: Option<PathBuf>,
-    /// Show progress lines on stderr.
-    pub progress: bool,
-    /// nflab version for `env.json`.
-    pub version: String,
-    /// git commit.
-    pub commit: String,
-    /// Called with the experiment directory when the experiment fails after at least
-    /// one run finished (its results and `results.parquet` are written by then): the CLI
-    /// writes the report of what exists there.
-    pub after_failure: Option<fn(&Path)>,
-    /// Who hears the study's events (progress bar, `--events`); none by default.
-    pub events: crate::artifacts::events::Observers,
-}
-
-/// What an experiment produced.
-#[derive(Debug, Serialize)]
-pub struct ExperimentResult {
-    /// The experiment directory.
-    pub dir: PathBuf,
-    /// One row per completed run, in run order.
-    pub runs: Vec<RunRow>,
-    /// Runs taken over from an earlier, interrupted invocation.
-    pub resumed_runs: usize,
-    /// A signal stopped the experiment.
-    pub interrupted: bool,
-    /// Verdicts of an RFC 2544 procedure, when the spec has one.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rfc2544: Vec<rfc2544::Verdict>,
-    /// Runs that failed while the study went on (`experiment.on_run_failure = "continue"`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub failed_runs: Vec<FailedRun>,
-}
-
-/// Directory of run `index`.
-pub fn run_dir(experiment: &Path, index: usize) -> PathBuf {
-    experiment.join("runs").join(format!("{index:03}"))
-}
-
-/// The summary of a complete run, or None if the run must be (re)done.
-pub(crate) fn completed_summary(dir: &Path) -> Option<Summary> {
-    if !dir.join(COMPLETE_MARKER).exists() {
-        return None;
-    }
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
-    serde_json::from_str(&text).ok()
-}
 
 /// Run every run of the spec at `spec_path` (or resume `opts.resume`).
 pub fn run_experiment(
@@ -346,6 +288,12 @@ fn run_experiment_in(
     if let Some(m) = spec.monitor.as_ref().filter(|m| m.kind == "udp") {
         crate::study::monitor_accuracy::write(&dir, m.subtract_offset == Some(true))?;
     }
+    // [model]: the predictions the report lays over the measurements.
+    let model = if interrupted {
+        None
+    } else {
+        crate::study::model_fit::write_model(&dir, &spec)
+    };
     Ok(ExperimentResult {
         dir,
         runs: rows,
@@ -353,33 +301,11 @@ fn run_experiment_in(
         interrupted,
         rfc2544: verdicts,
         failed_runs,
+        model,
     })
 }
 
 /// Directory name of a run (`000`).
 fn run_name(plan: &RunPlan) -> String {
     format!("{:03}", plan.index)
-}
-
-/// Whether a stored run was made with the parameters of `plan`.
-pub(crate) fn same_params(dir: &Path, plan: &RunPlan) -> bool {
-    let stored: Option<serde_json::Value> = std::fs::read_to_string(dir.join("params.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok());
-    stored.as_ref() == Some(&params_json(plan))
-}
-
-/// `params.json` of a run: the resolved parameters and where they came from.
-pub fn params_json(plan: &RunPlan) -> serde_json::Value {
-    serde_json::json!({
-        "run": format!("{:03}", plan.index),
-        "repetition": plan.repetition,
-        "combination": plan.combination,
-        "sweep": plan.params,
-        "seed": plan.spec.experiment.seed,
-        "dut": plan.spec.dut,
-        "traffic": plan.spec.traffic,
-        "topology": plan.spec.topology,
-        "analysis": plan.spec.analysis,
-    })
 }

@@ -23,10 +23,8 @@ use crate::spec::hosts::HostEntry;
 use crate::spec::pairs::PairEntry;
 use crate::spec::{DutKind, RunPlan, Spec};
 use crate::study::events::run_start;
-use crate::study::experiment::{
-    completed_summary, params_json, run_dir, same_params, COMPLETE_MARKER,
-};
 use crate::study::results::RunRow;
+use crate::study::tree::{completed_summary, params_json, run_dir, same_params, COMPLETE_MARKER};
 
 /// File of a run naming the pair that ran it.
 pub const PAIR_FILE: &str = "pair.json";

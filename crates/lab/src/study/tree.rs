@@ -1,0 +1,96 @@
+//! An experiment's artifact tree (DESIGN §3.2): where each run's directory is, what
+//! marks a run complete, the parameters a run is known by, and what a study
+//! returns.
+
+use std::path::{Path, PathBuf};
+
+use nflab_analyze::Summary;
+use serde::Serialize;
+
+use crate::run::failure::FailedRun;
+use crate::spec::RunPlan;
+use crate::study::results::RunRow;
+use crate::study::rfc2544;
+
+/// Name of the marker file of a finished run.
+pub const COMPLETE_MARKER: &str = ".complete";
+
+/// How to run an experiment.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Parent of the experiment directory.
+    pub out: PathBuf,
+    /// Finish this existing experiment directory instead of starting anew.
+    pub resume: Option<PathBuf>,
+    /// Show progress lines on stderr.
+    pub progress: bool,
+    /// nflab version for `env.json`.
+    pub version: String,
+    /// git commit.
+    pub commit: String,
+    /// Called with the experiment directory when the experiment fails after at least
+    /// one run finished (its results and `results.parquet` are written by then): the CLI
+    /// writes the report of what exists there.
+    pub after_failure: Option<fn(&Path)>,
+    /// Who hears the study's events (progress bar, `--events`); none by default.
+    pub events: crate::artifacts::events::Observers,
+}
+
+/// What an experiment produced.
+#[derive(Debug, Serialize)]
+pub struct ExperimentResult {
+    /// The experiment directory.
+    pub dir: PathBuf,
+    /// One row per completed run, in run order.
+    pub runs: Vec<RunRow>,
+    /// Runs taken over from an earlier, interrupted invocation.
+    pub resumed_runs: usize,
+    /// A signal stopped the experiment.
+    pub interrupted: bool,
+    /// Verdicts of an RFC 2544 procedure, when the spec has one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rfc2544: Vec<rfc2544::Verdict>,
+    /// Runs that failed while the study went on (`experiment.on_run_failure = "continue"`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_runs: Vec<FailedRun>,
+    /// The model fit of `[model]` (`model.json`), when the spec asks for one.
+    #[serde(skip)]
+    pub model: Option<crate::study::model_fit::ModelFit>,
+}
+
+/// Directory of run `index`.
+pub fn run_dir(experiment: &Path, index: usize) -> PathBuf {
+    experiment.join("runs").join(format!("{index:03}"))
+}
+
+/// The summary of a complete run, or None if the run must be (re)done.
+pub(crate) fn completed_summary(dir: &Path) -> Option<Summary> {
+    if !dir.join(COMPLETE_MARKER).exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Whether a stored run was made with the parameters of `plan`.
+pub(crate) fn same_params(dir: &Path, plan: &RunPlan) -> bool {
+    let stored: Option<serde_json::Value> = std::fs::read_to_string(dir.join("params.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok());
+    stored.as_ref() == Some(&params_json(plan))
+}
+
+/// `params.json` of a run: the resolved parameters and where they came from.
+pub fn params_json(plan: &RunPlan) -> serde_json::Value {
+    serde_json::json!({
+        "run": format!("{:03}", plan.index),
+        "repetition": plan.repetition,
+        "combination": plan.combination,
+        "sweep": plan.params,
+        "seed": plan.spec.experiment.seed,
+        "dut": plan.spec.dut,
+        "traffic": plan.spec.traffic,
+        "topology": plan.spec.topology,
+        "analysis": plan.spec.analysis,
+    })
+}
