@@ -59,6 +59,7 @@ mod ncs;
 #[cfg(feature = "png")]
 mod png;
 pub mod prrt;
+mod registry;
 pub mod sdn;
 pub mod svg;
 
@@ -137,9 +138,7 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
     }
     let mut e = load::load_with(dir, opts.exact_packets.unwrap_or(load::EXACT_PACKETS));
     e.problems.extend(ncs::problems(&e));
-    let mut figs = figures::all(&e);
-    figs.extend(ncs::figures(&e));
-    figs.extend(komon::figures(&e));
+    let figs = registry::all(&e);
     let mut problems = e.problems.clone();
     for r in &e.runs {
         problems.extend(r.problems.iter().map(|p| format!("run {}: {p}", r.name)));

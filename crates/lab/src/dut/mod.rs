@@ -18,7 +18,6 @@ pub mod kernel;
 pub mod link;
 pub mod nflab;
 pub mod ovs;
-pub mod realtime;
 pub mod registry;
 pub mod relay;
 pub mod testpmd;

@@ -251,7 +251,7 @@ pub fn spawn(
                     eprintln!("warning: {e}");
                 }
                 if realtime {
-                    if let Err(e) = nflab_io::clock::set_realtime(crate::dut::realtime::PRIORITY) {
+                    if let Err(e) = nflab_io::clock::set_realtime(crate::sys::cpu::DUT_PRIORITY) {
                         eprintln!("warning: dut.realtime: cannot run the data plane under SCHED_FIFO: {e}");
                     }
                 }

@@ -54,6 +54,22 @@ pub fn names_where(yes: impl Fn(&dyn DutDriver) -> bool) -> Vec<&'static str> {
         .collect()
 }
 
+/// Refuse `dut.realtime = true` for `kind` where it cannot apply. It puts the threads
+/// nflab runs as the DuT under SCHED_FIFO (the data plane's and the link's workers,
+/// the udp relay's thread, every thread of the ovs-vswitchd nflab starts); elsewhere
+/// nflab starts no thread of the DuT's own that it could raise, so the key is
+/// refused in one sentence rather than ignored.
+pub fn check_realtime(kind: DutKind) -> Result<(), LabError> {
+    match driver(kind).why_not_realtime() {
+        None => Ok(()),
+        Some(why) => Err(LabError::Unsupported(format!(
+            "dut.realtime = true does not apply to dut.kind = \"{}\": {why}; it applies to {}",
+            kind.as_str(),
+            kinds_where(|d| d.why_not_realtime().is_none(), "and")
+        ))),
+    }
+}
+
 /// The netns topology for `kind` on this host, with `queues` queues per veth (one
 /// per AF_XDP TX thread or data-plane worker).
 pub fn topology(kind: DutKind, queues: u32) -> Result<Topology, LabError> {
@@ -96,5 +112,49 @@ mod tests {
             kinds_where(|d| d.joins_one_subnet(), "or"),
             "loopback, linux-bridge or link"
         );
+    }
+
+    #[test]
+    fn realtime_is_refused_in_one_sentence_where_it_cannot_apply() {
+        for kind in [
+            DutKind::Nflab,
+            DutKind::Link,
+            DutKind::UdpRelay,
+            DutKind::Ovs,
+        ] {
+            assert!(check_realtime(kind).is_ok(), "{}", kind.as_str());
+        }
+        for kind in [
+            DutKind::LinuxRouter,
+            DutKind::LinuxBridge,
+            DutKind::Loopback,
+            DutKind::Testpmd,
+            DutKind::External,
+        ] {
+            let e = check_realtime(kind).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "dut.realtime = true does not apply to dut.kind = \"{}\"",
+                    kind.as_str()
+                )) && e.ends_with("it applies to nflab, link, ovs and udp-relay"),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn a_spec_with_realtime_on_a_kernel_dut_is_refused_before_anything_runs() {
+        let text = "[experiment]\nname = \"x\"\n[dut]\nkind = \"linux-router\"\nrealtime = true\n";
+        let e = crate::spec::Spec::parse(text, "t")
+            .and_then(|s| s.check_supported())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dut.kind = \"linux-router\""), "{e}");
+        // Off is fine anywhere.
+        let off = text.replace("true", "false");
+        assert!(crate::spec::Spec::parse(&off, "t")
+            .and_then(|s| s.check_supported())
+            .is_ok());
     }
 }

@@ -106,7 +106,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
             // dut.realtime: above the generator and the recorder (50), as the nflab
             // data plane's workers, so a busy host does not hold datagrams up.
             let realtime = want_realtime
-                && match nflab_io::clock::set_realtime(crate::dut::realtime::PRIORITY) {
+                && match nflab_io::clock::set_realtime(crate::sys::cpu::DUT_PRIORITY) {
                     Ok(()) => true,
                     Err(e) => {
                         eprintln!(

@@ -154,7 +154,7 @@ pub fn dut_up(
 ) -> Result<DutState, LabError> {
     crate::net::netns::check_root()?;
     if let Some(tag) = owner {
-        crate::hosts::remote_gc::check_tag(tag)?;
+        crate::hosts::owner::check_tag(tag)?;
     }
     let ingress_mac = nflab_io::iface::mac(ingress).map(|m| nflab_wire::MacAddr(m).to_string())?;
     nflab_io::iface::index(egress)?;
@@ -170,8 +170,8 @@ pub fn dut_up(
         owner: owner.map(str::to_string),
     };
     let saved = |st: &DutState| match &st.owner {
-        Some(tag) => crate::hosts::remote_gc::save_dut_state(
-            &crate::hosts::remote_gc::dut_state_path(tag, &st.ingress),
+        Some(tag) => crate::hosts::owner::save_dut_state(
+            &crate::hosts::owner::dut_state_path(tag, &st.ingress),
             st,
         ),
         None => Ok(()),
@@ -258,7 +258,7 @@ pub fn dut_down(st: &DutState) -> Vec<String> {
         }
     }
     if let (Some(tag), true) = (&st.owner, problems.is_empty()) {
-        let _ = std::fs::remove_file(crate::hosts::remote_gc::dut_state_path(tag, &st.ingress));
+        let _ = std::fs::remove_file(crate::hosts::owner::dut_state_path(tag, &st.ingress));
     }
     problems
 }
@@ -334,10 +334,10 @@ impl RemoteDut {
         lg_tx_mac: &str,
         lg_rx_mac: &str,
     ) -> Result<RemoteDut, LabError> {
-        let mut journal = crate::hosts::remote_gc::journal_host(host)?;
+        let mut journal = crate::hosts::owner::journal_host(host)?;
         let v = host.remote(&[
             "--owner",
-            crate::hosts::remote_gc::owner_tag(),
+            crate::hosts::owner::owner_tag(),
             "dut-up",
             "--kind",
             setup.kind_name(),

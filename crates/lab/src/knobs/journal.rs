@@ -13,7 +13,7 @@
 //!
 //! The same journal names the remote hosts a study touches (`Restore::Remote`):
 //! gc asks each to undo what the dead controller left there
-//! ([`crate::hosts::remote_gc`]).
+//! (`hosts::remote_gc`).
 //!
 //! Not journaled, because they end with the process: the PM QoS request (an
 //! open file), thread scheduling policies and the background load threads;
@@ -58,7 +58,7 @@ pub enum Restore {
     },
     /// Ask a host of a hosts topology or a pair to undo what the controller
     /// `owner` left there: `nflab remote gc --owner OWNER` over SSH
-    /// ([`crate::hosts::remote_gc`]).
+    /// (`hosts::remote_gc`).
     Remote {
         /// The host, as the spec declared it.
         host: Box<crate::spec::hosts::HostEntry>,

@@ -1,5 +1,5 @@
 //! The LoadGen host's side of a host pair (`nflab remote lg-macs|loadgen|fetch|clean`,
-//! called over SSH by the controller, [`crate::study::pairs`]): the generator and the
+//! called over SSH by the controller, `study::pairs`): the generator and the
 //! recorder of one run on the pair's interfaces, analysed here with the same
 //! code as a local run, into a scratch directory the controller then fetches
 //! file by file and removes.
@@ -35,8 +35,7 @@ impl crate::artifacts::events::Observer for ProgressLines {
     }
 }
 
-/// Prefix of the scratch directories (under the temp dir) of this host's runs.
-pub const SCRATCH_PREFIX: &str = "nflab-lg-";
+pub use crate::hosts::owner::SCRATCH_PREFIX;
 
 /// MACs of the LoadGen's interfaces: `(tx, rx)`.
 pub fn lg_macs(netns: Option<&str>, tx: &str, rx: &str) -> Result<(MacAddr, MacAddr), LabError> {
@@ -72,7 +71,7 @@ pub fn run_loadgen(
 ) -> Result<(PathBuf, Vec<String>), LabError> {
     crate::net::netns::check_root()?;
     if let Some(tag) = owner {
-        crate::hosts::remote_gc::check_tag(tag)?;
+        crate::hosts::owner::check_tag(tag)?;
     }
     let lg = &pair(spec, pair_name)?.loadgen;
     let topo = Topology::for_loadgen_host(
@@ -105,7 +104,7 @@ pub fn run_loadgen(
     Ok((dir, files))
 }
 
-/// The run's measuring half ([`crate::run::measure`]) and its files.
+/// The run's measuring half (`run::measure`) and its files.
 fn traffic_and_analysis(
     spec: &Spec,
     topo: &Topology,

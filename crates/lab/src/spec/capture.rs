@@ -1,5 +1,5 @@
 //! `[capture]` of the spec: its keys and their check (what runs is in
-//! [`crate::run::capture`]).
+//! `run::capture`).
 
 use std::path::Path;
 

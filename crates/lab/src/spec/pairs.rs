@@ -1,7 +1,7 @@
 //! `[[pair]]` of the spec: LoadGen/DuT host pairs of a testbed, pos-style.
 //! A study's runs go to whichever pair is free, in parallel; each run's pair
 //! is recorded (`runs/NNN/pair.json`, the `pair` column of results.parquet).
-//! What runs is in [`crate::study::pairs`].
+//! What runs is in `study::pairs`.
 //!
 //! ```toml
 //! [topology]

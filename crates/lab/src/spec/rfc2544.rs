@@ -1,5 +1,5 @@
 //! `[rfc2544]` of the spec: the procedure and its keys (the search itself
-//! is in [`crate::study::rfc2544`]).
+//! is in `study::rfc2544`).
 
 use serde::{Deserialize, Serialize};
 

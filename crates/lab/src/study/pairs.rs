@@ -234,12 +234,12 @@ fn run_on_pair(
         let run = plan.index.to_string();
         let dst = dst.to_string();
         // One SSH call: the LoadGen sends, records, analyses and streams the files back.
-        let mut journal = crate::hosts::remote_gc::journal_host(&pair.loadgen)?;
+        let mut journal = crate::hosts::owner::journal_host(&pair.loadgen)?;
         let taken = take(
             &pair.loadgen,
             &[
                 "--owner",
-                crate::hosts::remote_gc::owner_tag(),
+                crate::hosts::owner::owner_tag(),
                 "loadgen",
                 "--spec-json",
                 &spec_json,

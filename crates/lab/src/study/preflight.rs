@@ -34,9 +34,14 @@ impl Spec {
             ));
         }
         if self.dut.realtime == Some(true) {
-            crate::dut::realtime::check(self.dut.kind)?;
+            crate::dut::registry::check_realtime(self.dut.kind)?;
         }
-        crate::dut::driver(self.dut.kind).check(self)?;
+        let dut = crate::dut::driver(self.dut.kind);
+        if !dut.available() {
+            let valid = crate::dut::registry::names_where(|d| d.available()).join(", ");
+            return unsupported("dut.kind", self.dut.kind.as_str(), &valid);
+        }
+        dut.check(self)?;
         // [[pair]] is checked with the spec (crate::spec::pairs).
         if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
             let setup = crate::dut::driver(self.dut.kind).remote_setup();

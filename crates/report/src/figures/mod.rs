@@ -15,12 +15,12 @@ use crate::load::Experiment;
 use crate::svg::{self, Style};
 
 pub(crate) mod anomaly;
-mod gen;
-mod latency;
-mod model;
-mod stages;
-mod sweep;
-mod timeseries;
+pub(crate) mod gen;
+pub(crate) mod latency;
+pub(crate) mod model;
+pub(crate) mod stages;
+pub(crate) mod sweep;
+pub(crate) mod timeseries;
 
 /// The data behind a figure, written as CSV next to its SVG.
 #[derive(Debug, Clone, Default)]
@@ -235,26 +235,6 @@ pub fn stack(panels: &[(String, f64)], w: f64) -> String {
     }
     s.push_str("</svg>");
     s
-}
-
-/// All figures that apply to the experiment, in report order.
-pub fn all(e: &Experiment) -> Vec<Figure> {
-    let ctx = Ctx::new(e);
-    let mut out = Vec::new();
-    out.extend(latency::hdr(&ctx));
-    out.extend(latency::cdf(&ctx, false));
-    out.extend(latency::cdf(&ctx, true));
-    out.extend(latency::histogram(&ctx));
-    out.extend(timeseries::over_time(&ctx));
-    out.extend(timeseries::windows(&ctx));
-    out.extend(anomaly::timeline(&ctx));
-    out.extend(sweep::sweep(&ctx));
-    out.extend(sweep::throughput(&ctx));
-    out.extend(model::overlay(&ctx));
-    out.extend(gen::selfcheck(&ctx));
-    out.extend(crate::prrt::figures(e));
-    out.extend(stages::stacked(&ctx));
-    out
 }
 
 /// `figures/README.md`: what each file is and the command that redraws it.
