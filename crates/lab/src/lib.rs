@@ -1,24 +1,27 @@
-//! Experiments: the spec, sweeps, the namespace topology, DuT set-up,
-//! provenance and the artifact tree (DESIGN §1, §3.2, §3.5).
+//! Experiments: the spec, sweeps, the topology, the DuT, provenance and the
+//! artifact tree (DESIGN §1, §2.1, §3.2, §3.5).
 //!
-//! `run_experiment` reads a spec, expands `[sweep]` into runs, and for each
-//! run builds a fresh topology, runs the generator and the recorder on their
-//! own pinned threads, writes the records, analyses them and removes the
-//! topology, whatever ended the run. Namespaces carry the owner's pid in their
-//! name and an owner file, so `topology::gc` can remove leftovers of dead runs.
+//! `run_experiment` reads a spec, expands `[sweep]` into runs, and for each run
+//! builds a fresh topology, starts the DuT through its kind's driver, runs the
+//! generator and the recorder on their own pinned threads, writes the records,
+//! analyses them and removes the topology, whatever ended the run; at the end it
+//! writes the results table and, with `[model]`, the model's predictions.
+//! Namespaces carry the owner's pid in their name and an owner file, so
+//! `topo::gc` can remove leftovers of dead runs.
 //!
-//! The modules form layers, each using only those below it (no import
-//! cycles; a new DuT kind or app sits beside the others, above `spec`):
-//! 1. leaves: `error`, `addresses`, `cpu`, `env`, `model`, `snapshot`,
-//!    `netns`, `failpoint`, `recorder`, `txstamps`, `app_results`, `knob_journal` → `orphans`,
-//!    `iface_knobs` → `knobs`, and the spec
-//!    sections defined beside their feature (`inventory`, `capture_section`,
-//!    `rfc2544_section`);
-//! 2. `spec`: parsing, keys and sweeps;
-//! 3. `results`, `hosts` → `topology`, `traffic_plan` → `traffic`, the DuT
-//!    kinds (`dut_*`), apps (`app_*`) and `capture_run`;
-//! 4. `runner` (one run), `run_failure`, `rfc2544`, `preflight` (the check before a study
-//!    asks each DuT kind and app), then `experiment` and `compare`.
+//! The folders form layers, each using only those below it, and no module imports
+//! another that imports it back:
+//! 1. `error`, `failpoint`; `sys` (processes, CPUs); `artifacts` (files written
+//!    whole, provenance, events);
+//! 2. `spec`: the spec as data, one file per section, with validation, sweeps and
+//!    includes — it imports no feature;
+//! 3. `net` (addresses, namespaces, commands), `knobs`, `hosts` (SSH, the remote DuT);
+//! 4. `topo`: the netns and hosts topologies, `gc`;
+//! 5. `dut`: one driver per DuT kind and the registry, the one match on the kind;
+//! 6. `app`: applications across the DuT;
+//! 7. `run`: one run, top-down, and the measuring half it shares with a remote LoadGen;
+//! 8. `study`: the runs of a spec, host pairs, RFC 2544, results, the check before a
+//!    run, the model fit.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

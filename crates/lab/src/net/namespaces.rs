@@ -40,7 +40,12 @@ pub fn write_owner(ns: &str) -> Result<(), LabError> {
         .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
     let pid = std::process::id();
     let start = process_start_time(pid).unwrap_or(0);
-    std::fs::write(owner_path(ns), format!("{pid} {start}\n"))
+    // Written aside and renamed into place: another run's gc that reads the file
+    // while it is being written would see no owner and remove the namespace.
+    let path = owner_path(ns);
+    let partial = path.with_extension(format!("owner.partial-{pid}"));
+    std::fs::write(&partial, format!("{pid} {start}\n"))
+        .and_then(|()| std::fs::rename(&partial, &path))
         .map_err(|e| LabError::Topology(format!("cannot write owner file for {ns}: {e}")))
 }
 
