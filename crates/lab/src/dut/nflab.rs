@@ -341,13 +341,15 @@ impl StandaloneConfig {
                 .join(" "),
         })?;
         // `kind = "link"` runs through crate::dut::link::run_standalone.
-        let checked = match c.dut.kind {
-            DutKind::Link => c.dut.check_link(),
-            DutKind::Nflab => c.dut.check_nflab(),
-            other => Err(LabError::Unsupported(format!(
+        let checked = if c.dut.kind == DutKind::Link {
+            c.dut.check_link()
+        } else if c.dut.kind == DutKind::Nflab {
+            c.dut.check_nflab()
+        } else {
+            Err(LabError::Unsupported(format!(
                 "dut.kind = \"{}\": nflab dut runs kind \"nflab\" or \"link\"",
-                other.as_str()
-            ))),
+                c.dut.kind.as_str()
+            )))
         };
         checked.map_err(|e| LabError::Spec {
             file,

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::spec::hosts::HostEntry;
-use crate::spec::{DutKind, Spec, TopologyKind};
+use crate::spec::{Spec, TopologyKind};
 
 /// One `[[pair]]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -75,15 +75,6 @@ pub fn validate(spec: &Spec) -> Result<(), (&'static str, String)> {
                 format!("{section} with [[pair]] is not available yet: drop one of them"),
             ));
         }
-    }
-    if !matches!(spec.dut.kind, DutKind::LinuxRouter | DutKind::LinuxBridge) {
-        return Err((
-            "dut",
-            format!(
-                "dut.kind = \"{}\" on a host pair is not available yet; valid with [[pair]]: linux-router, linux-bridge",
-                spec.dut.kind.as_str()
-            ),
-        ));
     }
     let mut seen = std::collections::BTreeSet::new();
     for (i, p) in spec.pair.iter().enumerate() {
@@ -176,10 +167,6 @@ mod tests {
             (
                 format!("{}{PAIR}", BASE.replace("hosts", "netns")),
                 "needs topology.kind",
-            ),
-            (
-                format!("{}{PAIR}", BASE.replace("linux-router", "nflab")),
-                "valid with [[pair]]",
             ),
         ] {
             let e = Spec::parse(&text, "t").unwrap_err().to_string();

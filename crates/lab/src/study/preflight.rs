@@ -42,9 +42,18 @@ impl Spec {
             return unsupported("dut.kind", self.dut.kind.as_str(), &valid);
         }
         dut.check(self)?;
-        // [[pair]] is checked with the spec (crate::spec::pairs).
+        // [[pair]] is checked with the spec (crate::spec::pairs), but for what its DuT
+        // host can be set up as.
+        if !self.pair.is_empty() && dut.remote_setup().is_none() {
+            let valid = crate::dut::registry::names_where(|d| d.remote_setup().is_some());
+            return Err(LabError::Unsupported(format!(
+                "dut.kind = \"{}\" on a host pair is not available yet; valid with [[pair]]: {}",
+                self.dut.kind.as_str(),
+                valid.join(", ")
+            )));
+        }
         if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
-            let setup = crate::dut::driver(self.dut.kind).remote_setup();
+            let setup = dut.remote_setup();
             crate::hosts::remote_dut::validate(&self.hosts, self.dut.kind.as_str(), setup)
                 .map_err(LabError::Unsupported)?;
         }
@@ -123,5 +132,20 @@ mod tests {
             }
         }
         assert!(checked >= 30, "{checked} examples");
+    }
+
+    #[test]
+    fn a_pair_whose_dut_host_cannot_be_set_up_is_refused_naming_the_kinds_that_can() {
+        let text = "[experiment]\nname = \"p\"\n[topology]\nkind = \"hosts\"\n[dut]\nkind = \"nflab\"\npipeline = [\"l2fwd\"]\n\
+                    [[pair]]\nname = \"a\"\n[pair.loadgen]\naddress = \"root@198.18.254.11\"\ntx_iface = \"eth1\"\nrx_iface = \"eth2\"\n\
+                    [pair.dut]\naddress = \"root@198.18.254.12\"\ningress_iface = \"p1\"\negress_iface = \"p2\"\n";
+        let e = Spec::parse(text, "t")
+            .and_then(|s| s.check_supported())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dut.kind = \"nflab\" on a host pair is not available yet; valid with [[pair]]: linux-router, linux-bridge"),
+            "{e}"
+        );
     }
 }
