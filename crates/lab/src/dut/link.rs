@@ -193,9 +193,8 @@ impl Plumbing for LinkDriver {
         true
     }
 
-    /// The link owns dut0/dut1; the kernel must not forward a copy of what it sees.
     fn plumb(&self, ns: &str) -> Result<(), LabError> {
-        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+        crate::dut::kernel_forwarding_off(ns)
     }
 }
 

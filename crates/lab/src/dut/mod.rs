@@ -106,6 +106,12 @@ pub(crate) fn dut_namespace(topo: &Topology, kind: &str) -> Result<String, LabEr
         .ok_or_else(|| LabError::Topology(format!("the {kind} DuT needs a DuT namespace")))
 }
 
+/// Plumbing of a DuT that reads dut0 and dut1 itself (a data plane, testpmd, Open
+/// vSwitch): the kernel must not forward a copy of what it sees there.
+pub(crate) fn kernel_forwarding_off(ns: &str) -> Result<(), LabError> {
+    crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+}
+
 /// Write `dut.json`, then turn the DuT's own error into the run's.
 pub(crate) fn write_dut_json<T: serde::Serialize>(
     dir: &Path,

@@ -501,10 +501,8 @@ impl DutSection {
 pub struct NflabDriver;
 
 impl Plumbing for NflabDriver {
-    /// The data plane owns dut0/dut1; the kernel must not forward a copy of what
-    /// it sees there.
     fn plumb(&self, ns: &str) -> Result<(), LabError> {
-        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+        crate::dut::kernel_forwarding_off(ns)
     }
 
     /// The data plane rewrites the destination to lg1's MAC.

@@ -490,9 +490,8 @@ impl Drop for TestpmdDut {
 pub struct TestpmdDriver;
 
 impl Plumbing for TestpmdDriver {
-    /// testpmd owns dut0/dut1; the kernel must not forward a copy of what it sees.
     fn plumb(&self, ns: &str) -> Result<(), LabError> {
-        crate::net::cmd::sysctl(ns, &["net.ipv4.ip_forward=0"])
+        crate::dut::kernel_forwarding_off(ns)
     }
 }
 
