@@ -107,8 +107,9 @@ fn a_running_dut_dropped_before_its_stop_takes_its_threads_with_it() {
         ..DutSection::default()
     };
     let before = threads_named("nflab-relay");
+    let dir = tmp("relay");
     let dut = driver(DutKind::UdpRelay)
-        .start(&topo, &section, 1)
+        .start(&topo, &section, 1, &dir)
         .expect("the relay starts");
     assert_eq!(threads_named("nflab-relay"), before + 1);
     // What an early `?` in a run does: no stop, no dut.json, no thread left.
@@ -116,4 +117,5 @@ fn a_running_dut_dropped_before_its_stop_takes_its_threads_with_it() {
     assert_eq!(threads_named("nflab-relay"), before);
     drop(topo);
     assert!(our_namespaces().is_empty(), "{:?}", our_namespaces());
+    std::fs::remove_dir_all(&dir).expect("clean up");
 }

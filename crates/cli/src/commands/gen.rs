@@ -432,7 +432,8 @@ fn selfcheck(
     // One veth queue per AF_XDP TX thread, as `nflab run` gives them.
     let queues = nflab_lab::run::topology::generator_queues(traffic);
     let topo = nflab_lab::dut::topology(spec::DutKind::Loopback, queues)?;
-    let plan = plan_of(args, traffic, &nflab_lab::run::probe_base(&topo))?;
+    let probe = nflab_lab::run::probe_base(&topo);
+    let plan = plan_of(args, traffic, &probe)?;
     let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let records = dir.join("records.nfr");
@@ -440,7 +441,12 @@ fn selfcheck(
         gen: args.cpu,
         rec: std::thread::available_parallelism().map_or(1, |n| n.get()) - 1,
     };
-    let out = nflab_lab::run::run_traffic(&topo, traffic, &plan, "selfcheck", &records, cpus, stop);
+    let sending = nflab_lab::run::Sending {
+        plan: &plan,
+        probe: &probe,
+    };
+    let out =
+        nflab_lab::run::run_traffic(&topo, traffic, sending, "selfcheck", &records, cpus, stop);
     drop(topo);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(out?.generator)

@@ -1,28 +1,101 @@
-//! `external`: a device nflab does not set up (a hardware switch, a P4 target, a
-//! VM). Not runnable in this version: not `available`, so refused before a run in
-//! one sentence listing the kinds that are.
+//! `external`: a device nflab does not set up — a hardware switch or router, a P4
+//! target, a VM or a namespace running someone else's network function
+//! (`[dut.external]`, docs/experiments.md "Testing a device you bring").
+//!
+//! On the netns topology nflab cables its two veth pairs into the box's namespace
+//! (one it makes, `nflab-<id>-dut`, or the user's `netns`, left otherwise alone),
+//! naming the box's ports `ingress` and `egress`; on the hosts topology it uses the
+//! LoadGen's `tx_iface` and `rx_iface` as they are. Per run, in this order: the
+//! `teardown` hook is journalled (so `nflab topo gc` runs it after a `kill -9`),
+//! `setup` runs, an L3 box's addresses go onto the LoadGen's ports (journalled and
+//! removed afterwards), `health` runs, and the probes' destination is found: the
+//! gateway's MAC by ARP (l3), or the recorder's port with RFC 2544 §23 learning
+//! frames sent from it first (l2). `stop` — or a drop on any other way out — runs
+//! `teardown`, removes the addresses, and writes `runs/NNN/external.json`.
 
-use super::{DutDriver, RunningDut};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nflab_io::PacketIo;
+use nflab_wire::MacAddr;
+use nflab_wire::ProbeSpec;
+use serde::Serialize;
+
+use super::{DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
-use crate::spec::{DutKind, DutSection, Spec};
+use crate::knobs::journal::{KnobJournal, Restore, JOURNAL_DIR};
+use crate::net::netns::NetnsGuard;
+use crate::spec::external::{External, Hook, Mode};
+use crate::spec::hosts::Inventory;
+use crate::spec::{DutKind, DutSection, Spec, TopologyKind};
+use crate::sys::command::CommandRun;
 use crate::topo::{Plumbing, Topology};
 
 /// `external`.
 pub struct ExternalDriver;
 
-impl Plumbing for ExternalDriver {}
+/// Frames sent from the recorder's port before an l2 run (RFC 2544 §23).
+const LEARNING_FRAMES: usize = 3;
+/// IEEE 802 local experimental EtherType: a learning frame carries nothing else.
+const LEARNING_ETHERTYPE: [u8; 2] = [0x88, 0xb5];
+
+/// `[dut.external]` of `dut`, checked; its defaults without one.
+fn config(dut: &DutSection) -> Result<External, LabError> {
+    dut.external
+        .clone()
+        .unwrap_or_default()
+        .resolve()
+        .map_err(LabError::Unsupported)
+}
+
+impl Plumbing for ExternalDriver {
+    fn foreign_namespace(&self, dut: &DutSection) -> Option<String> {
+        dut.external.as_ref().and_then(|e| e.netns.clone())
+    }
+
+    fn port_names(&self, dut: &DutSection) -> (String, String) {
+        config(dut).map_or_else(|_| ("dut0".into(), "dut1".into()), |c| c.ports)
+    }
+}
 
 impl DutDriver for ExternalDriver {
     fn kind(&self) -> DutKind {
         DutKind::External
     }
 
-    fn available(&self) -> bool {
-        false
-    }
-
-    /// Never reached: the check before a run refuses a kind that is not available.
-    fn check(&self, _: &Spec) -> Result<(), LabError> {
+    fn check(&self, spec: &Spec) -> Result<(), LabError> {
+        if spec.dut.command.is_some() {
+            return Err(LabError::Unsupported(
+                "dut.command does not apply to dut.kind = \"external\": give the commands that set the box up as [dut.external] setup, health and teardown".into(),
+            ));
+        }
+        let c = config(&spec.dut)?;
+        if spec.topology.kind == TopologyKind::Hosts {
+            for (key, set) in [
+                ("netns", c.netns.is_some()),
+                (
+                    "ingress",
+                    spec.dut
+                        .external
+                        .as_ref()
+                        .is_some_and(|e| e.ingress.is_some()),
+                ),
+                (
+                    "egress",
+                    spec.dut
+                        .external
+                        .as_ref()
+                        .is_some_and(|e| e.egress.is_some()),
+                ),
+            ] {
+                if set {
+                    return Err(LabError::Unsupported(format!(
+                        "dut.external.{key} applies to topology.kind = \"netns\": on real hosts the box sits behind [hosts.loadgen] tx_iface and rx_iface"
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -30,9 +103,389 @@ impl DutDriver for ExternalDriver {
         Some("nflab does not run an external DuT")
     }
 
-    fn start(&self, _: &Topology, _: &DutSection, _: u64) -> Result<Box<dyn RunningDut>, LabError> {
-        Err(LabError::Unsupported(
-            "dut.kind = \"external\" cannot be run by this version of nflab".into(),
+    fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
+        let lg = hosts.get("loadgen").ok_or(
+            "topology.kind = \"hosts\" with dut.kind = \"external\" needs a [hosts.loadgen] section: the LoadGen's tx_iface and rx_iface",
+        )?;
+        if let Some(role) = hosts.keys().find(|r| r.as_str() != "loadgen") {
+            return Err(format!(
+                "[hosts.{role}] does not apply to dut.kind = \"external\": nflab sets nothing up on the box, so give only [hosts.loadgen]"
+            ));
+        }
+        if !lg.is_local() {
+            return Err(format!(
+                "hosts.loadgen.address = \"{}\": with dut.kind = \"external\" the LoadGen is this machine; use \"local\"",
+                lg.address
+            ));
+        }
+        for (key, v) in [
+            ("hosts.loadgen.tx_iface", &lg.tx_iface),
+            ("hosts.loadgen.rx_iface", &lg.rx_iface),
+        ] {
+            let name = v.as_deref().unwrap_or("");
+            crate::spec::external::check_iface_name(name).map_err(|why| {
+                if name.is_empty() {
+                    format!("{key} is missing: name the interface on this machine")
+                } else {
+                    format!("{key} = {name:?} {why}")
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    fn hosts_topology(&self, spec: &Spec) -> Result<Topology, LabError> {
+        let lg = &spec.hosts["loadgen"];
+        let (tx, rx) = (
+            lg.tx_iface.clone().unwrap_or_default(),
+            lg.rx_iface.clone().unwrap_or_default(),
+        );
+        let in_lg = |f: &dyn Fn() -> Result<MacAddr, LabError>| match &lg.netns {
+            Some(ns) => NetnsGuard::run(ns, f)?,
+            None => f(),
+        };
+        for dev in [&tx, &rx] {
+            in_lg(&|| iface_mac(dev))?;
+        }
+        // Until the run's DuT finds the box's MAC: the recorder's port.
+        let rx_mac = in_lg(&|| iface_mac(&rx))?;
+        Ok(Topology::for_loadgen_host(
+            lg.netns.clone(),
+            tx,
+            rx,
+            DutKind::External,
+            rx_mac,
         ))
+    }
+
+    fn start(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+        dir: &Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        let mut running = RunningExternal::new(topo, config(dut)?);
+        match running.bring_up(topo) {
+            Ok(()) => Ok(Box::new(running)),
+            // The hooks that ran, teardown included, are the run's record of why.
+            Err(e) => Box::new(running).stop(dir).and(Err(e)),
+        }
+    }
+}
+
+/// The MAC of interface `dev` of this thread's namespace; a missing one in a sentence.
+fn iface_mac(dev: &str) -> Result<MacAddr, LabError> {
+    nflab_io::iface::mac(dev).map(MacAddr).map_err(|e| {
+        LabError::Topology(format!(
+            "interface {dev} cannot carry the probes: {e}; name an interface that exists and is up"
+        ))
+    })
+}
+
+/// An external DuT during one run.
+struct RunningExternal {
+    config: External,
+    /// The LoadGen's namespace ("" = this one) and its two ports.
+    lg_ns: String,
+    ports: (String, String),
+    /// The hooks' environment.
+    env: Vec<(&'static str, String)>,
+    journal: KnobJournal,
+    /// Addresses this run put on the LoadGen's ports: (address/len, port).
+    added: Vec<(String, String)>,
+    hooks: Vec<(&'static str, CommandRun)>,
+    probe_dst: Option<MacAddr>,
+    torn_down: bool,
+}
+
+/// `runs/NNN/external.json`.
+#[derive(Serialize)]
+struct ExternalReport<'a> {
+    kind: &'static str,
+    mode: Mode,
+    netns: Option<&'a str>,
+    ports: Option<(&'a str, &'a str)>,
+    probe_dst_mac: Option<String>,
+    addresses_added: Vec<String>,
+    hooks: Vec<HookReport<'a>>,
+}
+
+#[derive(Serialize)]
+struct HookReport<'a> {
+    name: &'static str,
+    #[serde(flatten)]
+    run: &'a CommandRun,
+}
+
+impl RunningExternal {
+    fn new(topo: &Topology, config: External) -> RunningExternal {
+        let mut env = vec![
+            ("NFLAB_LG_NETNS", topo.lg_ns.clone()),
+            ("NFLAB_TX_IFACE", topo.gen_iface.clone()),
+            ("NFLAB_RX_IFACE", topo.rec_iface.clone()),
+        ];
+        if let Some(ns) = &topo.dut_ns {
+            env.push(("NFLAB_DUT_NETNS", ns.clone()));
+            env.push(("NFLAB_INGRESS", topo.dut_ports.0.clone()));
+            env.push(("NFLAB_EGRESS", topo.dut_ports.1.clone()));
+        }
+        RunningExternal {
+            config,
+            lg_ns: topo.lg_ns.clone(),
+            ports: (topo.gen_iface.clone(), topo.rec_iface.clone()),
+            env,
+            journal: KnobJournal::new(Path::new(JOURNAL_DIR)),
+            added: Vec::new(),
+            hooks: Vec::new(),
+            probe_dst: None,
+            torn_down: false,
+        }
+    }
+
+    /// Everything before the run's traffic; on an error the drop takes down what
+    /// was brought up.
+    fn bring_up(&mut self, topo: &Topology) -> Result<(), LabError> {
+        if let Some(t) = &self.config.teardown {
+            // Before setup changes anything: a kill -9 from here on is undone by gc.
+            self.journal.record(&Restore::Command {
+                ns: String::new(),
+                argv: t.argv.clone(),
+            })?;
+        }
+        if let Some(h) = self.config.setup.clone() {
+            self.hook(&h)?;
+        }
+        if self.config.mode == Mode::L3 {
+            let (tx, rx) = self.ports.clone();
+            self.address(&tx, self.config.tx_address)?;
+            self.address(&rx, self.config.rx_address)?;
+        }
+        if let Some(h) = self.config.health.clone() {
+            self.hook(&h)?;
+        }
+        self.probe_dst = Some(match self.config.mode {
+            Mode::L3 => self.resolve_gateway()?,
+            Mode::L2 => self.learn(topo)?,
+        });
+        Ok(())
+    }
+
+    /// Run hook `h`; one that fails or outlives its timeout fails the run.
+    fn hook(&mut self, h: &Hook) -> Result<(), LabError> {
+        let run = crate::sys::command::run(&h.argv, &self.env, h.timeout);
+        let verdict = if let Some(e) = &run.spawn_error {
+            Some(format!("dut.external.{}: {e}", h.name))
+        } else if run.timed_out {
+            Some(format!(
+                "dut.external.{} ({}) did not end within {} s and was killed",
+                h.name,
+                h.argv.join(" "),
+                h.timeout.as_secs_f64()
+            ))
+        } else if !run.succeeded() {
+            Some(format!(
+                "dut.external.{} ({}) exited with {}: {}",
+                h.name,
+                h.argv.join(" "),
+                run.exit_code.map_or("a signal".into(), |c| c.to_string()),
+                run.last_line()
+            ))
+        } else {
+            None
+        };
+        self.hooks.push((h.name, run));
+        match verdict {
+            Some(v) => Err(LabError::Other(v)),
+            None => Ok(()),
+        }
+    }
+
+    /// `ip` in the LoadGen's namespace.
+    fn ip(&self, args: &[&str]) -> Result<String, String> {
+        let mut all = vec!["ip"];
+        all.extend_from_slice(args);
+        crate::knobs::journal::ns_run(&self.lg_ns, &all)
+    }
+
+    /// Put `addr` on `port` unless it is there, journalled so gc takes it off again.
+    fn address(&mut self, port: &str, (addr, len): (Ipv4Addr, u8)) -> Result<(), LabError> {
+        let cidr = format!("{addr}/{len}");
+        let shown = self
+            .ip(&["-o", "-4", "addr", "show", "dev", port])
+            .map_err(|e| LabError::Topology(format!("interface {port}: {e}")))?;
+        if shown.split_whitespace().any(|w| w == cidr) {
+            return Ok(());
+        }
+        self.journal.record(&Restore::Command {
+            ns: self.lg_ns.clone(),
+            argv: ["ip", "addr", "del", &cidr, "dev", port]
+                .map(String::from)
+                .to_vec(),
+        })?;
+        self.ip(&["addr", "add", &cidr, "dev", port])
+            .map_err(|e| LabError::Topology(format!("cannot put {cidr} on {port}: {e}")))?;
+        self.added.push((cidr, port.to_string()));
+        Ok(())
+    }
+
+    /// The gateway's MAC, asked by ARP from the generator's port.
+    fn resolve_gateway(&self) -> Result<MacAddr, LabError> {
+        let gw = self.config.gateway;
+        let port = &self.ports.0;
+        let gw_s = gw.to_string();
+        // A stale entry would answer for a box that is not there.
+        let _ = self.ip(&["neigh", "flush", "to", &gw_s, "dev", port]);
+        let deadline = Instant::now() + self.config.arp_timeout;
+        loop {
+            // Any datagram to the gateway makes the kernel ask for its MAC.
+            let nudge = || -> std::io::Result<()> {
+                let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+                s.send_to(
+                    b"nflab",
+                    SocketAddr::from((gw, crate::net::addresses::PROBE_DST_PORT)),
+                )
+                .map(drop)
+            };
+            let _ = if self.lg_ns.is_empty() {
+                nudge()
+            } else {
+                NetnsGuard::run(&self.lg_ns, nudge)?
+            };
+            std::thread::sleep(Duration::from_millis(50));
+            let shown = self
+                .ip(&["neigh", "show", "to", &gw_s, "dev", port])
+                .unwrap_or_default();
+            let mut words = shown.split_whitespace();
+            if let Some(mac) = words.by_ref().skip_while(|w| *w != "lladdr").nth(1) {
+                if let Ok(m) = mac.parse() {
+                    return Ok(m);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::Topology(format!(
+                    "the gateway {gw} did not answer ARP on {port} within {} s: is the box up, and is dut.external.gateway its address on that side?",
+                    self.config.arp_timeout.as_secs_f64()
+                )));
+            }
+        }
+    }
+
+    /// l2: RFC 2544 §23 learning frames from the recorder's port, so a learning
+    /// switch knows where its MAC lives; the probes then go to it (or `dst_mac`).
+    fn learn(&self, topo: &Topology) -> Result<MacAddr, LabError> {
+        let rx = &self.ports.1;
+        let _guard = topo.enter_lg()?;
+        let mac = iface_mac(rx)?;
+        let mut sock = nflab_dataplane::sock::RawSocket::open(rx, false, LEARNING_FRAMES)
+            .map_err(|e| LabError::Topology(format!("cannot send learning frames on {rx}: {e}")))?;
+        let sent = sock
+            .tx_batch(LEARNING_FRAMES, &mut |_, buf| {
+                buf[..60].fill(0);
+                buf[0..6].copy_from_slice(&[0xff; 6]);
+                buf[6..12].copy_from_slice(&mac.0);
+                buf[12..14].copy_from_slice(&LEARNING_ETHERTYPE);
+                60
+            })
+            .and_then(|n| sock.flush_tx().map(|()| n))
+            .map_err(|e| LabError::Topology(format!("cannot send learning frames on {rx}: {e}")))?;
+        if sent == 0 {
+            return Err(LabError::Topology(format!(
+                "{rx} took no learning frame: is it up?"
+            )));
+        }
+        Ok(self.config.dst_mac.unwrap_or(mac))
+    }
+
+    /// `teardown` and the addresses, once; what failed in a sentence.
+    fn take_down(&mut self) -> Option<String> {
+        if std::mem::replace(&mut self.torn_down, true) {
+            return None;
+        }
+        let mut problems = Vec::new();
+        if let Some(h) = self.config.teardown.clone() {
+            if let Err(e) = self.hook(&h) {
+                problems.push(e.to_string());
+            }
+        }
+        for (cidr, port) in std::mem::take(&mut self.added).into_iter().rev() {
+            if let Err(e) = self.ip(&["addr", "del", &cidr, "dev", &port]) {
+                problems.push(format!("cannot take {cidr} off {port}: {e}"));
+            }
+        }
+        if problems.is_empty() {
+            // Nothing left for gc to undo.
+            self.journal.finish();
+            None
+        } else {
+            Some(problems.join("; "))
+        }
+    }
+
+    fn report(&self, added: Vec<String>) -> ExternalReport<'_> {
+        ExternalReport {
+            kind: "external",
+            mode: self.config.mode,
+            netns: self
+                .env
+                .iter()
+                .find(|(k, _)| *k == "NFLAB_DUT_NETNS")
+                .map(|(_, v)| v.as_str()),
+            ports: self
+                .env
+                .iter()
+                .find(|(k, _)| *k == "NFLAB_INGRESS")
+                .map(|_| (self.config.ports.0.as_str(), self.config.ports.1.as_str())),
+            probe_dst_mac: self.probe_dst.map(|m| m.to_string()),
+            addresses_added: added,
+            hooks: self
+                .hooks
+                .iter()
+                .map(|(name, run)| HookReport { name, run })
+                .collect(),
+        }
+    }
+}
+
+impl RunningDut for RunningExternal {
+    fn probe(&self, base: ProbeSpec) -> ProbeSpec {
+        let (tx, rx) = (self.config.tx_address.0, self.config.rx_address.0);
+        ProbeSpec {
+            dst_mac: self.probe_dst.unwrap_or(base.dst_mac),
+            src_ip: if self.config.mode == Mode::L3 {
+                tx.into()
+            } else {
+                base.src_ip
+            },
+            dst_ip: if self.config.mode == Mode::L3 {
+                rx.into()
+            } else {
+                base.dst_ip
+            },
+            ..base
+        }
+    }
+
+    fn stop(mut self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {
+        let added: Vec<String> = self
+            .added
+            .iter()
+            .map(|(c, p)| format!("{c} on {p}"))
+            .collect();
+        let problem = self.take_down();
+        crate::artifacts::files::write_json(&dir.join("external.json"), &self.report(added))?;
+        match problem {
+            Some(p) => Err(LabError::Other(p)),
+            None => Ok(Stopped::default()),
+        }
+    }
+}
+
+impl Drop for RunningExternal {
+    /// Any other way out of the run (an error, Ctrl-C) takes the box down too.
+    fn drop(&mut self) {
+        if let Some(p) = self.take_down() {
+            eprintln!("warning: {p}");
+        }
     }
 }

@@ -94,7 +94,13 @@ impl DutDriver for LinuxRouter {
         Some(RemoteSetup::Router)
     }
 
-    fn start(&self, _: &Topology, _: &DutSection, _: u64) -> Result<Box<dyn RunningDut>, LabError> {
+    fn start(
+        &self,
+        _: &Topology,
+        _: &DutSection,
+        _: u64,
+        _: &std::path::Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(NothingRunning))
     }
 }
@@ -140,7 +146,13 @@ impl DutDriver for LinuxBridge {
         true
     }
 
-    fn start(&self, _: &Topology, _: &DutSection, _: u64) -> Result<Box<dyn RunningDut>, LabError> {
+    fn start(
+        &self,
+        _: &Topology,
+        _: &DutSection,
+        _: u64,
+        _: &std::path::Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(NothingRunning))
     }
 }
@@ -168,7 +180,13 @@ impl DutDriver for Loopback {
         true
     }
 
-    fn start(&self, _: &Topology, _: &DutSection, _: u64) -> Result<Box<dyn RunningDut>, LabError> {
+    fn start(
+        &self,
+        _: &Topology,
+        _: &DutSection,
+        _: u64,
+        _: &std::path::Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(NothingRunning))
     }
 }

@@ -220,6 +220,7 @@ impl DutDriver for LinkDriver {
         topo: &Topology,
         dut: &DutSection,
         _seed: u64,
+        _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut)?))
     }

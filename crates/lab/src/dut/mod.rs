@@ -26,9 +26,11 @@ use std::path::Path;
 
 use crate::error::LabError;
 use crate::hosts::remote_dut::RemoteSetup;
+use crate::spec::hosts::Inventory;
 use crate::spec::{DutKind, DutSection, Spec};
 pub use crate::topo::Plumbing;
 use crate::topo::Topology;
+use nflab_wire::ProbeSpec;
 pub use registry::{driver, topology};
 
 /// What nflab knows of one DuT kind.
@@ -60,23 +62,54 @@ pub trait DutDriver: Plumbing + Sync {
         None
     }
 
+    /// Check `[hosts]` for `topology.kind = "hosts"` with this kind; the sentence
+    /// names the key.
+    fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
+        crate::hosts::remote_dut::validate(hosts, self.kind().as_str(), self.remote_setup())
+    }
+
+    /// The hosts topology of `spec` (checked by [`DutDriver::check_hosts`]): by default
+    /// the DuT host `[hosts.dut]` set up as [`DutDriver::remote_setup`] says.
+    fn hosts_topology(&self, spec: &Spec) -> Result<Topology, LabError> {
+        let setup = self.remote_setup().ok_or_else(|| {
+            LabError::Unsupported(format!(
+                "dut.kind = \"{}\" cannot be set up on a remote host yet",
+                self.kind().as_str()
+            ))
+        })?;
+        Topology::on_hosts(
+            self.kind(),
+            setup,
+            &spec.hosts["loadgen"],
+            &spec.hosts["dut"],
+        )
+    }
+
     /// Whether both ends of an application in one subnet (a plant behind lg1, its
     /// controller on lg0) reach each other across this DuT, both ways.
     fn joins_one_subnet(&self) -> bool {
         false
     }
 
-    /// Start the DuT in `topo` for one run (`seed`: the run's, for a DuT that draws).
+    /// Start the DuT in `topo` for the run in `dir` (`seed`: the run's, for a DuT
+    /// that draws).
     fn start(
         &self,
         topo: &Topology,
         dut: &DutSection,
         seed: u64,
+        dir: &Path,
     ) -> Result<Box<dyn RunningDut>, LabError>;
 }
 
 /// A DuT running for one run. Dropping it stops it without writing anything.
 pub trait RunningDut {
+    /// The probes' addressing for this DuT, from the topology's (`base`): a DuT that
+    /// finds its own MAC or addresses when it starts says so here.
+    fn probe(&self, base: ProbeSpec) -> ProbeSpec {
+        base
+    }
+
     /// Stop the DuT and write what it recorded into the run's directory `dir`
     /// (`dut.json` where the kind has one); an error when it failed during the
     /// run, after its files are written.

@@ -506,6 +506,7 @@ impl DutDriver for OvsDriver {
         topo: &Topology,
         dut: &DutSection,
         _seed: u64,
+        _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut)?))
     }

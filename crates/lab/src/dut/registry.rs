@@ -3,7 +3,7 @@
 
 use super::DutDriver;
 use crate::error::LabError;
-use crate::spec::DutKind;
+use crate::spec::{DutKind, DutSection};
 use crate::topo::Topology;
 
 /// Every kind, in the order the docs list them.
@@ -70,17 +70,28 @@ pub fn check_realtime(kind: DutKind) -> Result<(), LabError> {
     }
 }
 
-/// The netns topology for `kind` on this host, with `queues` queues per veth (one
-/// per AF_XDP TX thread or data-plane worker).
+/// The netns topology for a DuT of `kind` with its default keys on this host, with
+/// `queues` queues per veth (one per AF_XDP TX thread or data-plane worker).
 pub fn topology(kind: DutKind, queues: u32) -> Result<Topology, LabError> {
-    let d = driver(kind);
+    topology_for(
+        &DutSection {
+            kind,
+            ..DutSection::default()
+        },
+        queues,
+    )
+}
+
+/// The netns topology for the DuT of `section`, plumbed by its driver.
+pub fn topology_for(section: &DutSection, queues: u32) -> Result<Topology, LabError> {
+    let d = driver(section.kind);
     if !d.available() {
         return Err(LabError::Unsupported(format!(
             "dut.kind = \"{}\" cannot be built by the netns topology of this version",
-            kind.as_str()
+            section.kind.as_str()
         )));
     }
-    Topology::create(kind, d, queues)
+    Topology::create(section, d, queues)
 }
 
 #[cfg(test)]

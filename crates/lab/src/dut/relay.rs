@@ -219,6 +219,7 @@ impl DutDriver for RelayDriver {
         topo: &Topology,
         dut: &DutSection,
         seed: u64,
+        _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut, seed)?))
     }

@@ -515,6 +515,7 @@ impl DutDriver for TestpmdDriver {
         topo: &Topology,
         dut: &DutSection,
         _seed: u64,
+        _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut)?))
     }

@@ -112,10 +112,21 @@ fn traffic_and_analysis(
     dir: &Path,
     stop: &AtomicBool,
 ) -> Result<(), LabError> {
-    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
+    let probe = probe_base(topo);
+    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe)?;
     let records = dir.join("records.nfr");
     // Live progress goes to the progress lines of `remote loadgen --take` ([`ProgressLines`]).
-    let traffic = measure::send_and_record(spec, topo, &gen_plan, run, &records, stop)?;
+    let traffic = measure::send_and_record(
+        spec,
+        topo,
+        crate::run::traffic::Sending {
+            plan: &gen_plan,
+            probe: &probe,
+        },
+        run,
+        &records,
+        stop,
+    )?;
     let summary = measure::analyse(spec, &records, &traffic)?;
     write_json(&dir.join("summary.json"), &summary)?;
     write_json(&dir.join("gen.json"), &traffic.generator)?;

@@ -7,29 +7,29 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use nflab_analyze::{AnalysisConfig, AnomalySpec, Summary};
-use nflab_gen::GenPlan;
 use nflab_record::ClockInfo;
 
 use crate::error::LabError;
-use crate::run::traffic::{run_traffic, TrafficCpus, TrafficOutcome};
+use crate::run::traffic::{run_traffic, Sending, TrafficCpus, TrafficOutcome};
 use crate::spec::Spec;
 use crate::topo::Topology;
 
-/// Send `plan` and record it into `records`, with live progress for run `index`.
+/// Send `sending` and record it into `records`, with live progress for run `index`.
 pub fn send_and_record(
     spec: &Spec,
     topo: &Topology,
-    plan: &GenPlan,
+    sending: Sending<'_>,
     index: usize,
     records: &Path,
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
     // Live progress reads this run's interface counters while it sends.
-    let live = crate::run::live::watch(topo, index, plan.streams[0].spec.mean_pps().unwrap_or(0.0));
+    let mean_pps = sending.plan.streams[0].spec.mean_pps().unwrap_or(0.0);
+    let live = crate::run::live::watch(topo, index, mean_pps);
     let traffic = run_traffic(
         topo,
         &spec.traffic,
-        plan,
+        sending,
         &format!("{index:03}"),
         records,
         TrafficCpus::from_spec(spec),

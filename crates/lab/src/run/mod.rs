@@ -35,7 +35,9 @@ pub use crate::run::plan::{
     build_plan, default_probe_base, ipv6_twin, probe_base, stream_spec, PROBE_DST_PORT, PROBE_FLOW,
     PROBE_SRC_PORT,
 };
-pub use crate::run::traffic::{open_tx, probe_selfcheck, run_traffic, TrafficCpus, TrafficOutcome};
+pub use crate::run::traffic::{
+    open_tx, probe_selfcheck, run_traffic, Sending, TrafficCpus, TrafficOutcome,
+};
 use crate::spec::{RunPlan, Spec};
 use crate::topo::Topology;
 
@@ -72,21 +74,32 @@ pub fn run_one_with(
     write_json(&dir.join("topology.json"), topo)?;
     let mut iface_knobs = apply_iface_knobs(spec, topo)?;
     let seed = spec.experiment.seed.wrapping_add(plan.index as u64);
-    let dut = crate::dut::driver(spec.dut.kind).start(topo, &spec.dut, seed)?;
+    let dut = crate::dut::driver(spec.dut.kind).start(topo, &spec.dut, seed, dir)?;
     let monitor = spec.monitor.as_ref();
     let monitor = monitor
         .map(|m| monitor::start(m, topo, spec.dut.kind, seed))
         .transpose()?;
     let app = crate::app::start(spec, topo, dir, stop)?;
 
-    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe_base(topo))?;
+    let probe = dut.probe(probe_base(topo));
+    let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe)?;
     let records = dir.join("records.nfr");
     // The capture taps the recorder's interface from before the first probe.
     let capture = spec.capture.as_ref();
     let capture = capture
         .map(|c| capture::start(c, topo, &dir.join("capture")))
         .transpose()?;
-    let traffic = measure::send_and_record(spec, topo, &gen_plan, plan.index, &records, stop);
+    let traffic = measure::send_and_record(
+        spec,
+        topo,
+        traffic::Sending {
+            plan: &gen_plan,
+            probe: &probe,
+        },
+        plan.index,
+        &records,
+        stop,
+    );
     let capture = capture.map(capture::RunningCapture::stop);
     let traffic = traffic?;
     let capture = capture.transpose()?;

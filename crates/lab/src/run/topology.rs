@@ -27,13 +27,9 @@ pub fn veth_queues(spec: &Spec) -> u32 {
 pub fn for_spec(spec: &Spec) -> Result<Topology, LabError> {
     let kind = spec.dut.kind;
     if spec.topology.kind != TopologyKind::Hosts {
-        return crate::dut::topology(kind, veth_queues(spec));
+        return crate::dut::registry::topology_for(&spec.dut, veth_queues(spec));
     }
-    let setup = driver(kind).remote_setup();
-    crate::hosts::remote_dut::validate(&spec.hosts, kind.as_str(), setup)
-        .map_err(LabError::Host)?;
-    let Some(setup) = setup else {
-        unreachable!("validate refuses a kind without a remote set-up")
-    };
-    Topology::on_hosts(kind, setup, &spec.hosts["loadgen"], &spec.hosts["dut"])
+    let dut = driver(kind);
+    dut.check_hosts(&spec.hosts).map_err(LabError::Host)?;
+    dut.hosts_topology(spec)
 }

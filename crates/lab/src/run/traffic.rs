@@ -16,7 +16,7 @@ use crate::run::plan::{PROBE_DST_PORT, PROBE_SRC_PORT};
 use crate::run::recorder::{recorder_ring, READY_FLOW};
 use crate::spec::{Backend, TrafficSection};
 use crate::sys::cpu::pin_thread;
-use crate::topo::{Topology, LG0_IP, LG0_MAC, LG1_IP};
+use crate::topo::Topology;
 
 /// How often the recorder hands a block to the OS.
 const FLUSH_EVERY_NS: u64 = 100_000_000;
@@ -138,17 +138,28 @@ pub fn probe_selfcheck<'a>(
     nflab_gen::selfcheck::check(&rx, &sched, measured_on)
 }
 
+/// What a run sends: the generator's plan, and the probes' addressing it was built
+/// from (the readiness probes before it go the same way).
+#[derive(Clone, Copy)]
+pub struct Sending<'a> {
+    /// The generator's plan.
+    pub plan: &'a GenPlan,
+    /// The probe stream's frame fields before per-stream settings.
+    pub probe: &'a ProbeSpec,
+}
+
 /// Send `plan` from the topology's generator interface and record its probe stream
 /// on the recorder interface into `records_path`; the report carries the self-check.
 pub fn run_traffic(
     topo: &Topology,
     traffic: &TrafficSection,
-    plan: &GenPlan,
+    sending: Sending<'_>,
     run_id: &str,
     records_path: &Path,
     cpus: TrafficCpus,
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
+    let plan = sending.plan;
     let kernel_tx = plan.tx_timestamp == nflab_gen::TxTimestamp::Kernel;
     let live = traffic.backend == Backend::XdpLive;
     if live {
@@ -191,7 +202,13 @@ pub fn run_traffic(
     if live {
         topo.accept_xdp_frames_at_gen_peer()?;
     }
-    wait_until_forwarding(txs[0].as_mut(), &mut rx, topo, stop)?;
+    wait_until_forwarding(
+        txs[0].as_mut(),
+        &mut rx,
+        sending.probe,
+        topo.dut.as_str(),
+        stop,
+    )?;
 
     let clock = ClockInfo {
         source: "CLOCK_REALTIME".into(),
@@ -361,15 +378,18 @@ const READY_TIMEOUT: Duration = Duration::from_secs(5);
 fn wait_until_forwarding(
     tx: &mut dyn PacketIo,
     rx: &mut AfPacket,
-    topo: &Topology,
+    probe: &ProbeSpec,
+    dut: &str,
     stop: &AtomicBool,
 ) -> Result<(), LabError> {
+    // The measured probes' way (MACs and addresses), as the plainest frame: untagged
+    // IPv4, 64 bytes.
     let template = ProbeTemplate::new(&ProbeSpec {
-        src_mac: LG0_MAC,
-        dst_mac: topo.probe_dst_mac(),
+        src_mac: probe.src_mac,
+        dst_mac: probe.dst_mac,
         vlan: None,
-        src_ip: LG0_IP.into(),
-        dst_ip: LG1_IP.into(),
+        src_ip: probe.src_ip,
+        dst_ip: probe.dst_ip,
         src_port: PROBE_SRC_PORT,
         dst_port: PROBE_DST_PORT,
         dscp: 0,
@@ -401,8 +421,7 @@ fn wait_until_forwarding(
         return Ok(());
     }
     Err(LabError::Topology(format!(
-        "the {} DuT forwarded none of {seq} probe frames within {} s: check `nflab doctor` and the DuT's set-up",
-        topo.dut.as_str(),
+        "the {dut} DuT forwarded none of {seq} probe frames within {} s: check `nflab doctor` and the DuT's set-up",
         READY_TIMEOUT.as_secs()
     )))
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::LabError;
 
 /// `[dut]`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DutSection {
     /// Which device under test.
@@ -28,7 +28,8 @@ pub struct DutSection {
     /// worker wakes to poll, in µs (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_early_us: Option<u64>,
-    /// external: command that sets the DuT up.
+    /// Reserved: refused for every kind (an external DuT is set up by `[dut.external]`
+    /// hooks).
     #[serde(default)]
     pub command: Option<String>,
     /// nflab data plane: capacity of every link in packets (default 1024).
@@ -123,44 +124,9 @@ pub struct DutSection {
     /// udp-relay: `[dut.relay]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<nflab_apps::relay::RelayConfig>,
-}
-
-impl Default for DutSection {
-    fn default() -> Self {
-        DutSection {
-            kind: DutKind::LinuxRouter,
-            pipeline: None,
-            batch: None,
-            rx_mode: None,
-            drain_us: None,
-            wake_early_us: None,
-            command: None,
-            link_capacity: None,
-            cpu: None,
-            realtime: None,
-            workers: None,
-            io: None,
-            forward_mode: None,
-            l2fwd: None,
-            router: None,
-            sheep: None,
-            delayer: None,
-            reorder: None,
-            extern_dispatch: None,
-            link: None,
-            hops: None,
-            hop_cables: None,
-            hop_order: None,
-            port_type: None,
-            bridges: None,
-            shape: None,
-            depth: None,
-            controller: None,
-            egress_rate_bps: None,
-            priority_dscp: None,
-            relay: None,
-        }
-    }
+    /// external: `[dut.external]`, a device nflab does not set up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<super::external::ExternalSection>,
 }
 
 impl DutSection {

@@ -11,6 +11,7 @@ pub mod capture;
 mod defaults;
 pub mod dut;
 pub mod experiment;
+pub mod external;
 pub mod hosts;
 mod includes;
 pub mod knobs;

@@ -53,8 +53,7 @@ impl Spec {
             )));
         }
         if self.topology.kind == TopologyKind::Hosts && self.pair.is_empty() {
-            let setup = dut.remote_setup();
-            crate::hosts::remote_dut::validate(&self.hosts, self.dut.kind.as_str(), setup)
+            dut.check_hosts(&self.hosts)
                 .map_err(LabError::Unsupported)?;
         }
         if let Some(AppSection::Ncsbench(ncs)) = &self.app {

@@ -33,7 +33,7 @@ pub use crate::net::namespaces::{
 use crate::net::namespaces::{owner_path, write_owner};
 pub use crate::net::netns::check_root;
 use crate::spec::hosts::HostEntry;
-use crate::spec::DutKind;
+use crate::spec::{DutKind, DutSection};
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 
@@ -43,6 +43,17 @@ pub trait Plumbing {
     /// cabled straight to lg1).
     fn has_namespace(&self) -> bool {
         true
+    }
+
+    /// An existing namespace of the user's to cable the DuT's ports into, instead of
+    /// one nflab makes (and removes): nflab then leaves it otherwise alone.
+    fn foreign_namespace(&self, _dut: &DutSection) -> Option<String> {
+        None
+    }
+
+    /// Names of the DuT's ports: (facing the generator, facing the recorder).
+    fn port_names(&self, _dut: &DutSection) -> (String, String) {
+        ("dut0".into(), "dut1".into())
     }
 
     /// Whether lg0 and lg1 compute transmit checksums in software: a DuT that
@@ -78,6 +89,12 @@ pub struct Topology {
     pub gen_iface: String,
     /// Recorder interface (in `lg_ns`).
     pub rec_iface: String,
+    /// The DuT's ports in `dut_ns`: (facing the generator, facing the recorder).
+    #[serde(skip)]
+    pub dut_ports: (String, String),
+    /// `dut_ns` is the user's: cabled into, never made or removed.
+    #[serde(skip)]
+    dut_ns_foreign: bool,
     /// The DuT on a remote host (`topology.kind = "hosts"`), torn down on drop.
     #[serde(skip)]
     pub remote: Option<RemoteDut>,
@@ -92,18 +109,35 @@ impl Topology {
     /// Create namespaces and links on this host, with `queues` TX and RX queues on
     /// every veth (one per AF_XDP TX thread or data-plane worker), and let `dut`
     /// plumb its namespace.
-    pub fn create(kind: DutKind, dut: &dyn Plumbing, queues: u32) -> Result<Topology, LabError> {
+    pub fn create(
+        section: &DutSection,
+        dut: &dyn Plumbing,
+        queues: u32,
+    ) -> Result<Topology, LabError> {
         check_root()?;
         let id = format!(
             "{}-{}",
             std::process::id(),
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         );
+        let foreign = dut.foreign_namespace(section);
+        if let Some(ns) = &foreign {
+            if !std::path::Path::new("/run/netns").join(ns).exists() {
+                return Err(LabError::Topology(format!(
+                    "dut.external.netns = \"{ns}\" does not exist: create it first (ip netns add {ns}), or leave the key out and nflab makes the DuT's namespace"
+                )));
+            }
+        }
         let mut topo = Topology {
             lg_ns: format!("{NS_PREFIX}{id}-lg"),
-            dut_ns: dut.has_namespace().then(|| format!("{NS_PREFIX}{id}-dut")),
+            dut_ns: match &foreign {
+                Some(ns) => Some(ns.clone()),
+                None => dut.has_namespace().then(|| format!("{NS_PREFIX}{id}-dut")),
+            },
+            dut_ports: dut.port_names(section),
+            dut_ns_foreign: foreign.is_some(),
             id,
-            dut: kind,
+            dut: section.kind,
             gen_iface: "lg0".into(),
             rec_iface: "lg1".into(),
             remote: None,
@@ -145,6 +179,8 @@ impl Topology {
             lg_ns: lg.netns.clone().unwrap_or_default(),
             dut_ns: None,
             dut: kind,
+            dut_ports: Default::default(),
+            dut_ns_foreign: false,
             gen_iface: tx,
             rec_iface: rx,
             remote: Some(remote),
@@ -169,6 +205,8 @@ impl Topology {
             lg_ns: netns.unwrap_or_default(),
             dut_ns: None,
             dut,
+            dut_ports: Default::default(),
+            dut_ns_foreign: false,
             gen_iface: tx,
             rec_iface: rx,
             remote: None,
@@ -202,7 +240,7 @@ impl Topology {
             return Ok(());
         }
         let (ns, peer) = match &self.dut_ns {
-            Some(dut) => (dut.as_str(), "dut0"),
+            Some(dut) => (dut.as_str(), self.dut_ports.0.as_str()),
             None => (self.lg_ns.as_str(), "lg1"),
         };
         match crate::net::netns::NetnsGuard::run(ns, || {
@@ -218,13 +256,13 @@ impl Topology {
         }
     }
 
-    /// Namespaces of this topology.
+    /// Namespaces nflab made for this topology (not a user's it cables into).
     pub fn namespaces(&self) -> Vec<String> {
         if self.remote.is_some() {
             return Vec::new();
         }
         let mut v = vec![self.lg_ns.clone()];
-        v.extend(self.dut_ns.clone());
+        v.extend(self.dut_ns.clone().filter(|_| !self.dut_ns_foreign));
         v
     }
 
@@ -277,13 +315,24 @@ impl Topology {
         }
         if let Some(ns) = self.dut_ns.clone() {
             dut.plumb(&ns)?;
-            for dev in ["lo", "dut0", "dut1"] {
+            let (a, b) = &self.dut_ports;
+            let devs = if self.dut_ns_foreign {
+                vec![a.as_str(), b.as_str()]
+            } else {
+                vec!["lo", a.as_str(), b.as_str()]
+            };
+            for dev in devs {
                 ip(&["-n", &ns, "link", "set", dev, "up"])?;
             }
         }
         // A run's first frames must not meet a link still on `noop`.
         for ns in self.namespaces() {
             crate::net::link_ready::wait_until_transmitting(&ns, None)?;
+        }
+        if let (Some(ns), true) = (&self.dut_ns, self.dut_ns_foreign) {
+            for dev in [&self.dut_ports.0, &self.dut_ports.1] {
+                crate::net::link_ready::wait_until_transmitting(ns, Some(dev))?;
+            }
         }
         Ok(())
     }
@@ -304,11 +353,12 @@ impl Topology {
             }
             ip(&args)
         };
+        let (a, b) = &self.dut_ports;
         match &self.dut_ns {
             None => veth("lg0", LG0_MAC, "lg1", LG1_MAC, None),
             Some(dut) => {
-                veth("lg0", LG0_MAC, "dut0", DUT0_MAC, Some(dut))?;
-                veth("lg1", LG1_MAC, "dut1", DUT1_MAC, Some(dut))
+                veth("lg0", LG0_MAC, a, DUT0_MAC, Some(dut))?;
+                veth("lg1", LG1_MAC, b, DUT1_MAC, Some(dut))
             }
         }
     }

@@ -1,0 +1,195 @@
+//! A user's command run by nflab (an external DuT's hooks): an argument vector
+//! without a shell, in its own process group so a timeout takes its children too,
+//! with the tails of its output kept for the record.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// How much of each output stream is kept, from its end.
+const TAIL_BYTES: usize = 4096;
+
+/// What a command did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandRun {
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// Its exit code; `None` when it was killed (a timeout or a signal) or never ran.
+    pub exit_code: Option<i32>,
+    /// It outlived its timeout and was killed.
+    pub timed_out: bool,
+    /// How long it ran, s.
+    pub duration_s: f64,
+    /// The last bytes of its standard output.
+    pub stdout_tail: String,
+    /// The last bytes of its standard error.
+    pub stderr_tail: String,
+    /// Why it could not be started, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_error: Option<String>,
+}
+
+impl CommandRun {
+    /// It ran and exited with 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// The last line of its standard error (else of its output) that says something
+    /// (not a row of `^` markers under an echoed command), for a sentence.
+    pub fn last_line(&self) -> &str {
+        let says = |l: &&str| l.chars().any(char::is_alphanumeric);
+        [&self.stderr_tail, &self.stdout_tail]
+            .into_iter()
+            .find_map(|t| t.lines().rev().find(says))
+            .map_or("no output", str::trim)
+    }
+}
+
+/// Run `argv` with `env` added to nflab's environment, for at most `timeout`; a
+/// command still running then is killed with its process group.
+pub fn run(argv: &[String], env: &[(&str, String)], timeout: Duration) -> CommandRun {
+    let started = Instant::now();
+    let mut run = CommandRun {
+        argv: argv.to_vec(),
+        exit_code: None,
+        timed_out: false,
+        duration_s: 0.0,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+        spawn_error: None,
+    };
+    let Some((program, args)) = argv.split_first() else {
+        run.spawn_error = Some("an empty command".into());
+        return run;
+    };
+    let child = Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            run.spawn_error = Some(format!("cannot run {program}: {e}"));
+            return run;
+        }
+    };
+    let tail_of = |s: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            if let Some(mut s) = s {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    tail.extend_from_slice(&buf[..n]);
+                    let over = tail.len().saturating_sub(TAIL_BYTES);
+                    tail.drain(..over);
+                }
+            }
+            String::from_utf8_lossy(&tail).into_owned()
+        })
+    };
+    let out = tail_of(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = tail_of(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() >= timeout => {
+                run.timed_out = true;
+                // The whole group: a shell's children hold the pipes open otherwise.
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    run.exit_code = status.and_then(|s| s.code());
+    run.duration_s = started.elapsed().as_secs_f64();
+    run.stdout_tail = out.join().unwrap_or_default();
+    run.stderr_tail = err.join().unwrap_or_default();
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn exit_code_output_tails_and_environment_are_kept() {
+        let r = run(
+            &argv(&["sh", "-c", "echo out; echo \"err $NFLAB_X\" >&2; exit 3"]),
+            &[("NFLAB_X", "y".into())],
+            Duration::from_secs(10),
+        );
+        assert_eq!(r.exit_code, Some(3));
+        assert!(!r.succeeded() && !r.timed_out);
+        assert_eq!(r.stdout_tail, "out\n");
+        assert_eq!(r.last_line(), "err y");
+    }
+
+    #[test]
+    fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
+        let r = run(
+            &argv(&["sh", "-c", "sleep 30 & sleep 30; echo never"]),
+            &[],
+            Duration::from_millis(200),
+        );
+        assert!(r.timed_out);
+        assert_eq!(r.exit_code, None);
+        // The background sleep held the pipes too: the tails came back, so it is gone.
+        assert!(r.duration_s < 30.0, "{}", r.duration_s);
+        assert!(!r.stdout_tail.contains("never"));
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let r = run(&argv(&["/nonexistent/hook"]), &[], Duration::from_secs(1));
+        assert!(r
+            .spawn_error
+            .as_deref()
+            .is_some_and(|e| e.contains("/nonexistent/hook")));
+        assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn only_the_tail_of_a_long_output_is_kept() {
+        let r = run(
+            &argv(&[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 3000 ]; do echo line$i; i=$((i+1)); done",
+            ]),
+            &[],
+            Duration::from_secs(10),
+        );
+        assert!(r.stdout_tail.len() <= TAIL_BYTES);
+        assert!(r.stdout_tail.ends_with("line2999\n"));
+    }
+}

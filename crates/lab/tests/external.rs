@@ -1,0 +1,334 @@
+//! `dut.kind = "external"` on real namespaces (root): boxes nflab does not set up,
+//! set up by the spec's own hooks — a kernel router (measured beside nflab's own
+//! `linux-router`), a router whose nftables drop a known share — the user's namespace
+//! left as it was found, and the faults a user meets, each one sentence.
+//!
+//! Run: `sudo -E cargo test -p nflab-lab --test external -- --nocapture`
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use nflab_lab::{run_experiment, ExperimentResult, LabError, RunOptions};
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nflab-ext-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+fn our_namespaces() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let me = format!("nflab-{}-", std::process::id());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&me))
+        .map(str::to_string)
+        .collect()
+}
+
+/// One study at a time: each checks that no namespace of this process is left.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn study(dir: &Path, spec: &str) -> Result<ExperimentResult, LabError> {
+    let path = dir.join("spec.toml");
+    std::fs::write(&path, spec).expect("spec");
+    let opts = RunOptions {
+        out: dir.to_path_buf(),
+        resume: None,
+        progress: false,
+        version: "test".into(),
+        commit: "test".into(),
+        after_failure: None,
+        events: Default::default(),
+    };
+    let r = run_experiment(&path, &opts, Arc::new(AtomicBool::new(false)));
+    assert!(our_namespaces().is_empty(), "{:?}", our_namespaces());
+    r
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("json")
+}
+
+/// The hook that makes the nflab-made DuT namespace a kernel router, as
+/// `linux-router` would be (without its static neighbours: the box asks by ARP).
+const ROUTER_SETUP: &str = r#"setup = ["sh", "-c", "ip -n $NFLAB_DUT_NETNS addr add 198.18.0.2/24 dev $NFLAB_INGRESS && ip -n $NFLAB_DUT_NETNS addr add 198.19.0.2/24 dev $NFLAB_EGRESS && ip netns exec $NFLAB_DUT_NETNS sysctl -qw net.ipv4.ip_forward=1"]"#;
+
+const TRAFFIC: &str =
+    "[traffic]\nbackend = \"af_packet\"\nrate_pps = 10000\nduration_s = 1\nwarmup_s = 0.2\n";
+
+#[test]
+fn a_router_set_up_by_its_hooks_measures_as_the_linux_router_nflab_sets_up() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("router");
+    let r = study(
+        &dir,
+        &format!(
+            "[experiment]\nname = \"ext\"\nrepetitions = 2\norder = \"random\"\n{TRAFFIC}\
+             [sweep]\n\"dut.kind\" = [\"linux-router\", \"external\"]\n\
+             [dut.external]\n{ROUTER_SETUP}\nteardown = [\"true\"]\n"
+        ),
+    )
+    .expect("the study");
+    assert_eq!(r.runs.len(), 4);
+    let mut p50 = [Vec::new(), Vec::new()];
+    for (i, row) in r.runs.iter().enumerate() {
+        let s = &row.summary;
+        let external = row.dut == "external";
+        assert_eq!(s.loss_ratio, 0.0, "run {i}: loss {}", s.loss_ratio);
+        assert!(s.packets.received > 9000, "run {i}: {:?}", s.packets);
+        p50[external as usize].push(s.latency_ns.p50.expect("a median") as f64);
+        if external {
+            let run_dir = r.dir.join("runs").join(&row.run);
+            let ext = json(&run_dir.join("external.json"));
+            assert_eq!(ext["mode"], "l3");
+            let names: Vec<&str> = ext["hooks"]
+                .as_array()
+                .expect("hooks")
+                .iter()
+                .filter_map(|h| h["name"].as_str())
+                .collect();
+            assert_eq!(names, ["setup", "teardown"]);
+            assert!(ext["hooks"][0]["exit_code"] == 0, "{ext}");
+            // The router's dut0 MAC, found by ARP.
+            assert_eq!(ext["probe_dst_mac"], "02:4e:46:00:01:01", "{ext}");
+        }
+    }
+    // Both kernels forward alike: the medians differ by less than the medians of one
+    // kind differ between its own repetitions, plus a microsecond.
+    let spread = |v: &[f64]| {
+        v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let noise = spread(&p50[0]).max(spread(&p50[1])) + 1_000.0;
+    assert!(
+        (mean(&p50[0]) - mean(&p50[1])).abs() <= noise,
+        "linux-router p50 {:?} ns, external {:?} ns",
+        p50[0],
+        p50[1]
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_box_that_drops_a_known_share_loses_that_share() {
+    if !nflab_testkit::require_root() || !nflab_testkit::require_tool("nft", "nftables") {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("drop");
+    let share = 0.2;
+    let drop_rule = r#"health = ["sh", "-c", "ip netns exec $NFLAB_DUT_NETNS nft add table inet box && ip netns exec $NFLAB_DUT_NETNS nft 'add chain inet box through { type filter hook forward priority 0; }' && ip netns exec $NFLAB_DUT_NETNS nft add rule inet box through numgen random mod 100 '<' 20 drop"]"#;
+    let r = study(
+        &dir,
+        &format!(
+            "[experiment]\nname = \"drop\"\n{TRAFFIC}[dut]\nkind = \"external\"\n[dut.external]\n{ROUTER_SETUP}\n{drop_rule}\n"
+        ),
+    )
+    .expect("the study");
+    let s = &r.runs[0].summary;
+    let n = (s.packets.received + s.packets.lost) as f64;
+    let se = (share * (1.0 - share) / n).sqrt();
+    assert!(
+        (s.loss_ratio - share).abs() <= 3.0 * se,
+        "loss {} of {n} probes, expected {share} ± {}",
+        s.loss_ratio,
+        3.0 * se
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// What a namespace looks like to someone who would notice a change.
+fn state_of(ns: &str) -> String {
+    let mut s = String::new();
+    for args in [
+        vec!["ip", "-n", ns, "-d", "addr", "show"],
+        vec!["ip", "-n", ns, "route", "show", "table", "all"],
+        vec!["ip", "-n", ns, "-d", "link", "show"],
+        vec!["ip", "netns", "exec", ns, "nft", "list", "ruleset"],
+        vec![
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "net.ipv4.ip_forward",
+            "net.ipv4.conf.all.rp_filter",
+        ],
+    ] {
+        let out = Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .expect("state");
+        s.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    s
+}
+
+#[test]
+fn a_run_without_hooks_leaves_the_users_namespace_as_it_found_it() {
+    if !nflab_testkit::require_root() || !nflab_testkit::require_tool("nft", "nftables") {
+        return;
+    }
+    let _one = serial();
+    let ns = format!("nflabtest-box-{}", std::process::id());
+    struct Ns(String);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .expect("ip")
+        .success());
+    let _ns = Ns(ns.clone());
+    for args in [
+        vec!["ip", "-n", &ns, "link", "set", "lo", "up"],
+        vec![
+            "ip",
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            "198.18.99.1/32",
+            "dev",
+            "lo",
+        ],
+        vec![
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ],
+        vec![
+            "ip", "netns", "exec", &ns, "nft", "add", "table", "inet", "users",
+        ],
+    ] {
+        assert!(Command::new(args[0])
+            .args(&args[1..])
+            .status()
+            .expect("prepare")
+            .success());
+    }
+    let before = state_of(&ns);
+    let spec = |hooks: &str| {
+        format!(
+            "[experiment]\nname = \"untouched\"\n[traffic]\nbackend = \"af_packet\"\nrate_pps = 1000\nduration_s = 0.3\nwarmup_s = 0\n\
+             [dut]\nkind = \"external\"\n[dut.external]\nmode = \"l2\"\nnetns = \"{ns}\"\ningress = \"in0\"\negress = \"out0\"\n{hooks}"
+        )
+    };
+    // Without hooks nothing in the box forwards: the run is refused before it records,
+    // and the namespace is as it was.
+    let e = study(&tmp("untouched-bare"), &spec("")).expect_err("a box that forwards nothing");
+    assert!(e.to_string().contains("forwarded none of"), "{e}");
+    assert_eq!(state_of(&ns), before, "the namespace changed");
+    // Hooks that bridge the ports and take the bridge down again: nothing left either.
+    let dir = tmp("untouched");
+    let hooks = format!(
+        "setup = [\"sh\", \"-c\", \"ip -n {ns} link add nflabtest-br type bridge && ip -n {ns} link set in0 master nflabtest-br && ip -n {ns} link set out0 master nflabtest-br && ip -n {ns} link set nflabtest-br up\"]\n\
+         teardown = [\"ip\", \"-n\", \"{ns}\", \"link\", \"del\", \"nflabtest-br\"]\n"
+    );
+    let r = study(&dir, &spec(&hooks)).expect("the study");
+    assert_eq!(r.runs[0].summary.loss_ratio, 0.0);
+    let ext = json(&r.dir.join("runs/000/external.json"));
+    assert_eq!(ext["netns"], ns.as_str());
+    assert_eq!(ext["ports"], serde_json::json!(["in0", "out0"]));
+    assert_eq!(state_of(&ns), before, "the namespace changed");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn faults_are_one_sentence_and_the_hooks_that_ran_are_on_record() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("faults");
+    let base = "[experiment]\nname = \"f\"\n[traffic]\nbackend = \"af_packet\"\nrate_pps = 1000\nduration_s = 0.2\nwarmup_s = 0\n[dut]\nkind = \"external\"\n[dut.external]\n";
+    let marker = dir.join("torn-down");
+    let teardown = format!("teardown = [\"touch\", \"{}\"]\n", marker.display());
+    for (i, (extra, want)) in [
+        // Nothing answers for the gateway.
+        (
+            "arp_timeout_s = 0.3\n".to_string(),
+            "the gateway 198.18.0.2 did not answer ARP on lg0 within 0.3 s",
+        ),
+        (
+            format!("setup = [\"sh\", \"-c\", \"echo boom >&2; exit 3\"]\n{teardown}"),
+            "dut.external.setup (sh -c echo boom >&2; exit 3) exited with 3: boom",
+        ),
+        (
+            "setup = { argv = [\"sleep\", \"30\"], timeout_s = 0.3 }\n".into(),
+            "dut.external.setup (sleep 30) did not end within 0.3 s and was killed",
+        ),
+        (
+            "netns = \"nflabtest-no-such-ns\"\n".into(),
+            "dut.external.netns = \"nflabtest-no-such-ns\" does not exist",
+        ),
+        (
+            "mode = \"l4\"\n".into(),
+            "dut.external.mode = \"l4\" is not known",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A directory each: two studies of one spec in one second would share one.
+        let case = dir.join(format!("case-{i}"));
+        std::fs::create_dir_all(&case).expect("case dir");
+        let e = study(&case, &format!("{base}{extra}"))
+            .expect_err(&extra)
+            .to_string();
+        assert!(e.contains(want), "{extra}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    // The failed setup's teardown ran, and its run says what happened.
+    assert!(marker.exists(), "teardown did not run after a failed setup");
+    let records: Vec<PathBuf> = walk(&dir)
+        .into_iter()
+        .filter(|p| p.ends_with("external.json"))
+        .collect();
+    let failed = records
+        .iter()
+        .map(|p| json(p))
+        .find(|e| e["hooks"][0]["exit_code"] == 3)
+        .expect("the failed setup's external.json");
+    assert!(failed["hooks"][0]["stderr_tail"]
+        .as_str()
+        .is_some_and(|t| t.contains("boom")));
+    assert_eq!(failed["hooks"][1]["name"], "teardown");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
