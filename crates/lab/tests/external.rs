@@ -332,3 +332,122 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Runs `args` as a command that must succeed.
+fn sh(args: &[&str]) {
+    let ok = Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .expect("command")
+        .success();
+    assert!(ok, "{args:?} failed");
+}
+
+#[test]
+fn a_box_behind_the_loadgens_own_ports_is_measured_and_the_ports_are_left_as_found() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one = serial();
+    // Two "machines": the LoadGen's namespace with two ports, cabled to a router in another.
+    let (lg, boxns) = (
+        format!("nflabtest-lgh-{}", std::process::id()),
+        format!("nflabtest-rth-{}", std::process::id()),
+    );
+    struct Ns(Vec<String>);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            for ns in &self.0 {
+                let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            }
+        }
+    }
+    let _gone = Ns(vec![lg.clone(), boxns.clone()]);
+    for ns in [&lg, &boxns] {
+        sh(&["ip", "netns", "add", ns]);
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+    }
+    for (a, b) in [("tx0", "in0"), ("rx0", "out0")] {
+        sh(&[
+            "ip", "-n", &lg, "link", "add", a, "type", "veth", "peer", "name", b, "netns", &boxns,
+        ]);
+        sh(&["ip", "-n", &lg, "link", "set", a, "up"]);
+        sh(&["ip", "-n", &boxns, "link", "set", b, "up"]);
+    }
+    sh(&[
+        "ip",
+        "-n",
+        &boxns,
+        "addr",
+        "add",
+        "198.18.0.2/24",
+        "dev",
+        "in0",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &boxns,
+        "addr",
+        "add",
+        "198.19.0.2/24",
+        "dev",
+        "out0",
+    ]);
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &boxns,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+    let before = state_of(&lg);
+    let dir = tmp("hosts");
+    let r = study(
+        &dir,
+        &format!(
+            "[experiment]\nname = \"hosts\"\n{TRAFFIC}[topology]\nkind = \"hosts\"\n\
+             [hosts.loadgen]\naddress = \"local\"\nnetns = \"{lg}\"\ntx_iface = \"tx0\"\nrx_iface = \"rx0\"\n\
+             [dut]\nkind = \"external\"\n"
+        ),
+    )
+    .expect("the study");
+    let s = &r.runs[0].summary;
+    assert_eq!(s.loss_ratio, 0.0);
+    assert!(s.packets.received > 9000, "{:?}", s.packets);
+    let ext = json(&r.dir.join("runs/000/external.json"));
+    assert_eq!(
+        ext["addresses_added"],
+        serde_json::json!(["198.18.0.1/24 on tx0", "198.19.0.1/24 on rx0"])
+    );
+    assert!(ext["netns"].is_null(), "{ext}");
+    // The addresses went again; the rest of the LoadGen's namespace is as it was.
+    assert_eq!(state_of(&lg), before, "the LoadGen's namespace changed");
+    // [hosts.dut] is for a box nflab sets up.
+    let e = study(
+        &tmp("hosts-dut"),
+        &format!(
+            "[experiment]\nname = \"hosts\"\n{TRAFFIC}[topology]\nkind = \"hosts\"\n\
+             [hosts.loadgen]\naddress = \"local\"\nnetns = \"{lg}\"\ntx_iface = \"tx0\"\nrx_iface = \"rx0\"\n\
+             [hosts.dut]\naddress = \"root@198.18.254.2\"\n[dut]\nkind = \"external\"\n"
+        ),
+    )
+    .expect_err("[hosts.dut] with an external box");
+    assert!(
+        e.to_string()
+            .contains("[hosts.dut] does not apply to dut.kind = \"external\""),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -100,7 +100,13 @@ fn run_experiment_in(
     let mut env = Environment::capture(&opts.version, &opts.commit);
     if spec.topology.kind == crate::spec::TopologyKind::Hosts {
         for (role, host) in &spec.hosts {
-            env.hosts.insert(role.clone(), host.remote(&["info"])?);
+            // This machine answers in-process (and a library caller is no nflab binary).
+            let info = if host.is_local() {
+                crate::hosts::remote_dut::host_info()
+            } else {
+                host.remote(&["info"])?
+            };
+            env.hosts.insert(role.clone(), info);
         }
         // Every pair's hosts at once: each answer costs an SSH handshake.
         env.hosts
