@@ -248,9 +248,14 @@ impl RunningExternal {
     fn bring_up(&mut self, topo: &Topology) -> Result<(), LabError> {
         if let Some(t) = &self.config.teardown {
             // Before setup changes anything: a kill -9 from here on is undone by gc.
-            self.journal.record(&Restore::Command {
-                ns: String::new(),
+            self.journal.record(&Restore::Hook {
                 argv: t.argv.clone(),
+                env: self
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+                timeout_s: t.timeout.as_secs_f64(),
             })?;
         }
         if let Some(h) = self.config.setup.clone() {

@@ -56,6 +56,16 @@ pub enum Restore {
         /// The command and its arguments.
         argv: Vec<String>,
     },
+    /// Run an external DuT's `teardown` hook (`dut.external.teardown`) with the
+    /// environment it runs with in the run, for at most `timeout_s`.
+    Hook {
+        /// The command and its arguments.
+        argv: Vec<String>,
+        /// The variables nflab gives its hooks (`NFLAB_DUT_NETNS`, …).
+        env: Vec<(String, String)>,
+        /// Longest time it may take, s.
+        timeout_s: f64,
+    },
     /// Ask a host of a hosts topology or a pair to undo what the controller
     /// `owner` left there: `nflab remote gc --owner OWNER` over SSH
     /// (`hosts::remote_gc`).
@@ -72,7 +82,7 @@ impl Restore {
     pub(crate) fn ns(&self) -> &str {
         match self {
             Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
-            Restore::Remote { .. } => "",
+            Restore::Hook { .. } | Restore::Remote { .. } => "",
         }
     }
 
@@ -91,6 +101,25 @@ impl Restore {
                 ns_run(ns, &args)
                     .map(|_| ())
                     .map_err(|e| format!("cannot run '{}': {e}", argv.join(" ")))
+            }
+            Restore::Hook {
+                argv,
+                env,
+                timeout_s,
+            } => {
+                let env: Vec<(&str, String)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+                let timeout = std::time::Duration::from_secs_f64(*timeout_s);
+                let run = crate::sys::command::run(argv, &env, timeout);
+                if run.succeeded() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the teardown hook '{}' failed: {}",
+                        argv.join(" "),
+                        run.spawn_error.as_deref().unwrap_or(run.last_line())
+                    ))
+                }
             }
             Restore::Remote { host, owner } => {
                 let v = host
@@ -386,6 +415,36 @@ mod tests {
         assert_eq!(read_journal(&p).unwrap().1, vec![e, second]);
         j.finish();
         assert!(!p.exists());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn an_external_duts_teardown_hook_runs_with_its_environment_when_its_owner_died() {
+        let d = tmp("hook");
+        let marker = d.join("torn-down");
+        let dead_pid = u32::MAX - 2;
+        let hook = Restore::Hook {
+            argv: ["sh", "-c", "echo $NFLAB_DUT_NETNS > \"$MARKER\""]
+                .map(String::from)
+                .to_vec(),
+            env: vec![
+                ("NFLAB_DUT_NETNS".into(), "nflab-1-0-dut".into()),
+                ("MARKER".into(), marker.display().to_string()),
+            ],
+            timeout_s: 10.0,
+        };
+        std::fs::write(
+            d.join(format!("knobs-{dead_pid}-0.journal")),
+            format!(
+                "owner {dead_pid} 1\n{}\n",
+                serde_json::to_string(&hook).unwrap()
+            ),
+        )
+        .unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].restored, r[0].failed.len()), (1, 0), "{r:?}");
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "nflab-1-0-dut\n");
         std::fs::remove_dir_all(d).unwrap();
     }
 
