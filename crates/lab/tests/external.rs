@@ -451,3 +451,46 @@ fn a_box_behind_the_loadgens_own_ports_is_measured_and_the_ports_are_left_as_fou
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// The examples' boxes as a user runs them, shortened: one rate, half a second.
+#[test]
+fn the_third_party_examples_forward_every_probe() {
+    if !nflab_testkit::require_root()
+        || !nflab_testkit::require_tool("nft", "nftables")
+        || !nflab_testkit::require_tool("/usr/lib/frr/zebra", "frr")
+    {
+        return;
+    }
+    let _one = serial();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    // examples/external-ipsec.toml needs a kernel with ESP, which this machine kind lacks.
+    for name in ["external-nat", "external-frr"] {
+        let text = std::fs::read_to_string(examples.join(format!("{name}.toml"))).expect("example");
+        let mut spec: toml::Table = toml::from_str(&text).expect("toml");
+        let traffic = spec["traffic"].as_table_mut().expect("[traffic]");
+        traffic.insert("duration_s".into(), 0.5.into());
+        traffic.insert("warmup_s".into(), 0.2.into());
+        spec.remove("sweep");
+        let dir = tmp(name);
+        let r = study(&dir, &toml::to_string(&spec).expect("spec"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let s = &r.runs[0].summary;
+        assert_eq!(s.loss_ratio, 0.0, "{name}");
+        assert!(s.packets.received > 4000, "{name}: {:?}", s.packets);
+        let ext = json(&r.dir.join("runs/000/external.json"));
+        for hook in ext["hooks"].as_array().expect("hooks") {
+            assert_eq!(hook["exit_code"], 0, "{name}: {hook}");
+        }
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+    // FRR's daemons went with their teardown.
+    let left = Command::new("pgrep")
+        .args(["-f", "frr-nflab"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        left.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}

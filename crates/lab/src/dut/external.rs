@@ -174,6 +174,20 @@ impl DutDriver for ExternalDriver {
     }
 }
 
+/// A hook's command for a one-line sentence: white space folded, a long script cut.
+fn shown(argv: &[String]) -> String {
+    const MOST: usize = 60;
+    let line = argv
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match line.char_indices().nth(MOST) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
 /// The MAC of interface `dev` of this thread's namespace; a missing one in a sentence.
 fn iface_mac(dev: &str) -> Result<MacAddr, LabError> {
     nflab_io::iface::mac(dev).map(MacAddr).map_err(|e| {
@@ -285,14 +299,14 @@ impl RunningExternal {
             Some(format!(
                 "dut.external.{} ({}) did not end within {} s and was killed",
                 h.name,
-                h.argv.join(" "),
+                shown(&h.argv),
                 h.timeout.as_secs_f64()
             ))
         } else if !run.succeeded() {
             Some(format!(
                 "dut.external.{} ({}) exited with {}: {}",
                 h.name,
-                h.argv.join(" "),
+                shown(&h.argv),
                 run.exit_code.map_or("a signal".into(), |c| c.to_string()),
                 run.last_line()
             ))

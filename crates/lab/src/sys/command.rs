@@ -81,30 +81,13 @@ pub fn run(argv: &[String], env: &[(&str, String)], timeout: Duration) -> Comman
             return run;
         }
     };
-    let tail_of = |s: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut tail = Vec::new();
-            if let Some(mut s) = s {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    tail.extend_from_slice(&buf[..n]);
-                    let over = tail.len().saturating_sub(TAIL_BYTES);
-                    tail.drain(..over);
-                }
-            }
-            String::from_utf8_lossy(&tail).into_owned()
-        })
-    };
-    let out = tail_of(
+    let out = Tail::read(
         child
             .stdout
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
     );
-    let err = tail_of(
+    let err = Tail::read(
         child
             .stderr
             .take()
@@ -128,9 +111,52 @@ pub fn run(argv: &[String], env: &[(&str, String)], timeout: Duration) -> Comman
     };
     run.exit_code = status.and_then(|s| s.code());
     run.duration_s = started.elapsed().as_secs_f64();
-    run.stdout_tail = out.join().unwrap_or_default();
-    run.stderr_tail = err.join().unwrap_or_default();
+    // A daemon the command started may hold its pipes open for good: what arrived by
+    // shortly after the command's end is its output.
+    let settle = Instant::now() + PIPE_SETTLE;
+    run.stdout_tail = out.take(settle);
+    run.stderr_tail = err.take(settle);
     run
+}
+
+/// How long the output of an ended command may still take to arrive.
+const PIPE_SETTLE: Duration = Duration::from_millis(300);
+
+/// The tail of one output stream, read by a thread of its own.
+struct Tail {
+    buf: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Tail {
+    fn read(stream: Option<Box<dyn Read + Send>>) -> Tail {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = std::sync::Arc::clone(&buf);
+        let reader = std::thread::spawn(move || {
+            let Some(mut s) = stream else { return };
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = s.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let mut tail = shared.lock().unwrap_or_else(|e| e.into_inner());
+                tail.extend_from_slice(&chunk[..n]);
+                let over = tail.len().saturating_sub(TAIL_BYTES);
+                tail.drain(..over);
+            }
+        });
+        Tail { buf, reader }
+    }
+
+    /// What arrived, once the stream ended or `deadline` passed (the reader then
+    /// goes on alone until the stream's last writer is gone).
+    fn take(self, deadline: Instant) -> String {
+        while !self.reader.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let tail = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&tail).into_owned()
+    }
 }
 
 #[cfg(test)]
@@ -166,6 +192,20 @@ mod tests {
         // The background sleep held the pipes too: the tails came back, so it is gone.
         assert!(r.duration_s < 30.0, "{}", r.duration_s);
         assert!(!r.stdout_tail.contains("never"));
+    }
+
+    #[test]
+    fn a_daemon_holding_the_pipes_does_not_hold_the_command_up() {
+        let started = Instant::now();
+        let r = run(
+            &argv(&["sh", "-c", "echo started; (sleep 5 &) ; exit 0"]),
+            &[],
+            Duration::from_secs(10),
+        );
+        assert!(r.succeeded());
+        assert_eq!(r.stdout_tail, "started\n");
+        // The background sleep keeps the pipes for 5 s; the run did not wait for it.
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
