@@ -7,57 +7,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
-use nflab_lab::{run_experiment, ExperimentResult, LabError, RunOptions};
+mod common;
+use common::{json, serial, study};
 
 fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-ext-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
-}
-
-fn our_namespaces() -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let me = format!("nflab-{}-", std::process::id());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&me))
-        .map(str::to_string)
-        .collect()
-}
-
-/// One study at a time: each checks that no namespace of this process is left.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn study(dir: &Path, spec: &str) -> Result<ExperimentResult, LabError> {
-    let path = dir.join("spec.toml");
-    std::fs::write(&path, spec).expect("spec");
-    let opts = RunOptions {
-        out: dir.to_path_buf(),
-        resume: None,
-        progress: false,
-        version: "test".into(),
-        commit: "test".into(),
-        after_failure: None,
-        events: Default::default(),
-    };
-    let r = run_experiment(&path, &opts, Arc::new(AtomicBool::new(false)));
-    assert!(our_namespaces().is_empty(), "{:?}", our_namespaces());
-    r
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("json")
+    common::tmp("ext", tag)
 }
 
 /// The hook that makes the nflab-made DuT namespace a kernel router, as

@@ -9,50 +9,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use nflab_analyze::prrt::read_packets;
-use nflab_lab::{run_experiment, RunOptions};
+use nflab_lab::run_experiment;
+
+mod common;
+use common::{json, options as opts, our_namespaces, serial};
 
 fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-prrt-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
-}
-
-fn opts(out: &Path, resume: Option<PathBuf>) -> RunOptions {
-    RunOptions {
-        out: out.to_path_buf(),
-        resume,
-        progress: true,
-        version: "test".into(),
-        commit: "test".into(),
-        after_failure: None,
-        events: Default::default(),
-    }
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("json")
-}
-
-fn our_namespaces() -> Vec<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let me = format!("nflab-{}-", std::process::id());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&me))
-        .map(str::to_string)
-        .collect()
-}
-
-/// One test at a time: each checks that no namespace of this process is left after its
-/// run, which a test running beside it would break.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    common::tmp("prrt", tag)
 }
 
 fn run(dir: &Path, spec: &str) -> nflab_lab::ExperimentResult {

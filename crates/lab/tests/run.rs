@@ -4,38 +4,19 @@
 //!
 //! Run: `sudo -E cargo test -p nflab-lab --test run -- --nocapture`
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use nflab_lab::dut::driver;
+use nflab_lab::run_experiment;
 use nflab_lab::spec::{DutKind, DutSection};
-use nflab_lab::{run_experiment, RunOptions};
+
+mod common;
+use common::{json, options, our_namespaces, serial};
 
 fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nflab-run-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
-}
-
-fn our_namespaces() -> Vec<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let me = format!("nflab-{}-", std::process::id());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&me))
-        .map(str::to_string)
-        .collect()
-}
-
-/// One test at a time: each counts this process's namespaces and threads.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    common::tmp("run", tag)
 }
 
 /// Threads of this process named `name`.
@@ -45,11 +26,6 @@ fn threads_named(name: &str) -> usize {
         .filter_map(Result::ok)
         .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
         .count()
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("json")
 }
 
 #[test]
@@ -68,15 +44,7 @@ fn run_experiment_as_a_library_writes_the_model_predictions_as_nflab_run_does() 
          [model]\nsim_packets = 2000\n",
     )
     .expect("spec");
-    let opts = RunOptions {
-        out: dir.clone(),
-        resume: None,
-        progress: false,
-        version: "test".into(),
-        commit: "test".into(),
-        after_failure: None,
-        events: Default::default(),
-    };
+    let opts = options(&dir, None);
     let r = run_experiment(&spec, &opts, Arc::new(AtomicBool::new(false))).expect("the study");
     assert!(our_namespaces().is_empty(), "{:?}", our_namespaces());
     let fit = r.model.expect("a fit of [model]");
