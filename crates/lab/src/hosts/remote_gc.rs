@@ -50,7 +50,12 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
     let scratch = format!("{SCRATCH_PREFIX}{tag}-");
     for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with(&scratch) {
+        // Only directories of ours: another user's entry of that name is theirs.
+        let ours = std::fs::symlink_metadata(e.path()).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
+        });
+        if name.starts_with(&scratch) && ours {
             match std::fs::remove_dir_all(e.path()) {
                 Ok(()) => out.scratch_removed.push(name),
                 Err(err) => out.problems.push(format!("{}: {err}", e.path().display())),
