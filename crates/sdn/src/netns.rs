@@ -90,10 +90,16 @@ impl PrivateNetns {
         let name = format!("nflab-{}-{tag}{n}", std::process::id());
         std::fs::create_dir_all(OWNER_DIR)
             .map_err(|e| SdnError::io(format!("cannot create {OWNER_DIR}"), e))?;
-        run("ip", &["netns", "add", &name])?;
+        // The owner file before the namespace: `nflab topo gc` knows the helpers
+        // of a dead run's namespace by it.
+        let owner = format!("{OWNER_DIR}/{name}.owner");
+        std::fs::write(&owner, owner_line())
+            .map_err(|e| SdnError::io(format!("cannot write the owner file of {name}"), e))?;
+        if let Err(e) = run("ip", &["netns", "add", &name]) {
+            let _ = std::fs::remove_file(&owner);
+            return Err(e);
+        }
         let ns = PrivateNetns { name };
-        std::fs::write(ns.owner_path(), owner_line())
-            .map_err(|e| SdnError::io(format!("cannot write the owner file of {}", ns.name), e))?;
         run("ip", &["-n", &ns.name, "link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -110,9 +116,11 @@ impl PrivateNetns {
 
 impl Drop for PrivateNetns {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.owner_path());
-        if let Err(e) = run("ip", &["netns", "del", &self.name]) {
-            eprintln!("warning: {e}");
+        match run("ip", &["netns", "del", &self.name]) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(self.owner_path());
+            }
+            Err(e) => eprintln!("warning: {e}"),
         }
     }
 }

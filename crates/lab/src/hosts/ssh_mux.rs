@@ -72,8 +72,15 @@ fn stop_masters_of(pid: u32) -> Vec<u32> {
     // A master rewrites its command line to `ssh: DIR/<hash> [mux]`; its
     // clients keep `ControlPath=DIR/%C`. Both name the directory.
     let needle = format!("{}/", dir.display());
+    // Only ssh itself (`ssh: …` is a master's rewritten name): another program
+    // naming the directory is not ours to end.
     let masters = processes_whose_args(|args| {
-        args.iter()
+        let ssh = args.first().is_some_and(|a0| {
+            let base = a0.rsplit(|b| *b == b'/').next().unwrap_or(a0);
+            base == b"ssh" || a0.starts_with(b"ssh: ")
+        });
+        ssh && args
+            .iter()
             .any(|a| a.windows(needle.len()).any(|w| w == needle.as_bytes()))
     });
     let ended: Vec<u32> = masters

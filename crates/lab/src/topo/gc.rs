@@ -39,6 +39,9 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
             removed.push(ns.name);
         }
     }
+    if whole_host {
+        removed.extend(crate::net::namespaces::remove_stale_owner_files());
+    }
     // After the namespaces: knobs inside a removed one went with it. Journals are the
     // whole host's business: a gc limited to one topology leaves them.
     let journals = if whole_host {

@@ -233,8 +233,9 @@ impl Topology {
         std::fs::create_dir_all(OWNER_DIR)
             .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
         for ns in self.namespaces() {
-            ip(&["netns", "add", &ns])?;
+            // The owner first: gc knows a helper of this namespace by it.
             write_owner(&ns)?;
+            ip(&["netns", "add", &ns])?;
             // No IPv6 on the benchmark links: router solicitations and DAD
             // would otherwise show up as foreign frames at the recorder.
             crate::net::cmd::sysctl(
