@@ -27,6 +27,7 @@ fn opts(out: &Path, resume: Option<PathBuf>) -> RunOptions {
         commit: "test".into(),
         after_failure: None,
         events: Default::default(),
+        allow_include_outside: false,
     }
 }
 

@@ -76,6 +76,7 @@ fn run_experiment_as_a_library_writes_the_model_predictions_as_nflab_run_does() 
         commit: "test".into(),
         after_failure: None,
         events: Default::default(),
+        allow_include_outside: false,
     };
     let r = run_experiment(&spec, &opts, Arc::new(AtomicBool::new(false))).expect("the study");
     assert!(our_namespaces().is_empty(), "{:?}", our_namespaces());

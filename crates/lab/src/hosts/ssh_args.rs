@@ -148,6 +148,54 @@ mod tests {
     }
 
     #[test]
+    fn ssh_options_that_run_commands_here_are_refused_and_the_rest_pass() {
+        let with = |opts: &[&str]| {
+            let mut h = host("root@198.18.254.2");
+            h.ssh_options = opts.iter().map(|o| o.to_string()).collect();
+            check_entry(&h, "hosts.dut")
+        };
+        for ok in [
+            &["-i", "/root/.ssh/lab", "-o", "LogLevel=ERROR"][..],
+            &["-oIdentityFile=/root/.ssh/lab", "-4", "-vvv", "-C"],
+            &["-o", "ServerAliveInterval 5", "-o", "ControlPath=none"],
+            &["-l", "lab", "-ilab.key", "-o", "User=lab"],
+        ] {
+            assert!(with(ok).is_ok(), "{ok:?}: {:?}", with(ok));
+        }
+        for bad in [
+            &["-o", "ProxyCommand=touch /tmp/pwned"][..],
+            &["-oProxyCommand=sh -c id"],
+            &["-o", "LocalCommand=id", "-o", "PermitLocalCommand=yes"],
+            &["-o", "PermitLocalCommand yes"],
+            &["-F", "/tmp/evil_config"],
+            &["-F/tmp/evil_config"],
+            &["-4F", "/tmp/evil_config"],
+            &["-J", "jump"],
+            &["-o", "ProxyJump=jump"],
+            &["-o", "Match exec \"id\""],
+            &["-o", "Include /tmp/x"],
+            &["-o", "ForwardAgent=yes"],
+            &["-o", "IdentityFile=/a ProxyCommand=id"],
+            &["-E", "/etc/passwd"],
+            &["--", "x"],
+            &["-"],
+            &["-i"],
+            &["plain-word"],
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.contains("is not allowed") && e.contains("hosts.dut") && !e.contains('\n'),
+                "{bad:?}: {e}"
+            );
+        }
+        // Checked again where ssh is run: a host from a journal met no spec check.
+        let mut h = host("root@198.18.254.2");
+        h.ssh_options = vec!["-oProxyCommand=false".into()];
+        let e = h.remote(&["info"]).unwrap_err().to_string();
+        assert!(e.contains("is not allowed"), "{e}");
+    }
+
+    #[test]
     fn a_pinned_key_is_a_one_line_known_hosts_file_gone_on_drop() {
         let mut h = host("root@h");
         h.host_key = Some("ssh-ed25519 AAAAC3NzaC1 root@box".into());

@@ -81,11 +81,8 @@ impl Restore {
         match self {
             Restore::File { ns, path, value } if ns.is_empty() => std::fs::write(path, value)
                 .map_err(|e| format!("cannot restore {path} to {value}: {e}")),
-            Restore::File { ns, path, value } => {
-                ns_run(ns, &["sh", "-c", &format!("echo {value} > {path}")])
-                    .map(|_| ())
-                    .map_err(|e| format!("cannot restore {path} in netns {ns} to {value}: {e}"))
-            }
+            Restore::File { ns, path, value } => ns_write(ns, path, value)
+                .map_err(|e| format!("cannot restore {path} in netns {ns} to {value}: {e}")),
             Restore::Command { ns, argv } => {
                 let args: Vec<&str> = argv.iter().map(String::as_str).collect();
                 ns_run(ns, &args)
@@ -124,6 +121,32 @@ pub(crate) fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
         Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
         Err(e) => Err(format!("cannot run {}: {e}", args[0])),
+    }
+}
+
+/// Write `value` and a newline to the file `path` inside the namespace `ns`
+/// (where /sys shows that namespace's devices), with no shell: `tee` takes
+/// the value on stdin, so no part of it is ever parsed as a command.
+pub(crate) fn ns_write(ns: &str, path: &str, value: &str) -> Result<(), String> {
+    use std::process::Stdio;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "tee", "--", path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
+    let wrote = child
+        .stdin
+        .take()
+        .map(|mut i| i.write_all(format!("{value}\n").as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
+    match wrote {
+        Some(Ok(())) | None if out.status.success() => Ok(()),
+        Some(Err(e)) => Err(e.to_string()),
+        _ => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
     }
 }
 

@@ -60,17 +60,19 @@ fn run_experiment_in(
     let (dir, spec, text) = match &opts.resume {
         Some(dir) => {
             let stored = dir.join("spec.toml");
-            if !stored.is_file() {
+            // nflab wrote it as a plain file: a symlink there points elsewhere.
+            let plain = std::fs::symlink_metadata(&stored).is_ok_and(|m| m.is_file());
+            if !plain {
                 return Err(LabError::Other(format!(
-                    "{} is not an nflab experiment directory (no spec.toml): give the directory `nflab run` printed",
+                    "{} is not an nflab experiment directory (no spec.toml, or one that is not a plain file): give the directory `nflab run` printed",
                     dir.display()
                 )));
             }
-            let (spec, text) = Spec::from_file(&stored)?;
+            let (spec, text) = Spec::from_file_with(&stored, opts.allow_include_outside)?;
             (dir.clone(), spec, text)
         }
         None => {
-            let (spec, text) = Spec::from_file(spec_path)?;
+            let (spec, text) = Spec::from_file_with(spec_path, opts.allow_include_outside)?;
             let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
             (
                 opts.out.join(format!("{stamp}-{}", spec.experiment.name)),

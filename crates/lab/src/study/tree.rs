@@ -34,6 +34,9 @@ pub struct RunOptions {
     pub after_failure: Option<fn(&Path)>,
     /// Who hears the study's events (progress bar, `--events`); none by default.
     pub events: crate::artifacts::events::Observers,
+    /// Let `[experiment] include` name files outside the spec's directory
+    /// (`--allow-include-outside`).
+    pub allow_include_outside: bool,
 }
 
 /// What an experiment produced.
