@@ -195,18 +195,23 @@ impl KnobJournal {
             ))
         };
         if self.file.is_none() {
-            std::fs::create_dir_all(&self.dir).map_err(|e| err(&self.dir, e))?;
+            crate::sys::process::ensure_run_dir(&self.dir)
+                .map_err(|e| err(&self.dir, std::io::Error::other(e.to_string())))?;
             let pid = std::process::id();
             let path = self.dir.join(format!(
                 "knobs-{pid}-{}.journal",
                 NEXT_JOURNAL.fetch_add(1, Ordering::Relaxed)
             ));
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| err(&path, e))?;
+            let mut f = {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .map_err(|e| err(&path, e))?
+            };
             let start = crate::sys::process::process_start_time(pid).unwrap_or(0);
             let owner = format!("owner {pid} {start}\n");
             f.write_all(owner.as_bytes())
@@ -309,7 +314,23 @@ fn owner_alive(pid: u32, start: u64) -> bool {
 
 /// Restore the knobs of every journal in `dir` whose owner is gone, newest
 /// entry first, and remove the journals that were fully restored.
+///
+/// A journal's entries run as root: only a journal this user wrote, in a
+/// directory only this user can write, is replayed. Any other is refused and
+/// kept, with the reason in `failed`.
 pub fn replay_dead(dir: &Path) -> Vec<Replayed> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    if let Err(e) = crate::sys::process::ensure_run_dir(dir) {
+        return vec![Replayed {
+            journal: dir.to_path_buf(),
+            owner_pid: 0,
+            restored: 0,
+            skipped: 0,
+            failed: vec![format!("not replayed: {e}")],
+        }];
+    }
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -325,6 +346,18 @@ pub fn replay_dead(dir: &Path) -> Vec<Replayed> {
     journals.sort();
     let mut out = Vec::new();
     for path in journals {
+        if let Err(why) = crate::sys::process::check_trusted_file(&path) {
+            out.push(Replayed {
+                journal: path.clone(),
+                owner_pid: 0,
+                restored: 0,
+                skipped: 0,
+                failed: vec![format!(
+                    "not replayed: {why}; nflab runs a journal's entries as root, so it replays only its own"
+                )],
+            });
+            continue;
+        }
         let Some(((pid, start), entries)) = read_journal(&path) else {
             // Torn before its owner line was complete: no knob was changed
             // yet. Its name carries the pid, and a live owner may be writing it.
@@ -462,6 +495,74 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("knob")]);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn the_journal_directory_and_files_are_roots_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tmp("private");
+        let run = d.join("run");
+        let mut j = KnobJournal::new(&run);
+        j.record(&Restore::Command {
+            ns: String::new(),
+            argv: vec!["true".into()],
+        })
+        .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&run), 0o700);
+        assert_eq!(mode(j.path().unwrap()), 0o600);
+        j.finish();
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn a_journal_root_did_not_write_is_never_replayed() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let d = tmp("foreign");
+        let knob = d.join("knob");
+        std::fs::write(&knob, "changed").unwrap();
+        let dead_pid = u32::MAX - 1;
+        let journal = |n: u32| d.join(format!("knobs-{dead_pid}-{n}.journal"));
+        let text = format!(
+            "owner {dead_pid} 1\n{}\n",
+            serde_json::to_string(&Restore::File {
+                ns: String::new(),
+                path: knob.display().to_string(),
+                value: "planted".into(),
+            })
+            .unwrap()
+        );
+        // Another user's journal, and root's but writable by others.
+        std::fs::write(journal(0), &text).unwrap();
+        std::os::unix::fs::chown(journal(0), Some(65534), Some(65534)).unwrap();
+        std::fs::write(journal(1), &text).unwrap();
+        std::fs::set_permissions(journal(1), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 2, "{r:?}");
+        for (r, why) in r.iter().zip(["uid 65534", "writable by others"]) {
+            assert_eq!(r.restored, 0);
+            assert!(
+                r.failed[0].contains("not replayed") && r.failed[0].contains(why),
+                "{r:?}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "changed");
+        assert!(
+            journal(0).exists() && journal(1).exists(),
+            "refused journals are kept"
+        );
+        // A directory another user owns: nothing in it is replayed.
+        std::fs::remove_file(journal(1)).unwrap();
+        std::os::unix::fs::chown(journal(0), Some(0), Some(0)).unwrap();
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].failed[0].contains("uid 65534"), "{r:?}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "changed");
         std::fs::remove_dir_all(d).unwrap();
     }
 

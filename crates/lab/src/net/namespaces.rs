@@ -37,8 +37,7 @@ pub fn owner_path(ns: &str) -> PathBuf {
 
 /// Write `ns`'s owner file: this process's pid and start time.
 pub fn write_owner(ns: &str) -> Result<(), LabError> {
-    std::fs::create_dir_all(OWNER_DIR)
-        .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
+    crate::sys::process::ensure_run_dir(std::path::Path::new(OWNER_DIR))?;
     let pid = std::process::id();
     let start = process_start_time(pid).unwrap_or(0);
     // Written aside and renamed into place: another run's gc that reads the file

@@ -18,6 +18,10 @@ pub fn gc() -> Result<Vec<String>, LabError> {
 /// killed run left, without touching other runs' leftovers (nor Open vSwitch instances).
 pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     check_root()?;
+    // Everything below acts as root on what /run/nflab holds: only when root alone can write it.
+    if std::path::Path::new(OWNER_DIR).exists() {
+        crate::sys::process::ensure_run_dir(std::path::Path::new(OWNER_DIR))?;
+    }
     let whole_host = id.is_none();
     if whole_host {
         // First the dead owners' helper commands, which could still add a namespace.
