@@ -49,3 +49,51 @@ fn an_include_outside_the_specs_directory_is_refused_and_never_echoed() {
         "{err}"
     );
 }
+
+#[test]
+fn two_runs_of_one_spec_started_in_the_same_second_both_complete() {
+    require_root!();
+    let tmp = TempDir::new("sec-twice");
+    let out = tmp.0.join("results");
+    std::fs::create_dir(&out).unwrap();
+    let spec = write_spec(
+        &tmp.0,
+        "twice",
+        "[experiment]\nname = \"twice\"\n[dut]\nkind = \"loopback\"\n\
+         [traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n",
+    );
+    // The directories of the next minute exist already, as another run's would:
+    // every run below meets a directory of its own name, whatever second it starts.
+    let now = chrono::Utc::now();
+    let planted: Vec<_> = (0..60)
+        .map(|s| {
+            let stamp = (now + chrono::Duration::seconds(s)).format("%Y%m%dT%H%M%SZ");
+            let d = out.join(format!("{stamp}-twice"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("another-run"), "").unwrap();
+            d
+        })
+        .collect();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run_ok(&spec, &out));
+        let b = s.spawn(|| run_ok(&spec, &out));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir_of = |r: &serde_json::Value| std::path::PathBuf::from(r["dir"].as_str().unwrap());
+    let (da, db) = (dir_of(&a.1), dir_of(&b.1));
+    assert_ne!(da, db);
+    for d in [&da, &db] {
+        assert!(!planted.contains(d), "{} was another run's", d.display());
+        let name = d.file_name().unwrap().to_str().unwrap();
+        assert!(name.contains("-twice-"), "{name}");
+        assert!(d.join("runs/000/.complete").is_file(), "{}", d.display());
+        assert!(d.join("runs/000/summary.json").is_file(), "{}", d.display());
+    }
+    for d in &planted {
+        let names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["another-run"], "{} was written into", d.display());
+    }
+}

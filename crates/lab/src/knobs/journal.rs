@@ -276,6 +276,76 @@ impl KnobJournal {
     }
 }
 
+/// Name of the lock file in the journal directory.
+pub const LOCK_FILE: &str = "knobs.lock";
+
+/// The host's knobs, held by one nflab process at a time: two runs that set
+/// the same knob would each restore the other's value, leaving the host
+/// changed. An `flock` on [`LOCK_FILE`], released when dropped or when the
+/// process dies (so a crash never leaves it held).
+#[derive(Debug)]
+pub struct KnobLock {
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl KnobLock {
+    /// Take the lock in `dir`; when another process holds it, wait while
+    /// `wait` is given and not set (saying so once on stderr), else refuse.
+    pub fn take(
+        dir: &Path,
+        wait: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<KnobLock, LabError> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = dir.join(LOCK_FILE);
+        let err = |e: std::io::Error| {
+            LabError::Host(format!(
+                "cannot take the knob journal's lock {}: {e}; nflab changes no host knob another run could change too",
+                path.display()
+            ))
+        };
+        crate::sys::process::ensure_run_dir(dir)
+            .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let mut said = false;
+        loop {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(err)?;
+            match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(mut held) => {
+                    // Who holds it, for the sentence another run prints.
+                    let _ = held.set_len(0);
+                    let _ = held.write_all(format!("{}\n", std::process::id()).as_bytes());
+                    return Ok(KnobLock { _file: held });
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let holder = holder.trim();
+                    let stopped = wait.is_none_or(|s| s.load(Ordering::Relaxed));
+                    if stopped {
+                        return Err(LabError::Host(format!(
+                            "nflab pid {holder} has host knobs set ({}): two runs that set host knobs cannot overlap, as each would restore the other's values; wait for it to end or drop [knobs]",
+                            path.display()
+                        )));
+                    }
+                    if !said {
+                        eprintln!(
+                            "waiting: nflab pid {holder} has host knobs set ({}); this run's knobs follow when its run ends",
+                            path.display()
+                        );
+                        said = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, e)) => return Err(err(std::io::Error::from(e))),
+            }
+        }
+    }
+}
+
 /// What [`replay_dead`] did with one journal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Replayed {
