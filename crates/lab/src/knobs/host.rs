@@ -619,6 +619,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&knob).unwrap(), "70");
         drop(second);
         assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
+        assert!(
+            !r.journal.join("knobs.lock").exists(),
+            "the lock file stays"
+        );
         std::fs::remove_dir_all(base).unwrap();
     }
 

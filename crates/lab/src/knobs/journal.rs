@@ -282,10 +282,27 @@ pub const LOCK_FILE: &str = "knobs.lock";
 /// The host's knobs, held by one nflab process at a time: two runs that set
 /// the same knob would each restore the other's value, leaving the host
 /// changed. An `flock` on [`LOCK_FILE`], released when dropped or when the
-/// process dies (so a crash never leaves it held).
+/// process dies (so a crash never leaves it held). The holder removes the
+/// file before it lets go, and a taker checks that the file it locked is
+/// still the one of that name, so a removed file is never held by two.
 #[derive(Debug)]
 pub struct KnobLock {
-    _file: nix::fcntl::Flock<std::fs::File>,
+    file: Option<nix::fcntl::Flock<std::fs::File>>,
+    path: PathBuf,
+}
+
+impl Drop for KnobLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        self.file = None;
+    }
+}
+
+/// For gc: remove the lock file a killed run left (the kernel let its lock go).
+pub fn remove_stale_lock(dir: &Path) {
+    if dir.join(LOCK_FILE).exists() {
+        drop(KnobLock::take(dir, None));
+    }
 }
 
 impl KnobLock {
@@ -316,10 +333,22 @@ impl KnobLock {
                 .map_err(err)?;
             match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
                 Ok(mut held) => {
+                    use std::os::unix::fs::MetadataExt;
+                    // Removed (or replaced) by the holder we waited for: take the new one.
+                    let same = match (held.metadata(), std::fs::metadata(&path)) {
+                        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+                        _ => false,
+                    };
+                    if !same {
+                        continue;
+                    }
                     // Who holds it, for the sentence another run prints.
                     let _ = held.set_len(0);
                     let _ = held.write_all(format!("{}\n", std::process::id()).as_bytes());
-                    return Ok(KnobLock { _file: held });
+                    return Ok(KnobLock {
+                        file: Some(held),
+                        path: path.clone(),
+                    });
                 }
                 Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
                     let holder = std::fs::read_to_string(&path).unwrap_or_default();

@@ -53,6 +53,9 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     } else {
         Vec::new()
     };
+    if whole_host {
+        crate::knobs::journal::remove_stale_lock(std::path::Path::new(OWNER_DIR));
+    }
     for r in journals {
         for e in &r.failed {
             eprintln!("warning: knob journal {}: {e}", r.journal.display());
