@@ -202,6 +202,8 @@ pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, Lab
         input.read_line(&mut line).map_err(|e| bad(e.to_string()))?;
         let line = line.trim_end_matches('\n');
         if line == "nflab-end" {
+            // The controller marks the run complete next: the files must outlast a power cut.
+            nflab_io::safe_fs::sync_dir(dest).map_err(|e| LabError::artifact(dest, e))?;
             return Ok(names);
         }
         let mut words = line.splitn(3, ' ');
@@ -221,6 +223,7 @@ pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, Lab
         if copied != len {
             return Err(bad(format!("{name}: {copied} of {len} bytes")));
         }
+        f.sync_all().map_err(|e| LabError::artifact(&path, e))?;
         names.push(name.to_string());
     }
 }
