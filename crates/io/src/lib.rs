@@ -18,7 +18,9 @@
 //!
 //! Small helpers sit beside them: [`clock`] (the clocks the lab stamps with),
 //! [`iface`] (index, MAC, MTU of an interface in the current thread's network
-//! namespace) and [`probe_caps`] (what this host and privilege level can do).
+//! namespace), [`probe_caps`] (what this host and privilege level can do) and
+//! [`safe_fs`] (fresh private directories, exclusive files and files replaced whole,
+//! for a process that runs as root).
 //!
 //! # The batch contract
 //!
@@ -58,6 +60,7 @@ pub mod iface;
 mod mem;
 pub mod probe_caps;
 pub mod process;
+pub mod safe_fs;
 mod sys;
 pub mod timestamping;
 mod udp;

@@ -45,6 +45,7 @@ fn run(spec: &str, scratch: &Scratch) -> PathBuf {
         commit: "test".into(),
         after_failure: None,
         events: Default::default(),
+        allow_include_outside: false,
     };
     run_experiment(&path, &opts, Arc::new(AtomicBool::new(false)))
         .expect("the experiment runs")

@@ -124,8 +124,10 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     Ok(w.report.unwrap_or_else(|| dir.join("report.html")))
 }
 
+/// Written whole and durably (fsync, rename, fsync of the directory): a
+/// reader or a power cut sees the old file or the new one.
 fn write(path: &Path, data: &[u8]) -> Result<(), ReportError> {
-    std::fs::write(path, data).map_err(|e| ReportError::Write {
+    nflab_io::safe_fs::replace_file(path, data).map_err(|e| ReportError::Write {
         path: path.display().to_string(),
         source: e,
     })

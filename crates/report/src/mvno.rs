@@ -256,7 +256,7 @@ pub fn tables(r: &MvnoResult) -> Vec<ParquetTable> {
 }
 
 fn write(path: &Path, data: &[u8]) -> Result<(), ReportError> {
-    std::fs::write(path, data).map_err(|source| ReportError::Write {
+    nflab_io::safe_fs::replace_file(path, data).map_err(|source| ReportError::Write {
         path: path.display().to_string(),
         source,
     })

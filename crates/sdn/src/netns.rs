@@ -51,6 +51,21 @@ impl Drop for NetnsGuard {
     }
 }
 
+/// Make [`OWNER_DIR`] root's alone (0700; another owner or a symlink refused):
+/// `nflab topo gc` acts as root on what it finds there.
+pub fn ensure_owner_dir() -> Result<(), SdnError> {
+    let dir = std::path::Path::new(OWNER_DIR);
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| SdnError::io(format!("cannot create {}", parent.display()), e))?;
+    }
+    nflab_io::safe_fs::ensure_private_dir(dir).map_err(|e| {
+        SdnError::Host(format!(
+            "{OWNER_DIR} is not a directory only root can write ({e}): remove it and run again"
+        ))
+    })
+}
+
 /// Start time of a process in clock ticks since boot (field 22 of stat).
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -88,12 +103,17 @@ impl PrivateNetns {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("nflab-{}-{tag}{n}", std::process::id());
-        std::fs::create_dir_all(OWNER_DIR)
-            .map_err(|e| SdnError::io(format!("cannot create {OWNER_DIR}"), e))?;
-        run("ip", &["netns", "add", &name])?;
+        ensure_owner_dir()?;
+        // The owner file before the namespace: `nflab topo gc` knows the helpers
+        // of a dead run's namespace by it.
+        let owner = format!("{OWNER_DIR}/{name}.owner");
+        std::fs::write(&owner, owner_line())
+            .map_err(|e| SdnError::io(format!("cannot write the owner file of {name}"), e))?;
+        if let Err(e) = run("ip", &["netns", "add", &name]) {
+            let _ = std::fs::remove_file(&owner);
+            return Err(e);
+        }
         let ns = PrivateNetns { name };
-        std::fs::write(ns.owner_path(), owner_line())
-            .map_err(|e| SdnError::io(format!("cannot write the owner file of {}", ns.name), e))?;
         run("ip", &["-n", &ns.name, "link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -110,9 +130,11 @@ impl PrivateNetns {
 
 impl Drop for PrivateNetns {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.owner_path());
-        if let Err(e) = run("ip", &["netns", "del", &self.name]) {
-            eprintln!("warning: {e}");
+        match run("ip", &["netns", "del", &self.name]) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(self.owner_path());
+            }
+            Err(e) => eprintln!("warning: {e}"),
         }
     }
 }

@@ -66,6 +66,7 @@ impl Ovs {
             std::process::id(),
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         ));
+        crate::netns::ensure_owner_dir()?;
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .map_err(|e| SdnError::io(format!("cannot create {}", dir.display()), e))?;

@@ -297,8 +297,12 @@ fn noise_floor(
     );
     let spec = nflab_lab::Spec::parse(&text, "doctor")?;
     let plan = spec.expand(&text)?.remove(0);
-    let dir = std::env::temp_dir().join(format!("nflab-doctor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    // Fresh and private: a directory planted under a guessable name is never used.
+    let dir = nflab_io::safe_fs::fresh_private_dir(
+        &std::env::temp_dir(),
+        &format!("nflab-doctor-{}", std::process::id()),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot create a private directory in the temp directory: {e}"))?;
     let outcome = nflab_lab::run::run_one(&plan, &dir, stop);
     let _ = std::fs::remove_dir_all(&dir);
     let s = outcome?.summary;

@@ -434,8 +434,12 @@ fn selfcheck(
     let topo = nflab_lab::dut::topology(spec::DutKind::Loopback, queues)?;
     let probe = nflab_lab::run::probe_base(&topo);
     let plan = plan_of(args, traffic, &probe)?;
-    let dir = std::env::temp_dir().join(format!("nflab-selfcheck-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Fresh and private: a directory planted under a guessable name is never used.
+    let dir = nflab_io::safe_fs::fresh_private_dir(
+        &std::env::temp_dir(),
+        &format!("nflab-selfcheck-{}", std::process::id()),
+    )
+    .context("creating a private directory in the temp directory")?;
     let records = dir.join("records.nfr");
     let cpus = nflab_lab::run::TrafficCpus {
         gen: args.cpu,

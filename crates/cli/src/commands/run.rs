@@ -34,6 +34,10 @@ pub struct Args {
     /// the PNGs are for documents that cannot embed SVG).
     #[arg(long)]
     no_png: bool,
+    /// Let `[experiment] include` read files outside the spec's directory (absolute
+    /// paths, `..`): nflab runs as root, so a spec may read only its own directory.
+    #[arg(long)]
+    allow_include_outside: bool,
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -43,7 +47,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             (None, Some(dir)) => dir.join("spec.toml"),
             (None, None) => unreachable!("clap requires a spec or --resume"),
         };
-        let (spec, text) = nflab_lab::Spec::from_file(&path)?;
+        let (spec, text) = nflab_lab::Spec::from_file_with(&path, args.allow_include_outside)?;
         let plans = spec.expand(&text)?;
         for p in &plans {
             let params: Vec<String> = p.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -83,6 +87,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             |d: &std::path::Path| report_after_failure(d, false)
         }),
         events: super::progress::observers(terminal, args.events.as_deref())?,
+        allow_include_outside: args.allow_include_outside,
     };
     let spec_path = args.spec.clone().unwrap_or_default();
     let result = nflab_lab::run_experiment(&spec_path, &opts, stop)?;

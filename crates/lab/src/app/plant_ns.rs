@@ -52,9 +52,10 @@ impl PlantNs {
             iface: iface.to_string(),
         };
         let (lg, name, mac) = (topo.lg_ns.as_str(), ns.name.as_str(), mac.to_string());
-        ip(&["netns", "add", name])?;
-        // An owner file like the topology's: `nflab topo gc` finds it after a kill -9.
+        // An owner file like the topology's, before the namespace: `nflab topo gc`
+        // finds both, and the helpers of either, after a kill -9.
         write_owner(name)?;
+        ip(&["netns", "add", name])?;
         ip(&[
             "-n", lg, "link", "add", iface, "link", "lg1", "address", &mac, "type", "macvlan",
             "mode", "bridge",

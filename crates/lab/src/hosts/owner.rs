@@ -89,7 +89,7 @@ pub fn save_dut_state<T: serde::Serialize>(path: &Path, st: &T) -> Result<(), La
             path.display()
         ))
     };
-    std::fs::create_dir_all(JOURNAL_DIR).map_err(err)?;
+    crate::sys::process::ensure_run_dir(Path::new(JOURNAL_DIR))?;
     let tmp = path.with_extension("tmp");
     let text = serde_json::to_vec(st).map_err(|e| LabError::Other(e.to_string()))?;
     let mut f = std::fs::File::create(&tmp).map_err(err)?;

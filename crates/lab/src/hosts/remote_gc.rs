@@ -50,7 +50,12 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
     let scratch = format!("{SCRATCH_PREFIX}{tag}-");
     for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with(&scratch) {
+        // Only directories of ours: another user's entry of that name is theirs.
+        let ours = std::fs::symlink_metadata(e.path()).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
+        });
+        if name.starts_with(&scratch) && ours {
             match std::fs::remove_dir_all(e.path()) {
                 Ok(()) => out.scratch_removed.push(name),
                 Err(err) => out.problems.push(format!("{}: {err}", e.path().display())),
@@ -59,6 +64,13 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
     }
     // Only this namespace's set-ups: another's interfaces are not here.
     let states = states_prefix(nflab_io::iface::this_netns_inode(), tag);
+    let run_dir = std::path::Path::new(JOURNAL_DIR);
+    if run_dir.exists() {
+        if let Err(e) = crate::sys::process::ensure_run_dir(run_dir) {
+            out.problems.push(e.to_string());
+            return Ok(out);
+        }
+    }
     for e in std::fs::read_dir(JOURNAL_DIR)
         .into_iter()
         .flatten()
@@ -66,6 +78,11 @@ pub fn gc_owned(tag: &str) -> Result<OwnedGc, LabError> {
     {
         let name = e.file_name().to_string_lossy().to_string();
         if !(name.starts_with(&states) && name.ends_with(".json")) {
+            continue;
+        }
+        // Its undo runs as root: only a state file this user wrote.
+        if let Err(why) = crate::sys::process::check_trusted_file(&e.path()) {
+            out.problems.push(format!("{name} not undone: {why}"));
             continue;
         }
         let st = std::fs::read(e.path())

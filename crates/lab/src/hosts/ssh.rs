@@ -71,6 +71,10 @@ impl HostEntry {
         &self,
         args: &[&str],
     ) -> Result<(Command, Option<super::ssh_args::PinnedKey>), LabError> {
+        // Checked again here: a host can come from a journal or a stored spec
+        // that no spec check saw (gc's replay, --resume of another tree).
+        crate::spec::hosts::check_entry(self, &format!("host {}", self.address))
+            .map_err(LabError::Host)?;
         let pinned = super::ssh_args::PinnedKey::write(self)?;
         let cmd = if self.is_local() {
             let mut c =

@@ -6,6 +6,7 @@
 //! (`hosts::ssh::shell_quote`); nothing of the spec reaches the
 //! remote shell unquoted.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -45,19 +46,26 @@ impl PinnedKey {
         let Some(key) = h.host_key.as_deref().filter(|_| !h.is_local()) else {
             return Ok(None);
         };
-        let path = std::env::temp_dir().join(format!(
+        let tmp = std::env::temp_dir();
+        let stem = format!(
             "nflab-known-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        );
         let mut words = key.split_whitespace();
         let line = format!(
             "{PINNED_ALIAS} {} {}\n",
             words.next().unwrap_or(""),
             words.next().unwrap_or("")
         );
-        std::fs::write(&path, line).map_err(|e| LabError::artifact(&path, e))?;
-        Ok(Some(PinnedKey { path }))
+        // A fresh name made exclusively: a symlink planted in the temp directory
+        // is never followed, and nobody swaps the key ssh trusts.
+        let (path, mut f) = nflab_io::safe_fs::create_fresh_file(&tmp, &stem, 0o600)
+            .map_err(|e| LabError::artifact(&tmp.join(&stem), e))?;
+        let key = PinnedKey { path };
+        f.write_all(line.as_bytes())
+            .map_err(|e| LabError::artifact(&key.path, e))?;
+        Ok(Some(key))
     }
 
     /// Its path.
@@ -140,6 +148,54 @@ mod tests {
     }
 
     #[test]
+    fn ssh_options_that_run_commands_here_are_refused_and_the_rest_pass() {
+        let with = |opts: &[&str]| {
+            let mut h = host("root@198.18.254.2");
+            h.ssh_options = opts.iter().map(|o| o.to_string()).collect();
+            check_entry(&h, "hosts.dut")
+        };
+        for ok in [
+            &["-i", "/root/.ssh/lab", "-o", "LogLevel=ERROR"][..],
+            &["-oIdentityFile=/root/.ssh/lab", "-4", "-vvv", "-C"],
+            &["-o", "ServerAliveInterval 5", "-o", "ControlPath=none"],
+            &["-l", "lab", "-ilab.key", "-o", "User=lab"],
+        ] {
+            assert!(with(ok).is_ok(), "{ok:?}: {:?}", with(ok));
+        }
+        for bad in [
+            &["-o", "ProxyCommand=touch /tmp/pwned"][..],
+            &["-oProxyCommand=sh -c id"],
+            &["-o", "LocalCommand=id", "-o", "PermitLocalCommand=yes"],
+            &["-o", "PermitLocalCommand yes"],
+            &["-F", "/tmp/evil_config"],
+            &["-F/tmp/evil_config"],
+            &["-4F", "/tmp/evil_config"],
+            &["-J", "jump"],
+            &["-o", "ProxyJump=jump"],
+            &["-o", "Match exec \"id\""],
+            &["-o", "Include /tmp/x"],
+            &["-o", "ForwardAgent=yes"],
+            &["-o", "IdentityFile=/a ProxyCommand=id"],
+            &["-E", "/etc/passwd"],
+            &["--", "x"],
+            &["-"],
+            &["-i"],
+            &["plain-word"],
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.contains("is not allowed") && e.contains("hosts.dut") && !e.contains('\n'),
+                "{bad:?}: {e}"
+            );
+        }
+        // Checked again where ssh is run: a host from a journal met no spec check.
+        let mut h = host("root@198.18.254.2");
+        h.ssh_options = vec!["-oProxyCommand=false".into()];
+        let e = h.remote(&["info"]).unwrap_err().to_string();
+        assert!(e.contains("is not allowed"), "{e}");
+    }
+
+    #[test]
     fn a_pinned_key_is_a_one_line_known_hosts_file_gone_on_drop() {
         let mut h = host("root@h");
         h.host_key = Some("ssh-ed25519 AAAAC3NzaC1 root@box".into());
@@ -152,6 +208,44 @@ mod tests {
         assert!(opts.contains("HostKeyAlias=nflab-pinned"), "{opts}");
         drop(p);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_pinned_key_never_follows_a_planted_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        // Symlinks at the names the next keys of this process could take, as
+        // another user could plant them in the temp directory.
+        let tmp = std::env::temp_dir();
+        let victim = tmp.join(format!("nflab-known-victim-{}", std::process::id()));
+        std::fs::write(&victim, b"precious\n").unwrap();
+        let next = NEXT.load(Ordering::Relaxed);
+        let links: Vec<PathBuf> = (next..next + 64)
+            .map(|n| tmp.join(format!("nflab-known-{}-{n}", std::process::id())))
+            .collect();
+        for l in &links {
+            let _ = std::os::unix::fs::symlink(&victim, l);
+        }
+        let mut h = host("root@h");
+        h.host_key = Some("ssh-ed25519 AAAAC3NzaC1".into());
+        let written = PinnedKey::write(&h);
+        let after = std::fs::read(&victim);
+        for l in &links {
+            let _ = std::fs::remove_file(l);
+        }
+        let _ = std::fs::remove_file(&victim);
+        let p = written.unwrap().unwrap();
+        assert_eq!(
+            after.unwrap(),
+            b"precious\n",
+            "the key went through a symlink"
+        );
+        let meta = std::fs::symlink_metadata(p.path()).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(p.path()).unwrap(),
+            "nflab-pinned ssh-ed25519 AAAAC3NzaC1\n"
+        );
     }
 
     #[test]

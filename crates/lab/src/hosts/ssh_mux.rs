@@ -54,21 +54,14 @@ pub fn options() -> Vec<String> {
     ]
 }
 
-/// The directory, root's only (the sockets give a shell on every host).
+/// The directory, root's only (the sockets give a shell on every host): made
+/// now, or made earlier by this process and still private.
 fn make_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => Ok(()),
+    match nflab_io::safe_fs::create_private_dir(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let m = std::fs::symlink_metadata(dir)?;
-            let ours = m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw();
-            if ours && m.mode() & 0o077 == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::other("not a private directory of ours"))
-            }
+            nflab_io::safe_fs::check_private_dir(dir)
         }
-        Err(e) => Err(e),
+        r => r,
     }
 }
 
@@ -79,8 +72,15 @@ fn stop_masters_of(pid: u32) -> Vec<u32> {
     // A master rewrites its command line to `ssh: DIR/<hash> [mux]`; its
     // clients keep `ControlPath=DIR/%C`. Both name the directory.
     let needle = format!("{}/", dir.display());
+    // Only ssh itself (`ssh: …` is a master's rewritten name): another program
+    // naming the directory is not ours to end.
     let masters = processes_whose_args(|args| {
-        args.iter()
+        let ssh = args.first().is_some_and(|a0| {
+            let base = a0.rsplit(|b| *b == b'/').next().unwrap_or(a0);
+            base == b"ssh" || a0.starts_with(b"ssh: ")
+        });
+        ssh && args
+            .iter()
             .any(|a| a.windows(needle.len()).any(|w| w == needle.as_bytes()))
     });
     let ended: Vec<u32> = masters

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use crate::error::LabError;
 pub use crate::knobs::iface::KnobRecord;
-use crate::knobs::journal::{KnobJournal, Restore};
+use crate::knobs::journal::{KnobJournal, KnobLock, Restore};
 use crate::spec::knobs::value_text;
 pub use crate::spec::knobs::{BackgroundLoad, KnobsSection};
 
@@ -99,6 +99,8 @@ pub struct AppliedKnobs {
     sched_before: Option<String>,
     /// The originals of `undo`, on disk for `nflab topo gc` after a crash.
     journal: Option<KnobJournal>,
+    /// Held while host knobs are changed: no other run changes them meanwhile.
+    lock: Option<KnobLock>,
 }
 
 /// Where knobs live; the tests point this at a temporary tree.
@@ -135,8 +137,19 @@ fn read_trim(p: &std::path::Path) -> Option<String> {
 }
 
 impl AppliedKnobs {
-    /// Apply every knob of `section` under `roots`.
+    /// Apply every knob of `section` under `roots`; refused in one sentence
+    /// while another process has host knobs set ([`KnobLock`]).
     pub fn apply(section: &KnobsSection, roots: &KnobRoots) -> Result<AppliedKnobs, LabError> {
+        AppliedKnobs::apply_when_free(section, roots, None)
+    }
+
+    /// [`AppliedKnobs::apply`], waiting while another process has host knobs
+    /// set, until `wait` is set (then refused).
+    pub fn apply_when_free(
+        section: &KnobsSection,
+        roots: &KnobRoots,
+        wait: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<AppliedKnobs, LabError> {
         let mut applied = AppliedKnobs {
             records: Vec::new(),
             undo: Vec::new(),
@@ -145,6 +158,7 @@ impl AppliedKnobs {
             load: None,
             sched_before: None,
             journal: Some(KnobJournal::new(&roots.journal)),
+            lock: None,
         };
         let mut targets: Vec<(String, PathBuf, String)> = section
             .sysctl
@@ -211,6 +225,9 @@ impl AppliedKnobs {
                     ));
                 }
             }
+        }
+        if !targets.is_empty() {
+            applied.lock = Some(KnobLock::take(&roots.journal, wait)?);
         }
         for (name, path, value) in targets {
             let before = read_trim(&path);
@@ -412,6 +429,7 @@ impl AppliedKnobs {
         if let Some(j) = self.journal.as_mut() {
             j.finish();
         }
+        self.lock = None;
         for r in &mut self.records {
             r.reverted = read_trim(std::path::Path::new(&r.path));
         }
@@ -561,6 +579,50 @@ mod tests {
             "powersave"
         );
         assert!(!journal.exists());
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn a_second_run_setting_host_knobs_waits_and_the_host_ends_as_it_was() {
+        use std::sync::atomic::AtomicBool;
+        let (r, base) = roots("two-runs");
+        let knob = base.join("sys/net/core/busy_poll");
+        let first =
+            AppliedKnobs::apply(&section("sysctl = { \"net.core.busy_poll\" = 50 }"), &r).unwrap();
+        // Refused in one sentence while the first holds them.
+        let e = AppliedKnobs::apply(&section("sysctl = { \"net.core.busy_poll\" = 70 }"), &r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("pid {}", std::process::id()))
+                && e.contains("cannot overlap")
+                && !e.contains('\n'),
+            "{e}"
+        );
+        // Waiting: it goes on once the first put its value back, and sees the original.
+        let never = AtomicBool::new(false);
+        let second = std::thread::scope(|s| {
+            let waiting = s.spawn(|| {
+                AppliedKnobs::apply_when_free(
+                    &section("sysctl = { \"net.core.busy_poll\" = 70 }"),
+                    &r,
+                    Some(&never),
+                )
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!waiting.is_finished(), "the second run did not wait");
+            assert_eq!(std::fs::read_to_string(&knob).unwrap(), "50");
+            drop(first);
+            waiting.join().unwrap().unwrap()
+        });
+        assert_eq!(second.records()[0].before.as_deref(), Some("0"));
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "70");
+        drop(second);
+        assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
+        assert!(
+            !r.journal.join("knobs.lock").exists(),
+            "the lock file stays"
+        );
         std::fs::remove_dir_all(base).unwrap();
     }
 

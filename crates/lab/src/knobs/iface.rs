@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::error::LabError;
 use crate::knobs::journal::{ns_run, KnobJournal, Restore};
+use crate::spec::knobs::is_interface_name;
 use crate::spec::knobs::offload_long_name;
 pub use crate::spec::knobs::IfaceKnob;
 
@@ -32,7 +33,10 @@ fn sys_read(ns: &str, path: &str) -> Option<String> {
 }
 
 fn sys_write(ns: &str, path: &str, value: &str) -> Result<(), String> {
-    ns_run(ns, &["sh", "-c", &format!("echo {value} > {path}")]).map(|_| ())
+    if ns.is_empty() {
+        return std::fs::write(path, format!("{value}\n")).map_err(|e| e.to_string());
+    }
+    crate::knobs::journal::ns_write(ns, path, value)
 }
 
 /// Masks compare by value ("00000002" == "2").
@@ -148,6 +152,17 @@ impl AppliedIfaceKnobs {
         };
         for (key, k) in section {
             let (role, dev) = key.split_once(':').unwrap_or(("", ""));
+            if !is_interface_name(dev) {
+                a.records.push(record(
+                    key,
+                    "",
+                    "-",
+                    None,
+                    None,
+                    "refused: not an interface name".into(),
+                ));
+                continue;
+            }
             let Some(ns) = ns_of(role) else {
                 a.records.push(record(
                     key,
@@ -522,6 +537,73 @@ mod tests {
         let e = validate(&section("[\"dut:dut0\"]\nrps_cpus = \"xyz\"\n")).unwrap_err();
         assert!(e.contains("xyz"), "{e}");
         validate(&section("[\"dut:dut0\"]\nrps_cpus = \"3\"\noffloads = { gro = \"on\" }\nchannels = { rx = 1 }\n")).unwrap();
+    }
+
+    #[test]
+    fn interface_names_are_the_kernels() {
+        for bad in [
+            "dut:lg0/../../../../etc",
+            "dut:x y",
+            "dut:..",
+            "dut:a:b",
+            "dut:0123456789abcdef",
+            "lg:kv0\tx",
+        ] {
+            let key = toml::Value::String(bad.into()).to_string();
+            let e = validate(&section(&format!("[{key}]\nqdisc = \"fq\"\n"))).unwrap_err();
+            assert!(
+                e.contains("not an interface name") && !e.contains('\n'),
+                "{bad}: {e}"
+            );
+        }
+        assert!(is_interface_name("0123456789abcde"));
+        assert!(is_interface_name("eth0.100"));
+    }
+
+    #[test]
+    fn a_value_written_in_a_namespace_is_data_never_a_command() {
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let ns = format!("nflabtest-knobw-{}", std::process::id());
+        struct Guard(String, std::path::PathBuf);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+                let _ = std::fs::remove_dir_all(&self.1);
+            }
+        }
+        let dir =
+            nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-knobw").unwrap();
+        let g = Guard(ns.clone(), dir.clone());
+        assert!(Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success());
+        let file = g.1.join("target");
+        let marker = g.1.join("marker");
+        let value = format!("1; touch {}", marker.display());
+        sys_write(&ns, file.to_str().unwrap(), &value).unwrap();
+        assert!(!marker.exists(), "the value ran as a shell command");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            format!("{value}\n")
+        );
+        // A journal's entry is restored the same way.
+        let r = Restore::File {
+            ns: ns.clone(),
+            path: file.display().to_string(),
+            value: format!("2; touch {}", marker.display()),
+        };
+        r.apply().unwrap();
+        assert!(
+            !marker.exists(),
+            "the restored value ran as a shell command"
+        );
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .starts_with("2; touch"));
     }
 
     #[test]

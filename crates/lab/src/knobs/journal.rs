@@ -91,11 +91,8 @@ impl Restore {
         match self {
             Restore::File { ns, path, value } if ns.is_empty() => std::fs::write(path, value)
                 .map_err(|e| format!("cannot restore {path} to {value}: {e}")),
-            Restore::File { ns, path, value } => {
-                ns_run(ns, &["sh", "-c", &format!("echo {value} > {path}")])
-                    .map(|_| ())
-                    .map_err(|e| format!("cannot restore {path} in netns {ns} to {value}: {e}"))
-            }
+            Restore::File { ns, path, value } => ns_write(ns, path, value)
+                .map_err(|e| format!("cannot restore {path} in netns {ns} to {value}: {e}")),
             Restore::Command { ns, argv } => {
                 let args: Vec<&str> = argv.iter().map(String::as_str).collect();
                 ns_run(ns, &args)
@@ -156,6 +153,32 @@ pub(crate) fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Write `value` and a newline to the file `path` inside the namespace `ns`
+/// (where /sys shows that namespace's devices), with no shell: `tee` takes
+/// the value on stdin, so no part of it is ever parsed as a command.
+pub(crate) fn ns_write(ns: &str, path: &str, value: &str) -> Result<(), String> {
+    use std::process::Stdio;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "tee", "--", path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
+    let wrote = child
+        .stdin
+        .take()
+        .map(|mut i| i.write_all(format!("{value}\n").as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("cannot run ip netns exec: {e}"))?;
+    match wrote {
+        Some(Ok(())) | None if out.status.success() => Ok(()),
+        Some(Err(e)) => Err(e.to_string()),
+        _ => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+    }
+}
+
 /// Whether `ns` is a namespace of an nflab topology (it has an owner file):
 /// its knobs go with it, so they need no journal.
 pub(crate) fn deleted_with_topology(ns: &str) -> bool {
@@ -201,18 +224,23 @@ impl KnobJournal {
             ))
         };
         if self.file.is_none() {
-            std::fs::create_dir_all(&self.dir).map_err(|e| err(&self.dir, e))?;
+            crate::sys::process::ensure_run_dir(&self.dir)
+                .map_err(|e| err(&self.dir, std::io::Error::other(e.to_string())))?;
             let pid = std::process::id();
             let path = self.dir.join(format!(
                 "knobs-{pid}-{}.journal",
                 NEXT_JOURNAL.fetch_add(1, Ordering::Relaxed)
             ));
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| err(&path, e))?;
+            let mut f = {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .map_err(|e| err(&path, e))?
+            };
             let start = crate::sys::process::process_start_time(pid).unwrap_or(0);
             let owner = format!("owner {pid} {start}\n");
             f.write_all(owner.as_bytes())
@@ -277,6 +305,105 @@ impl KnobJournal {
     }
 }
 
+/// Name of the lock file in the journal directory.
+pub const LOCK_FILE: &str = "knobs.lock";
+
+/// The host's knobs, held by one nflab process at a time: two runs that set
+/// the same knob would each restore the other's value, leaving the host
+/// changed. An `flock` on [`LOCK_FILE`], released when dropped or when the
+/// process dies (so a crash never leaves it held). The holder removes the
+/// file before it lets go, and a taker checks that the file it locked is
+/// still the one of that name, so a removed file is never held by two.
+#[derive(Debug)]
+pub struct KnobLock {
+    file: Option<nix::fcntl::Flock<std::fs::File>>,
+    path: PathBuf,
+}
+
+impl Drop for KnobLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        self.file = None;
+    }
+}
+
+/// For gc: remove the lock file a killed run left (the kernel let its lock go).
+pub fn remove_stale_lock(dir: &Path) {
+    if dir.join(LOCK_FILE).exists() {
+        drop(KnobLock::take(dir, None));
+    }
+}
+
+impl KnobLock {
+    /// Take the lock in `dir`; when another process holds it, wait while
+    /// `wait` is given and not set (saying so once on stderr), else refuse.
+    pub fn take(
+        dir: &Path,
+        wait: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<KnobLock, LabError> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = dir.join(LOCK_FILE);
+        let err = |e: std::io::Error| {
+            LabError::Host(format!(
+                "cannot take the knob journal's lock {}: {e}; nflab changes no host knob another run could change too",
+                path.display()
+            ))
+        };
+        crate::sys::process::ensure_run_dir(dir)
+            .map_err(|e| err(std::io::Error::other(e.to_string())))?;
+        let mut said = false;
+        loop {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(err)?;
+            match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(mut held) => {
+                    use std::os::unix::fs::MetadataExt;
+                    // Removed (or replaced) by the holder we waited for: take the new one.
+                    let same = match (held.metadata(), std::fs::metadata(&path)) {
+                        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+                        _ => false,
+                    };
+                    if !same {
+                        continue;
+                    }
+                    // Who holds it, for the sentence another run prints.
+                    let _ = held.set_len(0);
+                    let _ = held.write_all(format!("{}\n", std::process::id()).as_bytes());
+                    return Ok(KnobLock {
+                        file: Some(held),
+                        path: path.clone(),
+                    });
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let holder = holder.trim();
+                    let stopped = wait.is_none_or(|s| s.load(Ordering::Relaxed));
+                    if stopped {
+                        return Err(LabError::Host(format!(
+                            "nflab pid {holder} has host knobs set ({}): two runs that set host knobs cannot overlap, as each would restore the other's values; wait for it to end or drop [knobs]",
+                            path.display()
+                        )));
+                    }
+                    if !said {
+                        eprintln!(
+                            "waiting: nflab pid {holder} has host knobs set ({}); this run's knobs follow when its run ends",
+                            path.display()
+                        );
+                        said = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, e)) => return Err(err(std::io::Error::from(e))),
+            }
+        }
+    }
+}
+
 /// What [`replay_dead`] did with one journal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Replayed {
@@ -315,7 +442,23 @@ fn owner_alive(pid: u32, start: u64) -> bool {
 
 /// Restore the knobs of every journal in `dir` whose owner is gone, newest
 /// entry first, and remove the journals that were fully restored.
+///
+/// A journal's entries run as root: only a journal this user wrote, in a
+/// directory only this user can write, is replayed. Any other is refused and
+/// kept, with the reason in `failed`.
 pub fn replay_dead(dir: &Path) -> Vec<Replayed> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    if let Err(e) = crate::sys::process::ensure_run_dir(dir) {
+        return vec![Replayed {
+            journal: dir.to_path_buf(),
+            owner_pid: 0,
+            restored: 0,
+            skipped: 0,
+            failed: vec![format!("not replayed: {e}")],
+        }];
+    }
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -331,6 +474,18 @@ pub fn replay_dead(dir: &Path) -> Vec<Replayed> {
     journals.sort();
     let mut out = Vec::new();
     for path in journals {
+        if let Err(why) = crate::sys::process::check_trusted_file(&path) {
+            out.push(Replayed {
+                journal: path.clone(),
+                owner_pid: 0,
+                restored: 0,
+                skipped: 0,
+                failed: vec![format!(
+                    "not replayed: {why}; nflab runs a journal's entries as root, so it replays only its own"
+                )],
+            });
+            continue;
+        }
         let Some(((pid, start), entries)) = read_journal(&path) else {
             // Torn before its owner line was complete: no knob was changed
             // yet. Its name carries the pid, and a live owner may be writing it.
@@ -498,6 +653,74 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("knob")]);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn the_journal_directory_and_files_are_roots_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tmp("private");
+        let run = d.join("run");
+        let mut j = KnobJournal::new(&run);
+        j.record(&Restore::Command {
+            ns: String::new(),
+            argv: vec!["true".into()],
+        })
+        .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&run), 0o700);
+        assert_eq!(mode(j.path().unwrap()), 0o600);
+        j.finish();
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn a_journal_root_did_not_write_is_never_replayed() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let d = tmp("foreign");
+        let knob = d.join("knob");
+        std::fs::write(&knob, "changed").unwrap();
+        let dead_pid = u32::MAX - 1;
+        let journal = |n: u32| d.join(format!("knobs-{dead_pid}-{n}.journal"));
+        let text = format!(
+            "owner {dead_pid} 1\n{}\n",
+            serde_json::to_string(&Restore::File {
+                ns: String::new(),
+                path: knob.display().to_string(),
+                value: "planted".into(),
+            })
+            .unwrap()
+        );
+        // Another user's journal, and root's but writable by others.
+        std::fs::write(journal(0), &text).unwrap();
+        std::os::unix::fs::chown(journal(0), Some(65534), Some(65534)).unwrap();
+        std::fs::write(journal(1), &text).unwrap();
+        std::fs::set_permissions(journal(1), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 2, "{r:?}");
+        for (r, why) in r.iter().zip(["uid 65534", "writable by others"]) {
+            assert_eq!(r.restored, 0);
+            assert!(
+                r.failed[0].contains("not replayed") && r.failed[0].contains(why),
+                "{r:?}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "changed");
+        assert!(
+            journal(0).exists() && journal(1).exists(),
+            "refused journals are kept"
+        );
+        // A directory another user owns: nothing in it is replayed.
+        std::fs::remove_file(journal(1)).unwrap();
+        std::os::unix::fs::chown(journal(0), Some(0), Some(0)).unwrap();
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+        let r = replay_dead(&d);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].failed[0].contains("uid 65534"), "{r:?}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "changed");
         std::fs::remove_dir_all(d).unwrap();
     }
 

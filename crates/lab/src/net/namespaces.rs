@@ -17,16 +17,17 @@ pub const OWNER_DIR: &str = crate::sys::process::RUN_DIR;
 pub const NS_PREFIX: &str = "nflab-";
 
 /// Remove one namespace and its owner file; a namespace already gone is fine.
+/// The owner file goes last: while the namespace exists, it says whose it is.
 pub fn remove_namespace(ns: &str) -> Result<(), LabError> {
-    let _ = std::fs::remove_file(owner_path(ns));
     // A testpmd DuT whose owner was killed leaves EAL's run-time files behind.
     if let Some(id) = ns.strip_suffix("-dut") {
         let _ = std::fs::remove_dir_all(std::path::Path::new("/var/run/dpdk").join(id));
     }
-    if !std::path::Path::new("/run/netns").join(ns).exists() {
-        return Ok(());
+    if std::path::Path::new("/run/netns").join(ns).exists() {
+        ip(&["netns", "del", ns])?;
     }
-    ip(&["netns", "del", ns])
+    let _ = std::fs::remove_file(owner_path(ns));
+    Ok(())
 }
 
 /// The owner file of namespace `ns`.
@@ -36,8 +37,7 @@ pub fn owner_path(ns: &str) -> PathBuf {
 
 /// Write `ns`'s owner file: this process's pid and start time.
 pub fn write_owner(ns: &str) -> Result<(), LabError> {
-    std::fs::create_dir_all(OWNER_DIR)
-        .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
+    crate::sys::process::ensure_run_dir(std::path::Path::new(OWNER_DIR))?;
     let pid = std::process::id();
     let start = process_start_time(pid).unwrap_or(0);
     // Written aside and renamed into place: another run's gc that reads the file
@@ -47,6 +47,28 @@ pub fn write_owner(ns: &str) -> Result<(), LabError> {
     std::fs::write(&partial, format!("{pid} {start}\n"))
         .and_then(|()| std::fs::rename(&partial, &path))
         .map_err(|e| LabError::Topology(format!("cannot write owner file for {ns}: {e}")))
+}
+
+/// Remove the owner files of namespaces that do not exist, whose owner is
+/// gone (killed between writing the file and adding the namespace); their names.
+pub fn remove_stale_owner_files() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(OWNER_DIR) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let ns = name.strip_suffix(".owner")?;
+            let exists = std::path::Path::new("/run/netns").join(ns).exists();
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            let mut it = text.split_whitespace();
+            let pid = it.next()?.parse::<u32>().ok()?;
+            let start = it.next()?.parse::<u64>().ok()?;
+            let dead = process_start_time(pid) != Some(start);
+            (ns.starts_with(NS_PREFIX) && !exists && dead && std::fs::remove_file(e.path()).is_ok())
+                .then(|| format!("{OWNER_DIR}/{name} (no namespace)"))
+        })
+        .collect()
 }
 
 /// A namespace made by nflab and who owns it.

@@ -42,9 +42,13 @@ pub fn check_writable(dir: &Path, what: &str) -> Result<(), LabError> {
     if !existing.is_dir() {
         return Err(refuse(format!("{} is not a directory", existing.display())));
     }
-    let probe = existing.join(format!(".nflab-write-check-{}", std::process::id()));
-    let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
-    let _ = std::fs::remove_file(&probe);
+    // A fresh name made exclusively: the output directory may be one others write to.
+    let probe = nflab_io::safe_fs::create_fresh_file(existing, ".nflab-write-check", 0o600);
+    let written = probe.and_then(|(path, mut f)| {
+        let w = f.write_all(b"ok");
+        let _ = std::fs::remove_file(&path);
+        w
+    });
     written.map_err(|e| refuse(e.to_string()))
 }
 

@@ -81,14 +81,17 @@ pub fn run_loadgen(
         spec.dut.kind,
         dst,
     );
-    // The controller's tag first, so its gc finds the directory.
-    let dir = std::env::temp_dir().join(format!(
+    // The controller's tag first, so its gc finds the directory; fresh and
+    // private, so no file planted under a guessable name is sent back as a result.
+    let stem = format!(
         "{SCRATCH_PREFIX}{}{}-{run:03}-{}",
         owner.map(|t| format!("{t}-")).unwrap_or_default(),
         std::process::id(),
         crate::artifacts::events::unix_s() as u64
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| LabError::artifact(&dir, e))?;
+    );
+    let tmp = std::env::temp_dir();
+    let dir = nflab_io::safe_fs::fresh_private_dir(&tmp, &stem)
+        .map_err(|e| LabError::artifact(&tmp.join(&stem), e))?;
     let result = traffic_and_analysis(spec, &topo, run, &dir, stop);
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&dir);
@@ -136,7 +139,8 @@ fn traffic_and_analysis(
 }
 
 /// A scratch directory of this host's runs, checked: only those this module
-/// made (and a plain file name in them) are read or removed.
+/// made (and a plain file name in them) are read or removed. A directory of
+/// that name that is not private to this user was made by someone else.
 pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
     let d = Path::new(dir);
     let ours = d.parent() == Some(std::env::temp_dir().as_path())
@@ -146,6 +150,11 @@ pub fn scratch(dir: &str, file: Option<&str>) -> Result<PathBuf, LabError> {
     if !ours {
         return Err(LabError::Host(format!(
             "{dir} is not a scratch directory of an nflab LoadGen run: refused"
+        )));
+    }
+    if let Err(e) = nflab_io::safe_fs::check_private_dir(d) {
+        return Err(LabError::Host(format!(
+            "{dir} is not a scratch directory this host's nflab made ({e}): refused"
         )));
     }
     match file {
@@ -204,6 +213,8 @@ pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, Lab
         input.read_line(&mut line).map_err(|e| bad(e.to_string()))?;
         let line = line.trim_end_matches('\n');
         if line == "nflab-end" {
+            // The controller marks the run complete next: the files must outlast a power cut.
+            nflab_io::safe_fs::sync_dir(dest).map_err(|e| LabError::artifact(dest, e))?;
             return Ok(names);
         }
         let mut words = line.splitn(3, ' ');
@@ -223,6 +234,7 @@ pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, Lab
         if copied != len {
             return Err(bad(format!("{name}: {copied} of {len} bytes")));
         }
+        f.sync_all().map_err(|e| LabError::artifact(&path, e))?;
         names.push(name.to_string());
     }
 }
@@ -259,11 +271,25 @@ mod tests {
         std::fs::remove_dir_all(&dst).unwrap();
     }
 
+    /// Removes the directory when the test ends, also when it fails.
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     #[test]
     fn only_our_scratch_directories_and_plain_names_are_served() {
         let tmp = std::env::temp_dir();
-        let ok = tmp.join("nflab-lg-1-000-2");
-        let ok = ok.to_str().unwrap();
+        let ours = Gone(
+            nflab_io::safe_fs::fresh_private_dir(
+                &tmp,
+                &format!("{SCRATCH_PREFIX}1-{}-000-2", std::process::id()),
+            )
+            .unwrap(),
+        );
+        let ok = ours.0.to_str().unwrap();
         assert!(scratch(ok, Some("records.nfr")).is_ok());
         assert!(scratch(ok, None).is_ok());
         for (dir, file) in [
@@ -275,5 +301,35 @@ mod tests {
         ] {
             assert!(scratch(dir, file).is_err(), "{dir} {file:?}");
         }
+    }
+
+    #[test]
+    fn a_planted_scratch_directory_is_not_served() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let tmp = std::env::temp_dir();
+        // Made by another user, as an attacker on the LoadGen host would: its
+        // files must never go back to the controller as results.
+        let planted = Gone(tmp.join(format!("{SCRATCH_PREFIX}x-{}-000-1", std::process::id())));
+        std::fs::create_dir(&planted.0).unwrap();
+        std::fs::write(planted.0.join("summary.json"), b"{}").unwrap();
+        std::os::unix::fs::chown(&planted.0, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&planted.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let e = scratch(planted.0.to_str().unwrap(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("refused") && e.contains("uid 65534"), "{e}");
+        // Ours but open to others, or a symlink to a directory of ours: refused too.
+        std::os::unix::fs::chown(&planted.0, Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(&planted.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(scratch(planted.0.to_str().unwrap(), None).is_err());
+        let real = Gone(nflab_io::safe_fs::fresh_private_dir(&tmp, "nflab-take-real").unwrap());
+        let link = tmp.join(format!("{SCRATCH_PREFIX}link-{}", std::process::id()));
+        std::os::unix::fs::symlink(&real.0, &link).unwrap();
+        let refused = scratch(link.to_str().unwrap(), None).is_err();
+        std::fs::remove_file(&link).unwrap();
+        assert!(refused);
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::error::LabError;
 
-use super::{one_line, where_is};
+use super::{one_line, one_line_unquoted, where_is};
 
 /// How deep includes may nest (a cycle ends here with a clear error).
 const MAX_INCLUDE_DEPTH: usize = 8;
@@ -12,13 +12,30 @@ const MAX_INCLUDE_DEPTH: usize = 8;
 /// Merge `[experiment] include = [...]` fragments under the file's own
 /// values and return the resolved TOML text (unchanged when nothing is
 /// included, so error lines still point into the user's file).
-pub(super) fn resolve_includes(path: &Path, text: &str, depth: usize) -> Result<String, LabError> {
+///
+/// With `confine` (the spec's own directory, canonical), every included file
+/// must lie under it: a relative path without `..` whose real path (symlinks
+/// followed) stays inside. A spec is run as root, and an include outside
+/// would let it read any file of the host.
+pub(super) fn resolve_includes(
+    path: &Path,
+    text: &str,
+    depth: usize,
+    confine: Option<&Path>,
+) -> Result<String, LabError> {
     let spec_err = |file: &Path, message: String| LabError::Spec {
         file: file.display().to_string(),
         message,
     };
-    let own: toml::Table =
-        toml::from_str(text).map_err(|e| spec_err(path, one_line(&e.to_string())))?;
+    // An included file that is not TOML is not a spec: its lines are never echoed.
+    let own: toml::Table = toml::from_str(text).map_err(|e| {
+        let message = if depth == 0 {
+            one_line(&e.to_string())
+        } else {
+            one_line_unquoted(&e.to_string())
+        };
+        spec_err(path, message)
+    })?;
     let includes: Vec<String> = match own.get("experiment").and_then(|e| e.get("include")) {
         None => return Ok(text.to_string()),
         Some(toml::Value::Array(a)) => a
@@ -55,6 +72,28 @@ pub(super) fn resolve_includes(path: &Path, text: &str, depth: usize) -> Result<
     let mut merged = toml::Table::new();
     for inc in &includes {
         let p = base.join(inc);
+        if let Some(root) = confine {
+            let plain = Path::new(inc).components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            let inside = plain
+                && std::fs::canonicalize(&p)
+                    .map(|real| real.starts_with(root))
+                    .unwrap_or(true); // a missing file is reported below as unreadable
+            if !inside {
+                return Err(spec_err(
+                    path,
+                    format!(
+                        "{}experiment.include names {inc:?}, which is outside {} (the spec's directory): name a file under it without '..', or pass --allow-include-outside",
+                        where_is(text, "experiment", "include"),
+                        root.display()
+                    ),
+                ));
+            }
+        }
         let t = std::fs::read_to_string(&p).map_err(|e| {
             spec_err(
                 path,
@@ -64,9 +103,9 @@ pub(super) fn resolve_includes(path: &Path, text: &str, depth: usize) -> Result<
                 ),
             )
         })?;
-        let resolved = resolve_includes(&p, &t, depth + 1)?;
-        let table: toml::Table =
-            toml::from_str(&resolved).map_err(|e| spec_err(&p, one_line(&e.to_string())))?;
+        let resolved = resolve_includes(&p, &t, depth + 1, confine)?;
+        let table: toml::Table = toml::from_str(&resolved)
+            .map_err(|e| spec_err(&p, one_line_unquoted(&e.to_string())))?;
         deep_merge(&mut merged, table);
     }
     let mut own = own;

@@ -197,6 +197,19 @@ pub(crate) fn offload_long_name(short: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether the kernel would take `name` as an interface name (`dev_valid_name`):
+/// 1 to 15 bytes, not "." or "..", no '/', ':' or white space. It becomes part
+/// of a /sys path, so nothing else may pass.
+pub fn is_interface_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0x0b || b == 0)
+}
+
 /// Check a `[knobs.iface]` table.
 pub fn validate_iface(section: &BTreeMap<String, IfaceKnob>) -> Result<(), String> {
     for (key, k) in section {
@@ -204,6 +217,11 @@ pub fn validate_iface(section: &BTreeMap<String, IfaceKnob>) -> Result<(), Strin
         if !matches!(role, "lg" | "dut") || dev.is_empty() {
             return Err(format!(
                 "knobs.iface.\"{key}\" is not valid: name an interface as \"lg:lg0\" or \"dut:dut0\""
+            ));
+        }
+        if !is_interface_name(dev) {
+            return Err(format!(
+                "knobs.iface.\"{key}\": {dev:?} is not an interface name: 1 to 15 bytes without '/', ':' or spaces, as the kernel takes them"
             ));
         }
         for (name, v) in &k.offloads {

@@ -115,13 +115,34 @@ pub struct RunPlan {
 }
 
 impl Spec {
-    /// Read and validate a spec file.
+    /// Read and validate a spec file; its includes must lie under its directory.
     pub fn from_file(path: &Path) -> Result<(Spec, String), LabError> {
+        Spec::from_file_with(path, false)
+    }
+
+    /// [`Spec::from_file`]; `allow_include_outside` lets `[experiment] include`
+    /// name files anywhere (`nflab run --allow-include-outside`).
+    pub fn from_file_with(
+        path: &Path,
+        allow_include_outside: bool,
+    ) -> Result<(Spec, String), LabError> {
         let text = std::fs::read_to_string(path).map_err(|e| LabError::Spec {
             file: path.display().to_string(),
             message: format!("cannot read it: {e}"),
         })?;
-        let text = resolve_includes(path, &text, 0)?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let confine = if allow_include_outside {
+            None
+        } else {
+            Some(std::fs::canonicalize(dir).map_err(|e| LabError::Spec {
+                file: path.display().to_string(),
+                message: format!("cannot resolve its directory: {e}"),
+            })?)
+        };
+        let text = resolve_includes(path, &text, 0, confine.as_deref())?;
         let spec = Spec::parse(&text, &path.display().to_string())?;
         Ok((spec, text))
     }
@@ -139,9 +160,19 @@ impl Spec {
     }
 }
 
+/// [`one_line`] without the source text: for a file that may not be a spec
+/// (an include), whose lines are never echoed.
+pub(crate) fn one_line_unquoted(s: &str) -> String {
+    one_line_with(s, false)
+}
+
 /// Collapse toml's multi-line error display into one sentence with its line
 /// and the offending source text, so the key is always named.
 pub(crate) fn one_line(s: &str) -> String {
+    one_line_with(s, true)
+}
+
+fn one_line_with(s: &str, quote: bool) -> String {
     // toml errors look like: "TOML parse error at line 3, column 1\n  |\n3 | foo = 1\n  | ^^^\nunknown field `foo`, expected ...\n"
     let mut head = String::new();
     let mut source = String::new();
@@ -161,6 +192,9 @@ pub(crate) fn one_line(s: &str) -> String {
         }
     }
     let msg = tail.join(" ");
+    if !quote {
+        source.clear();
+    }
     match (head.is_empty(), source.is_empty()) {
         (true, _) => msg,
         (false, true) => format!("{head}: {msg}"),

@@ -422,6 +422,63 @@ fn includes_merge_under_the_file_and_resolve_relative_paths() {
 }
 
 #[test]
+fn includes_stay_under_the_specs_directory_and_never_echo_a_file_that_is_not_a_spec() {
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let tmp = std::env::temp_dir();
+    let root = Gone(nflab_io::safe_fs::fresh_private_dir(&tmp, "nflab-include-confined").unwrap());
+    let specs = root.0.join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    // A file of the host that is not a spec, as /etc/shadow is.
+    let secret = root.0.join("shadow");
+    std::fs::write(&secret, "root:$6$SECRETHASH$xyz:19000:0:99999:7:::\n").unwrap();
+    std::fs::write(specs.join("frag.toml"), "[traffic]\nrate_pps = 1234\n").unwrap();
+    std::os::unix::fs::symlink(&secret, specs.join("link.toml")).unwrap();
+    let spec_with = |name: &str, inc: &str| {
+        let p = specs.join(name);
+        let inc = toml::Value::String(inc.into());
+        std::fs::write(
+            &p,
+            format!("[experiment]\nname = \"x\"\ninclude = [{inc}]\n"),
+        )
+        .unwrap();
+        p
+    };
+    for (name, inc) in [
+        ("abs.toml", secret.to_str().unwrap()),
+        ("up.toml", "../shadow"),
+        ("via-link.toml", "link.toml"),
+        ("dots.toml", "./../specs/../shadow"),
+    ] {
+        let p = spec_with(name, inc);
+        let e = Spec::from_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("outside")
+                && e.contains("--allow-include-outside")
+                && e.contains("experiment.include")
+                && !e.contains("SECRETHASH")
+                && !e.contains('\n'),
+            "{inc}: {e}"
+        );
+        // Allowed outside: read, but a file that is not TOML is never echoed.
+        let e = Spec::from_file_with(&p, true).unwrap_err().to_string();
+        assert!(
+            !e.contains("SECRETHASH") && e.contains("line 1"),
+            "{inc}: {e}"
+        );
+    }
+    let p = spec_with("ok.toml", "frag.toml");
+    assert_eq!(
+        Spec::from_file(&p).unwrap().0.traffic.rate_pps,
+        Rate::Pps(1234.0)
+    );
+}
+
+#[test]
 fn model_section_parses_and_bad_keys_are_one_sentence() {
     let ok = "[experiment]\nname = \"x\"\n[model]\ncpu_hz = 3.3e9\ninterrupts = [\"250:10900\"]\n";
     let s = Spec::parse(ok, "s").unwrap();

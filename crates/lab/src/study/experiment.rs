@@ -22,7 +22,9 @@ use crate::spec::{OnRunFailure, RunPlan, Spec};
 use crate::study::results::{self, RunRow};
 use crate::study::rfc2544;
 use crate::study::tree::{completed_summary, same_params};
-pub use crate::study::tree::{params_json, run_dir, ExperimentResult, RunOptions, COMPLETE_MARKER};
+pub use crate::study::tree::{
+    create_experiment_dir, params_json, run_dir, ExperimentResult, RunOptions, COMPLETE_MARKER,
+};
 use crate::topo;
 
 /// Run every run of the spec at `spec_path` (or resume `opts.resume`).
@@ -60,26 +62,23 @@ fn run_experiment_in(
     let (dir, spec, text) = match &opts.resume {
         Some(dir) => {
             let stored = dir.join("spec.toml");
-            if !stored.is_file() {
+            // nflab wrote it as a plain file: a symlink there points elsewhere.
+            let plain = std::fs::symlink_metadata(&stored).is_ok_and(|m| m.is_file());
+            if !plain {
                 return Err(LabError::Other(format!(
-                    "{} is not an nflab experiment directory (no spec.toml): give the directory `nflab run` printed",
+                    "{} is not an nflab experiment directory (no spec.toml, or one that is not a plain file): give the directory `nflab run` printed",
                     dir.display()
                 )));
             }
-            let (spec, text) = Spec::from_file(&stored)?;
-            (dir.clone(), spec, text)
+            let (spec, text) = Spec::from_file_with(&stored, opts.allow_include_outside)?;
+            (Some(dir.clone()), spec, text)
         }
         None => {
-            let (spec, text) = Spec::from_file(spec_path)?;
-            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-            (
-                opts.out.join(format!("{stamp}-{}", spec.experiment.name)),
-                spec,
-                text,
-            )
+            let (spec, text) = Spec::from_file_with(spec_path, opts.allow_include_outside)?;
+            (None, spec, text)
         }
     };
-    *dir_out = Some(dir.clone());
+    *dir_out = dir.clone();
     // A read-only or unusable output directory: one sentence before anything starts.
     match &opts.resume {
         Some(d) => check_writable(d, "the experiment directory")?,
@@ -94,6 +93,16 @@ fn run_experiment_in(
     for item in topo::gc::gc()? {
         eprintln!("removed {item}, left by an nflab process that no longer exists");
     }
+    let dir = match dir {
+        Some(d) => d,
+        None => {
+            // Made exclusively: a run of the same spec started in the same second gets
+            // its own directory (`-2`, …) instead of sharing, and deleting, this one's.
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+            create_experiment_dir(&opts.out, &format!("{stamp}-{}", spec.experiment.name))?
+        }
+    };
+    *dir_out = Some(dir.clone());
 
     std::fs::create_dir_all(dir.join("runs")).map_err(|e| LabError::artifact(&dir, e))?;
     let reserve = DiskReserve::take(&dir);
@@ -194,7 +203,9 @@ fn run_experiment_in(
             );
         }
         // Knobs hold for this run only; the guard reverts them on any exit.
-        let mut knobs = AppliedKnobs::apply(&plan.spec.knobs, &KnobRoots::default())?;
+        // Another run's host knobs: wait until they are put back (or this study is stopped).
+        let mut knobs =
+            AppliedKnobs::apply_when_free(&plan.spec.knobs, &KnobRoots::default(), Some(&stop))?;
         crate::failpoint::hit("knobs");
         if !plan.spec.knobs.is_empty() {
             write_json(&rd.join("knobs.json"), &knobs.records())?;

@@ -3,7 +3,6 @@
 //! writers of every artifact file of the tree.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -435,11 +434,12 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
             .set_created_by(format!("nflab {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
-    // Written beside and renamed over: a kill mid-write leaves the previous
-    // results.parquet (or none), never a torn one (found by the crash matrix).
-    let partial = path.with_extension("parquet.partial");
-    let file = File::create(&partial).map_err(|e| LabError::artifact(&partial, e))?;
-    let mut writer = SerializedFileWriter::new(file, schema, props).map_err(err)?;
+    // Written beside, fsynced and renamed over: a kill mid-write (found by the
+    // crash matrix) or a power cut leaves the previous results.parquet (or
+    // none), never a torn one.
+    let mut file =
+        nflab_io::safe_fs::ReplaceFile::create(path).map_err(|e| LabError::artifact(path, e))?;
+    let mut writer = SerializedFileWriter::new(&mut file, schema, props).map_err(err)?;
     let mut group = writer.next_row_group().map_err(err)?;
     let mut i = 0;
     while let Some(mut col) = group.next_column().map_err(err)? {
@@ -473,7 +473,7 @@ pub fn write_parquet(path: &Path, rows: &[RunRow]) -> Result<(), LabError> {
     group.close().map_err(err)?;
     crate::failpoint::hit("results");
     writer.close().map_err(err)?;
-    std::fs::rename(&partial, path).map_err(|e| LabError::artifact(path, e))
+    file.commit().map_err(|e| LabError::artifact(path, e))
 }
 
 /// Values present, and definition levels (1 = present, 0 = null).

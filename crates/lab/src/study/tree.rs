@@ -7,10 +7,33 @@ use std::path::{Path, PathBuf};
 use nflab_analyze::Summary;
 use serde::Serialize;
 
+use crate::error::LabError;
 use crate::run::failure::FailedRun;
 use crate::spec::RunPlan;
 use crate::study::results::RunRow;
 use crate::study::rfc2544;
+
+/// Create the experiment directory `out/<stem>` exclusively, or `out/<stem>-2`,
+/// `-3`, … when another study (of the same spec, in the same second) has it.
+pub fn create_experiment_dir(out: &Path, stem: &str) -> Result<PathBuf, LabError> {
+    std::fs::create_dir_all(out).map_err(|e| LabError::artifact(out, e))?;
+    for n in 1..=1000u32 {
+        let dir = if n == 1 {
+            out.join(stem)
+        } else {
+            out.join(format!("{stem}-{n}"))
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(LabError::artifact(&dir, e)),
+        }
+    }
+    Err(LabError::Other(format!(
+        "{} holds 1000 experiment directories named {stem}: choose another --out",
+        out.display()
+    )))
+}
 
 /// Name of the marker file of a finished run.
 pub const COMPLETE_MARKER: &str = ".complete";
@@ -34,6 +57,9 @@ pub struct RunOptions {
     pub after_failure: Option<fn(&Path)>,
     /// Who hears the study's events (progress bar, `--events`); none by default.
     pub events: crate::artifacts::events::Observers,
+    /// Let `[experiment] include` name files outside the spec's directory
+    /// (`--allow-include-outside`).
+    pub allow_include_outside: bool,
 }
 
 /// What an experiment produced.
@@ -93,4 +119,31 @@ pub fn params_json(plan: &RunPlan) -> serde_json::Value {
         "topology": plan.spec.topology,
         "analysis": plan.spec.analysis,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_experiment_of_the_same_second_gets_its_own_directory() {
+        let out =
+            nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-tree").unwrap();
+        struct Gone(PathBuf);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _gone = Gone(out.clone());
+        let stem = "20260101T000000Z-quick";
+        let a = create_experiment_dir(&out, stem).unwrap();
+        std::fs::write(a.join("spec.toml"), "a").unwrap();
+        let b = create_experiment_dir(&out, stem).unwrap();
+        let c = create_experiment_dir(&out, stem).unwrap();
+        assert_eq!(a, out.join(stem));
+        assert_eq!(b, out.join(format!("{stem}-2")));
+        assert_eq!(c, out.join(format!("{stem}-3")));
+        assert_eq!(std::fs::read_to_string(a.join("spec.toml")).unwrap(), "a");
+    }
 }

@@ -18,6 +18,10 @@ pub fn gc() -> Result<Vec<String>, LabError> {
 /// killed run left, without touching other runs' leftovers (nor Open vSwitch instances).
 pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     check_root()?;
+    // Everything below acts as root on what /run/nflab holds: only when root alone can write it.
+    if std::path::Path::new(OWNER_DIR).exists() {
+        crate::sys::process::ensure_run_dir(std::path::Path::new(OWNER_DIR))?;
+    }
     let whole_host = id.is_none();
     if whole_host {
         // First the dead owners' helper commands, which could still add a namespace.
@@ -39,6 +43,9 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
             removed.push(ns.name);
         }
     }
+    if whole_host {
+        removed.extend(crate::net::namespaces::remove_stale_owner_files());
+    }
     // After the namespaces: knobs inside a removed one went with it. Journals are the
     // whole host's business: a gc limited to one topology leaves them.
     let journals = if whole_host {
@@ -46,6 +53,9 @@ pub fn gc_of(id: Option<&str>) -> Result<Vec<String>, LabError> {
     } else {
         Vec::new()
     };
+    if whole_host {
+        crate::knobs::journal::remove_stale_lock(std::path::Path::new(OWNER_DIR));
+    }
     for r in journals {
         for e in &r.failed {
             eprintln!("warning: knob journal {}: {e}", r.journal.display());

@@ -268,11 +268,11 @@ impl Topology {
 
     fn build(&mut self, queues: u32, dut: &dyn Plumbing) -> Result<(), LabError> {
         let lg = self.lg_ns.clone();
-        std::fs::create_dir_all(OWNER_DIR)
-            .map_err(|e| LabError::Topology(format!("cannot create {OWNER_DIR}: {e}")))?;
+        crate::sys::process::ensure_run_dir(std::path::Path::new(OWNER_DIR))?;
         for ns in self.namespaces() {
-            ip(&["netns", "add", &ns])?;
+            // The owner first: gc knows a helper of this namespace by it.
             write_owner(&ns)?;
+            ip(&["netns", "add", &ns])?;
             // No IPv6 on the benchmark links: router solicitations and DAD
             // would otherwise show up as foreign frames at the recorder.
             crate::net::cmd::sysctl(

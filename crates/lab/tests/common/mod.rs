@@ -48,6 +48,7 @@ pub fn options(out: &Path, resume: Option<PathBuf>) -> RunOptions {
         commit: "test".into(),
         after_failure: None,
         events: Default::default(),
+        allow_include_outside: false,
     }
 }
 

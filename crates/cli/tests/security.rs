@@ -1,0 +1,99 @@
+//! nflab runs as root: what a spec, a stored tree or another user can make it
+//! do (docs/experiments.md, Security). Real files, real runs.
+
+#[macro_use]
+mod common;
+
+use common::*;
+
+#[test]
+fn an_include_outside_the_specs_directory_is_refused_and_never_echoed() {
+    let tmp = TempDir::new("sec-include");
+    let specs = tmp.0.join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    // A file of the host that is not a spec, as /etc/shadow is.
+    let secret = tmp.0.join("shadow");
+    std::fs::write(&secret, "root:$6$SECRETHASH$x:19000:0:99999:7:::\n").unwrap();
+    let spec = write_spec(
+        &specs,
+        "inc",
+        &format!(
+            "[experiment]\nname = \"inc\"\ninclude = [{:?}]\n[dut]\nkind = \"loopback\"\n",
+            secret.display().to_string()
+        ),
+    );
+    let run = |extra: &[&str]| {
+        nflab()
+            .args(["run", spec.to_str().unwrap(), "--dry-run"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("experiment.include")
+            && err.contains("outside")
+            && err.contains("--allow-include-outside")
+            && !err.contains("SECRETHASH"),
+        "{err}"
+    );
+    // Allowed: read, and refused as not TOML, still without its lines.
+    let out = run(&["--allow-include-outside"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        !err.contains("SECRETHASH") && err.contains("shadow"),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_runs_of_one_spec_started_in_the_same_second_both_complete() {
+    require_root!();
+    let tmp = TempDir::new("sec-twice");
+    let out = tmp.0.join("results");
+    std::fs::create_dir(&out).unwrap();
+    let spec = write_spec(
+        &tmp.0,
+        "twice",
+        "[experiment]\nname = \"twice\"\n[dut]\nkind = \"loopback\"\n\
+         [traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n",
+    );
+    // The directories of the next minute exist already, as another run's would:
+    // every run below meets a directory of its own name, whatever second it starts.
+    let now = chrono::Utc::now();
+    let planted: Vec<_> = (0..60)
+        .map(|s| {
+            let stamp = (now + chrono::Duration::seconds(s)).format("%Y%m%dT%H%M%SZ");
+            let d = out.join(format!("{stamp}-twice"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("another-run"), "").unwrap();
+            d
+        })
+        .collect();
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run_ok(&spec, &out));
+        let b = s.spawn(|| run_ok(&spec, &out));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let dir_of = |r: &serde_json::Value| std::path::PathBuf::from(r["dir"].as_str().unwrap());
+    let (da, db) = (dir_of(&a.1), dir_of(&b.1));
+    assert_ne!(da, db);
+    for d in [&da, &db] {
+        assert!(!planted.contains(d), "{} was another run's", d.display());
+        let name = d.file_name().unwrap().to_str().unwrap();
+        assert!(name.contains("-twice-"), "{name}");
+        assert!(d.join("runs/000/.complete").is_file(), "{}", d.display());
+        assert!(d.join("runs/000/summary.json").is_file(), "{}", d.display());
+    }
+    for d in &planted {
+        let names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["another-run"], "{} was written into", d.display());
+    }
+}
