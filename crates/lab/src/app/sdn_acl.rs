@@ -237,6 +237,7 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
                 apps: vec!["log".into(), "multi-switch".into()],
                 log: Some(work.join("control.log").display().to_string()),
                 connect_timeout_s: 60.0,
+                allow_remote_switches: false,
             },
             switches: vec![
                 SwitchEntry {
