@@ -22,7 +22,7 @@ impl HostEntry {
     /// The ssh command that runs `nflab ARGS` on this host. ssh hands the
     /// remote shell one string, so every word is single-quoted for it.
     fn ssh(&self, args: &[&str], known_hosts: Option<&std::path::Path>) -> Command {
-        let mut c = Command::new("ssh");
+        let mut c = Command::new(nflab_io::process::system_tool("ssh"));
         c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]);
         // ssh keeps the first value of an option: these come before the user's.
         c.args(super::ssh_args::host_key_options(known_hosts));
