@@ -154,3 +154,20 @@ put("openflow", "packet_in", struct.pack("!BBHI", 4, 10, 8 + len(pin), 9) + pin)
 pout_actions = struct.pack("!HHIH6x", 0, 16, 1, 0)
 pout = struct.pack("!IIH6x", 0xFFFFFFFF, 0xFFFFFFFD, len(pout_actions)) + pout_actions + bytes(14)
 put("openflow", "packet_out", struct.pack("!BBHI", 4, 13, 8 + len(pout), 10) + pout)
+
+# The proxy's switch side: a selector byte (bit k: which of two switches sends
+# message k), then what the switches send: replies to the controller's
+# requests, a port-stats body one byte short of two entries among them.
+def of13(typ, xid, body):
+    return struct.pack("!BBHI", 4, typ, 8 + len(body), xid) + body
+
+
+def mp_reply(t, xid, body, more=0):
+    return of13(19, xid, struct.pack("!HH4x", t, more) + body)
+
+
+port_stats = struct.pack("!I4x", 1) + bytes(104)
+put("openflow_proxy", "port_stats", b"\x00" + mp_reply(4, 5, port_stats) + mp_reply(4, 5, port_stats * 2)[:-1])
+put("openflow_proxy", "table_stats", b"\x01" + mp_reply(3, 6, bytes(24)) + mp_reply(3, 7, bytes(29)))
+put("openflow_proxy", "aggregate", b"\x02" + mp_reply(2, 8, struct.pack("!QQI4x", 5, 500, 2)) + mp_reply(2, 8, bytes(24)))
+put("openflow_proxy", "barrier", b"\x00" + of13(21, 9, b"") + of13(2, 10, b"ping"))

@@ -4,7 +4,10 @@
 become_root() {
   local script="$1"
   shift
-  [ "$(id -u)" -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    give_back_on_exit
+    return 0
+  fi
   if command -v sudo >/dev/null 2>&1; then
     # Keep the caller's toolchain (rustup lives in the user's home).
     exec sudo env "PATH=$HOME/.cargo/bin:$PATH" \
@@ -22,4 +25,30 @@ need_cargo() {
     echo "error: no Rust toolchain: install one with rustup (https://rustup.rs), Rust 1.85 or newer" >&2
     exit 1
   fi
+}
+
+# Run through sudo, the build and the results are made as root in the caller's
+# places: hand back, when the script ends, what root made in the repository's
+# target/ and results/ (when the repository is the caller's) and in the
+# caller's cargo and rustup homes. nflab itself hands its result trees back
+# (SUDO_UID, SUDO_GID); this covers the build.
+give_back_on_exit() {
+  [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ] && [ "$SUDO_UID" != 0 ] || return 0
+  trap give_back EXIT
+}
+
+give_back() {
+  local repo home d
+  repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  home="$(getent passwd "$SUDO_UID" | cut -d: -f6)"
+  local dirs=()
+  [ "$(stat -c %u "$repo")" = "$SUDO_UID" ] && dirs+=("$repo/target" "$repo/results")
+  for d in "${CARGO_HOME:-}" "${RUSTUP_HOME:-}"; do
+    # Only inside the caller's home: never root's own or the system's.
+    [ -n "$home" ] && [ "$home" != / ] && case "$d" in "$home"/*) dirs+=("$d") ;; esac
+  done
+  for d in "${dirs[@]}"; do
+    [ -e "$d" ] && find "$d" -xdev -user 0 -exec chown -h "$SUDO_UID:$SUDO_GID" {} + 2>/dev/null || true
+  done
+  return 0
 }

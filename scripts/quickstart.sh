@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 . scripts/common.sh
 become_root "$0" "$@"
 bash scripts/setup.sh
-exec ./target/release/nflab run examples/quickstart.toml --out results "$@"
+# Not exec: through sudo, the shell hands the build back to the caller when nflab ends.
+./target/release/nflab run examples/quickstart.toml --out results "$@"

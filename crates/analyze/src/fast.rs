@@ -599,6 +599,13 @@ fn scan_part(
             done += m as u64;
             at += len;
         }
+        // Truncated under the window: what was read is not the file's.
+        if window.as_ref().is_some_and(|w| !w.intact()) {
+            return Err(io_err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file was truncated while it was read",
+            )));
+        }
     }
     sc.buf = buf;
     part.close();

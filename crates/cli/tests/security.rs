@@ -97,3 +97,86 @@ fn two_runs_of_one_spec_started_in_the_same_second_both_complete() {
         assert_eq!(names, ["another-run"], "{} was written into", d.display());
     }
 }
+
+#[test]
+fn through_sudo_the_result_tree_belongs_to_the_caller() {
+    use std::os::unix::fs::MetadataExt;
+    require_root!();
+    let tmp = TempDir::new("sec-sudo");
+    let out = tmp.0.join("results");
+    let spec = write_spec(
+        &tmp.0,
+        "mine",
+        "[experiment]\nname = \"mine\"\n[dut]\nkind = \"loopback\"\n\
+         [traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n",
+    );
+    // As `sudo` leaves them for the caller (uid and gid 4242).
+    let o = nflab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+        .env("SUDO_UID", "4242")
+        .env("SUDO_GID", "4243")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dir = std::path::PathBuf::from(result["dir"].as_str().unwrap());
+    assert!(dir.join("report.html").is_file());
+    let mut seen = 0;
+    let mut check = vec![out.clone()];
+    while let Some(p) = check.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4243), "{}", p.display());
+        seen += 1;
+        if m.is_dir() {
+            check.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(seen > 10, "{seen}");
+}
+
+#[test]
+fn a_planted_ip_on_path_is_never_run() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root!();
+    let tmp = TempDir::new("sec-path");
+    // An `ip` first on PATH, as a caller's ~/.cargo/bin can hold one.
+    let bin = tmp.0.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let marker = tmp.0.join("ran");
+    let fake = bin.join("ip");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let up = nflab()
+        .args(["topo", "up"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&up.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("id ").map(str::to_string));
+    if let Some(id) = &id {
+        let down = nflab()
+            .args(["topo", "down", id])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(down.status.success(), "{}", stderr(&down));
+    }
+    assert!(!marker.exists(), "nflab ran the ip it found on PATH");
+    assert!(up.status.success(), "{}", stderr(&up));
+}

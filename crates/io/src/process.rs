@@ -71,3 +71,53 @@ pub fn parse_sched(spec: &str) -> Result<(i32, i32), String> {
     }
     Ok((policy, prio))
 }
+
+/// Where system tools are taken from, in this order: directories only root
+/// can write. Never `PATH`: a root process started through `sudo` with the
+/// caller's PATH (`$HOME/.cargo/bin` first, say) would otherwise run whatever
+/// `ip` or `ssh` the caller put there.
+pub const SYSTEM_DIRS: [&str; 6] = [
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/local/sbin",
+    "/usr/local/bin",
+];
+
+/// The absolute path of the system tool `name` (`ip`, `tc`, `ssh`, `ethtool`,
+/// `sh`, …), the first of [`SYSTEM_DIRS`] that has it as an executable file.
+/// When none has it, the path in the first directory: running it then fails
+/// with "No such file or directory", naming the tool.
+pub fn system_tool(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    SYSTEM_DIRS
+        .iter()
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| std::path::Path::new(SYSTEM_DIRS[0]).join(name))
+}
+
+#[cfg(test)]
+mod system_tool_tests {
+    use super::*;
+
+    #[test]
+    fn system_tools_come_from_system_directories_only() {
+        let ip = system_tool("ip");
+        assert!(ip.is_absolute(), "{}", ip.display());
+        assert!(
+            SYSTEM_DIRS.iter().any(|d| ip.starts_with(d)),
+            "{}",
+            ip.display()
+        );
+        let missing = system_tool("nflab-no-such-tool");
+        assert_eq!(
+            missing,
+            std::path::Path::new("/usr/sbin/nflab-no-such-tool")
+        );
+    }
+}

@@ -202,6 +202,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, SdnError> {
                 apps: vec!["multi-switch".into()],
                 log: None,
                 connect_timeout_s: 60.0,
+                allow_remote_switches: false,
             },
             switches: (0..opts.switches)
                 .map(|i| SwitchEntry {

@@ -139,9 +139,10 @@ impl Drop for PrivateNetns {
     }
 }
 
-/// Run a host command; its stdout, or one sentence with its stderr.
+/// Run a host command, the program from the system's directories (never
+/// PATH, `nflab_io::process::system_tool`); its stdout, or one sentence with its stderr.
 pub fn run(prog: &str, args: &[&str]) -> Result<String, SdnError> {
-    let out = Command::new(prog)
+    let out = Command::new(nflab_io::process::system_tool(prog))
         .args(args)
         .output()
         .map_err(|e| SdnError::Host(format!("cannot run '{prog}': {e}; is it installed?")))?;

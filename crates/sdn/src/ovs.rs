@@ -119,11 +119,12 @@ impl Ovs {
     fn spawn(&mut self, daemon: &str, args: &[&str]) -> Result<(), SdnError> {
         let mut cmd = match &self.ns {
             Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "setpriv"]);
+                let mut c = Command::new(nflab_io::process::system_tool("ip"));
+                c.args(["netns", "exec", ns])
+                    .arg(nflab_io::process::system_tool("setpriv"));
                 c
             }
-            None => Command::new("setpriv"),
+            None => Command::new(nflab_io::process::system_tool("setpriv")),
         };
         cmd.args(["--pdeathsig", "KILL", daemon])
             .args(args)

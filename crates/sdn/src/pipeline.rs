@@ -195,6 +195,7 @@ pub fn proxy_config(n: u32, listen: &str, controller: &str, log: Option<String>)
             },
             log,
             connect_timeout_s: 60.0,
+            allow_remote_switches: false,
         },
         switches: (0..n)
             .map(|i| SwitchEntry {

@@ -112,6 +112,39 @@ fn bad_configs_are_one_sentence_naming_the_key() {
 }
 
 #[test]
+fn a_listen_address_beyond_loopback_is_refused_unless_allowed() {
+    let good = CONFIG
+        .replace("CONTROLLER", "127.0.0.1:1")
+        .replace("LOG", "/dev/null");
+    let listen = "listen = \"127.0.0.1:0\"";
+    assert!(good.contains(listen));
+    for open in ["0.0.0.0:6653", "198.18.0.1:6653", "[::]:6653"] {
+        let e = parse(&good.replacen(listen, &format!("listen = \"{open}\""), 1)).unwrap_err();
+        assert!(
+            e.contains(&format!("proxy.listen = \"{open}\""))
+                && e.contains("not a loopback address")
+                && e.contains("allow_remote_switches = true"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let allowed = good.replacen(
+            listen,
+            &format!("listen = \"{open}\"\nallow_remote_switches = true"),
+            1,
+        );
+        parse(&allowed).unwrap();
+    }
+    for local in ["[::1]:0", "localhost:0", "127.0.0.2:0"] {
+        parse(&good.replacen(listen, &format!("listen = \"{local}\""), 1)).unwrap();
+    }
+    // Started from a config built in code, the check holds too.
+    let mut cfg = parse(&good).unwrap();
+    cfg.proxy.listen = "0.0.0.0:0".into();
+    let e = proxy::start(cfg).err().unwrap().to_string();
+    assert!(e.contains("not a loopback address"), "{e}");
+}
+
+#[test]
 fn a_switch_that_never_connects_is_named() {
     let mut cfg: ProxyConfig = toml::from_str(
         &CONFIG

@@ -27,6 +27,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         nflab_lab::app::ncs::write_challenge(&args.dir)?;
     }
     let w = nflab_report::write_report_with(&args.dir, &opts)?;
+    // Through sudo, what was redrawn is the caller's like the rest of the tree.
+    nflab_lab::artifacts::files::give_to_invoking_user(&args.dir)?;
     for p in &w.problems {
         eprintln!("note: {p}");
     }

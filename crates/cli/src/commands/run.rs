@@ -204,6 +204,9 @@ fn report_of(
         ..Default::default()
     };
     let w = nflab_report::write_report_with(dir, &opts)?;
+    if let Err(e) = nflab_lab::artifacts::files::give_to_invoking_user(dir) {
+        eprintln!("warning: cannot hand the report to the user who ran sudo: {e}");
+    }
     Ok(w.report.unwrap_or_else(|| dir.join("report.html")))
 }
 

@@ -28,7 +28,7 @@ impl Drop for PlantNs {
         // kernel frees the namespace (and its devices) later, and until then the
         // next run's macvlan with the same address on lg1 cannot come up ("Address
         // already in use": a 675-run grid stopped at run 159 that way).
-        let _ = Command::new("ip")
+        let _ = Command::new(nflab_io::process::system_tool("ip"))
             .args(["-n", &self.name, "link", "del", &self.iface])
             .status();
         if let Err(e) = remove_namespace(&self.name) {
@@ -124,7 +124,7 @@ mod tests {
             MacAddr([0x02, 0x4e, 0x46, 0x00, 0x09, 0x09]),
         );
         let first = PlantNs::create(&topo, "plant-test", "pl0", addr, mac).expect("first");
-        let mut keeper = Command::new("ip")
+        let mut keeper = Command::new(nflab_io::process::system_tool("ip"))
             .args(["netns", "exec", &first.name, "sleep", "30"])
             .spawn()
             .expect("ip netns exec");

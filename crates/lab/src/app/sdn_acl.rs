@@ -205,7 +205,7 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
         .map_err(|e| err(format!("cannot create {}: {e}", work.display())))?;
     let app = work.join("acl_app.py");
     std::fs::write(&app, APP).map_err(|e| err(format!("cannot write {}: {e}", app.display())))?;
-    let mut osken = Command::new("ip")
+    let mut osken = Command::new(nflab_io::process::system_tool("ip"))
         .args([
             "netns",
             "exec",
@@ -237,6 +237,7 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
                 apps: vec!["log".into(), "multi-switch".into()],
                 log: Some(work.join("control.log").display().to_string()),
                 connect_timeout_s: 60.0,
+                allow_remote_switches: false,
             },
             switches: vec![
                 SwitchEntry {

@@ -17,6 +17,36 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
     nflab_io::safe_fs::replace_file(path, bytes).map_err(|e| LabError::artifact(path, e))
 }
 
+/// The user who ran nflab through `sudo` (`SUDO_UID`, `SUDO_GID`), when this
+/// process is root; None otherwise.
+pub fn invoking_user() -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
+    Some((id("SUDO_UID")?, id("SUDO_GID")?))
+}
+
+/// Hand `path` and everything under it to the user who ran nflab through
+/// `sudo` ([`invoking_user`]), so results made as root are theirs to move or
+/// delete; nothing to do otherwise. Symlinks are changed themselves, never
+/// followed.
+pub fn give_to_invoking_user(path: &Path) -> Result<(), LabError> {
+    let Some((uid, gid)) = invoking_user() else {
+        return Ok(());
+    };
+    fn walk(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+        std::os::unix::fs::lchown(p, Some(uid), Some(gid))?;
+        if std::fs::symlink_metadata(p)?.is_dir() {
+            for e in std::fs::read_dir(p)? {
+                walk(&e?.path(), uid, gid)?;
+            }
+        }
+        Ok(())
+    }
+    walk(path, uid, gid).map_err(|e| LabError::artifact(path, e))
+}
+
 /// Write `value` as pretty JSON (one trailing newline) to an artifact file.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), LabError> {
     let mut s = serde_json::to_string_pretty(value)

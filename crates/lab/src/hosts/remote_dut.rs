@@ -123,7 +123,7 @@ pub struct DutState {
 }
 
 fn ip(args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new("ip")
+    let out = Command::new(nflab_io::process::system_tool("ip"))
         .args(args)
         .output()
         .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;
@@ -271,7 +271,7 @@ pub fn host_info() -> serde_json::Value {
             .ok()
     };
     let running = |name: &str| {
-        Command::new("pgrep")
+        Command::new(nflab_io::process::system_tool("pgrep"))
             .args(["-x", name])
             .output()
             .map(|o| o.status.success())
@@ -284,7 +284,7 @@ pub fn host_info() -> serde_json::Value {
                 .collect()
         })
         .unwrap_or_default();
-    let chrony = Command::new("chronyc")
+    let chrony = Command::new(nflab_io::process::system_tool("chronyc"))
         .arg("tracking")
         .output()
         .ok()

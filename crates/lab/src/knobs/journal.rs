@@ -23,6 +23,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use nflab_io::process::system_tool;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -137,15 +139,17 @@ impl Restore {
 
 /// Runs a command inside a namespace ("" = this one); stdout on success.
 pub(crate) fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
+    // The program from the system's directories, inside a namespace too
+    // (`ip netns exec` would search PATH for it).
+    let prog = system_tool(args[0]);
     let mut c = if ns.is_empty() {
-        let mut c = Command::new(args[0]);
-        c.args(&args[1..]);
-        c
+        Command::new(&prog)
     } else {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).args(args);
+        let mut c = Command::new(system_tool("ip"));
+        c.args(["netns", "exec", ns]).arg(&prog);
         c
     };
+    c.args(&args[1..]);
     match c.output() {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
         Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
@@ -158,8 +162,10 @@ pub(crate) fn ns_run(ns: &str, args: &[&str]) -> Result<String, String> {
 /// the value on stdin, so no part of it is ever parsed as a command.
 pub(crate) fn ns_write(ns: &str, path: &str, value: &str) -> Result<(), String> {
     use std::process::Stdio;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "tee", "--", path])
+    let mut child = Command::new(system_tool("ip"))
+        .args(["netns", "exec", ns])
+        .arg(system_tool("tee"))
+        .args(["--", path])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

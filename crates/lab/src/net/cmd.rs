@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use nflab_io::process::system_tool;
+
 use crate::error::LabError;
 
 /// Run `ip ARGS`; a failure is one sentence with the command and its stderr.
@@ -12,8 +14,10 @@ pub fn ip(args: &[&str]) -> Result<(), LabError> {
 
 /// `ethtool -K DEV tx off` in `ns`: the kernel computes transmit checksums itself.
 pub fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"])
+    let out = Command::new(system_tool("ip"))
+        .args(["netns", "exec", ns])
+        .arg(system_tool("ethtool"))
+        .args(["-K", dev, "tx", "off"])
         .output()
         .map_err(|e| {
             LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
@@ -33,13 +37,15 @@ pub fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
 
 /// `sysctl -qw SETTINGS` in namespace `ns`.
 pub fn sysctl(ns: &str, settings: &[&str]) -> Result<(), LabError> {
-    let mut args = vec!["netns", "exec", ns, "sysctl", "-qw"];
+    let sysctl = system_tool("sysctl");
+    let sysctl = sysctl.to_string_lossy();
+    let mut args = vec!["netns", "exec", ns, &sysctl, "-qw"];
     args.extend_from_slice(settings);
     run("ip", &args)
 }
 
 fn run(prog: &str, args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new(prog)
+    let out = Command::new(system_tool(prog))
         .args(args)
         .output()
         .map_err(|e| LabError::Host(format!("cannot run '{prog}': {e}; install iproute2")))?;

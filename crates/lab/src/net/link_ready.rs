@@ -19,7 +19,7 @@ pub fn wait_until_transmitting(ns: &str, dev: Option<&str>) -> Result<(), LabErr
     loop {
         let mut args = vec!["-n", ns, "-o", "link", "show"];
         args.extend(dev);
-        let out = Command::new("ip")
+        let out = Command::new(nflab_io::process::system_tool("ip"))
             .args(&args)
             .output()
             .map_err(|e| LabError::Host(format!("cannot run 'ip': {e}; install iproute2")))?;

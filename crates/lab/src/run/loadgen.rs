@@ -203,15 +203,21 @@ pub fn take(dir: &Path, out: &mut impl Write) -> Result<(), LabError> {
     std::fs::remove_dir_all(dir).map_err(|e| LabError::artifact(dir, e))
 }
 
+/// The longest header line [`receive`] reads (`nflab-file NAME LEN`).
+const HEADER_MAX: usize = 4096;
+
 /// Read what [`take`] sent into `dest`; the names of the files written.
 pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, LabError> {
     let bad =
         |what: String| LabError::Other(format!("the LoadGen's files arrived damaged: {what}"));
     let mut names = Vec::new();
     loop {
-        let mut line = String::new();
-        input.read_line(&mut line).map_err(|e| bad(e.to_string()))?;
-        let line = line.trim_end_matches('\n');
+        // A header is a short line: a stream that is not one is damaged, however long.
+        let line = crate::hosts::ssh::read_line_bounded(input, HEADER_MAX)
+            .map_err(|e| bad(e.to_string()))?
+            .unwrap_or_default();
+        let line = String::from_utf8_lossy(&line);
+        let line: &str = &line;
         if line == "nflab-end" {
             // The controller marks the run complete next: the files must outlast a power cut.
             nflab_io::safe_fs::sync_dir(dest).map_err(|e| LabError::artifact(dest, e))?;
@@ -221,7 +227,8 @@ pub fn receive(input: &mut impl BufRead, dest: &Path) -> Result<Vec<String>, Lab
         let (Some("nflab-file"), Some(name), Some(len)) =
             (words.next(), words.next(), words.next())
         else {
-            return Err(bad(format!("unexpected header {line:?} (cut short?)")));
+            let shown: String = line.chars().take(80).collect();
+            return Err(bad(format!("unexpected header {shown:?} (cut short?)")));
         };
         let len: u64 = len.parse().map_err(|_| bad(format!("length {len:?}")))?;
         if name.is_empty() || name.starts_with('.') || name.contains('/') {
@@ -277,6 +284,18 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn a_header_without_end_is_damage_read_no_further_than_its_bound() {
+        let dst = Gone(
+            nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-receive").unwrap(),
+        );
+        // 64 MiB and no newline: no header is that long.
+        let stream = vec![b'x'; 64 << 20];
+        let mut input = std::io::BufReader::new(stream.as_slice());
+        let e = receive(&mut input, &dst.0).unwrap_err().to_string();
+        assert!(e.contains("damaged") && e.len() < 400, "{}", e.len());
     }
 
     #[test]

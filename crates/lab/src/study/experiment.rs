@@ -40,14 +40,20 @@ pub fn run_experiment(
     });
     opts.events
         .emit(&crate::study::events::study_end(&result, started));
-    if let (Err(_), Some(f), Some(d)) = (&result, opts.after_failure, dir) {
+    if let (Err(_), Some(f), Some(d)) = (&result, opts.after_failure, &dir) {
         // Only when a run finished: otherwise there is nothing to report but the error.
         let finished = std::fs::read_dir(d.join("runs")).is_ok_and(|runs| {
             runs.filter_map(Result::ok)
                 .any(|r| r.path().join("summary.json").is_file())
         });
         if finished {
-            f(&d);
+            f(d);
+        }
+    }
+    // Run through sudo, the tree is the caller's, whatever ended the study.
+    if let Some(d) = &dir {
+        if let Err(e) = crate::artifacts::files::give_to_invoking_user(d) {
+            eprintln!("warning: cannot hand the results to the user who ran sudo: {e}");
         }
     }
     result

@@ -336,22 +336,46 @@ fn take(lg: &HostEntry, args: &[&str], dest: &Path, events: &Observers) -> Resul
 /// Emit the progress lines of a LoadGen's stderr as events; the other lines
 /// are returned (the remote's messages).
 fn relay_progress(stderr: impl std::io::Read, events: &Observers) -> String {
-    use std::io::BufRead;
-    let mut rest = String::new();
-    for line in std::io::BufReader::new(stderr)
-        .lines()
-        .map_while(Result::ok)
-    {
+    use crate::hosts::ssh::{read_line_bounded, Tail, STDERR_TAIL_BYTES};
+    use std::io::Write;
+    // Lines and what is kept of them are bounded: a remote that writes without
+    // end costs this host no more than that.
+    let mut input = std::io::BufReader::new(stderr);
+    let mut rest = Tail::new(STDERR_TAIL_BYTES);
+    while let Ok(Some(line)) = read_line_bounded(&mut input, STDERR_TAIL_BYTES) {
+        let line = String::from_utf8_lossy(&line);
         let event = line
             .strip_prefix(crate::run::loadgen::PROGRESS_PREFIX)
             .and_then(|json| serde_json::from_str::<Event>(json).ok());
         match event {
             Some(e @ Event::Progress { .. }) => events.emit(&e),
             _ => {
-                rest.push_str(&line);
-                rest.push('\n');
+                let _ = rest.write_all(line.as_bytes());
+                let _ = rest.write_all(b"\n");
             }
         }
     }
-    rest
+    String::from_utf8_lossy(&rest.into_bytes()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loadgens_stderr_is_kept_to_its_tail() {
+        let mut stderr = vec![b'x'; 10 << 20];
+        stderr.extend(b"\nerror: the last line\n");
+        let rest = relay_progress(stderr.as_slice(), &Observers::default());
+        assert!(
+            rest.len() <= crate::hosts::ssh::STDERR_TAIL_BYTES,
+            "{}",
+            rest.len()
+        );
+        assert!(
+            rest.ends_with("error: the last line\n"),
+            "{}",
+            &rest[rest.len() - 40..]
+        );
+    }
 }

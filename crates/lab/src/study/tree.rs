@@ -16,7 +16,12 @@ use crate::study::rfc2544;
 /// Create the experiment directory `out/<stem>` exclusively, or `out/<stem>-2`,
 /// `-3`, … when another study (of the same spec, in the same second) has it.
 pub fn create_experiment_dir(out: &Path, stem: &str) -> Result<PathBuf, LabError> {
+    let made = !out.exists();
     std::fs::create_dir_all(out).map_err(|e| LabError::artifact(out, e))?;
+    if made {
+        // Through sudo: the directory of results is the caller's, like what goes in it.
+        crate::artifacts::files::give_to_invoking_user(out)?;
+    }
     for n in 1..=1000u32 {
         let dir = if n == 1 {
             out.join(stem)

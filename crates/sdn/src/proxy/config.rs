@@ -50,6 +50,11 @@ pub struct ProxySection {
     /// Seconds to wait for every switch to connect (default 30).
     #[serde(default = "default_wait")]
     pub connect_timeout_s: f64,
+    /// Let `listen` be an address other hosts reach (default false: loopback
+    /// only). Whoever reaches it can pose as a switch and, through the
+    /// controller, program the others.
+    #[serde(default)]
+    pub allow_remote_switches: bool,
 }
 
 fn default_dpid() -> u64 {
@@ -144,6 +149,7 @@ impl ProxyConfig {
                     .into(),
             );
         }
+        self.check_listen()?;
         for app in &self.proxy.apps {
             if !APPS.contains(&app.as_str()) {
                 return bad(format!(
@@ -243,6 +249,30 @@ impl ProxyConfig {
             }
         }
         Ok(())
+    }
+
+    /// `listen` on loopback, unless `allow_remote_switches`.
+    fn check_listen(&self) -> Result<(), SdnError> {
+        use std::net::ToSocketAddrs;
+        let listen = &self.proxy.listen;
+        if self.proxy.allow_remote_switches {
+            return Ok(());
+        }
+        let addrs: Vec<std::net::SocketAddr> = listen
+            .to_socket_addrs()
+            .map_err(|e| {
+                SdnError::Config(format!(
+                    "proxy.listen = \"{listen}\" is not an address and port ({e}): write e.g. \"127.0.0.1:6653\""
+                ))
+            })?
+            .collect();
+        match addrs.iter().find(|a| !a.ip().is_loopback()) {
+            Some(a) => Err(SdnError::Config(format!(
+                "proxy.listen = \"{listen}\" ({}) is not a loopback address: any host that reaches it could pose as a switch; listen on 127.0.0.1 or ::1, or set proxy.allow_remote_switches = true",
+                a.ip()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Global table → (switch index, local table).

@@ -4,7 +4,15 @@
 //!
 //! Threads: one accepts switches (and re-accepts them after a disconnect),
 //! one reads each connection; all state lives in one core loop fed by a
-//! channel, which also writes every message. The app pipeline is the
+//! bounded channel, which also writes every message.
+//!
+//! Whoever reaches `listen` can speak as a switch, so the switch side is
+//! guarded: at most [`MAX_SWITCH_CONNECTIONS`] at once, a handshake within
+//! [`HANDSHAKE_TIMEOUT`], every write within [`WRITE_TIMEOUT`] (a peer that
+//! stops reading loses its connection instead of stalling the core and with
+//! it every other switch), and a datapath id keeps the switch that has it
+//! until that one is gone: a second claimant waits [`HANDSHAKE_TIMEOUT`] for
+//! the first to go and is refused otherwise. The app pipeline is the
 //! translation app (`multi-switch`, or `transparent` for one switch passed
 //! through unchanged) with the `log` app before it (logging the
 //! controller's view) and/or after it (logging each switch's view); the way
@@ -18,8 +26,8 @@ pub mod v10;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender as Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -40,10 +48,21 @@ use translate::{
 /// xids of the proxy's own requests to switches (never the controller's).
 const INTERNAL_XID: u32 = 0xf000_0000;
 
+/// Switch connections at once, handshaking or serving; more are closed at once.
+pub const MAX_SWITCH_CONNECTIONS: usize = 64;
+/// How long a switch has for its handshake (hello, features, ports), and how
+/// long a second switch claiming a connected datapath id waits for the first to go.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A write to a switch or the controller not done within this ends that connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Events queued for the core; the readers wait while it is full.
+const QUEUE_EVENTS: usize = 4096;
+
 enum Event {
     /// Switch, connection id, writer, ports, whether it speaks OpenFlow 1.0.
     SwitchUp(usize, u64, TcpStream, Vec<Port>, bool),
-    FromSwitch(usize, Message, Vec<u8>),
+    /// Switch, connection id (only the switch's current connection is heard).
+    FromSwitch(usize, u64, Message, Vec<u8>),
     /// Switch, connection id: a late "down" of a replaced connection is ignored.
     SwitchDown(usize, u64),
     ControllerUp(TcpStream),
@@ -114,7 +133,7 @@ pub fn start(cfg: ProxyConfig) -> Result<ProxyHandle, SdnError> {
         _ => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = channel();
+    let (tx, rx) = sync_channel(QUEUE_EVENTS);
     let dpids: Vec<u64> = cfg.switches.iter().map(|s| s.datapath_id).collect();
     {
         let (tx, stop) = (tx.clone(), stop.clone());
@@ -135,14 +154,40 @@ pub fn start(cfg: ProxyConfig) -> Result<ProxyHandle, SdnError> {
     })
 }
 
+/// Counts a live switch connection until dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn accept_loop(listener: TcpListener, dpids: Vec<u64>, tx: Sender<Event>, stop: Arc<AtomicBool>) {
+    let live = Arc::new(AtomicUsize::new(0));
+    let mut refused = 0u64;
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
+                if live.load(Ordering::SeqCst) >= MAX_SWITCH_CONNECTIONS {
+                    // Closed unread: one line for the first of a burst.
+                    if refused == 0 {
+                        eprintln!(
+                            "proxy: {MAX_SWITCH_CONNECTIONS} switch connections are open; {peer} and others after it refused"
+                        );
+                    }
+                    refused += 1;
+                    drop(stream);
+                    continue;
+                }
+                refused = 0;
+                live.fetch_add(1, Ordering::SeqCst);
+                let slot = Slot(live.clone());
                 let (tx, dpids) = (tx.clone(), dpids.clone());
                 std::thread::spawn(move || {
+                    let _slot = slot;
                     if let Err(e) = switch_conn(stream, &dpids, &tx) {
-                        eprintln!("proxy: switch connection: {e}");
+                        eprintln!("proxy: switch connection from {peer}: {e}");
                     }
                 });
             }
@@ -157,27 +202,48 @@ fn accept_loop(listener: TcpListener, dpids: Vec<u64>, tx: Sender<Event>, stop: 
     }
 }
 
+/// Time left of a handshake that must end by `deadline`, as the socket's
+/// read timeout; an error once it is over.
+fn handshake_left(stream: &TcpStream, deadline: Instant) -> Result<(), SdnError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(SdnError::Protocol(format!(
+            "no complete handshake within {} s: closed",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )));
+    }
+    stream
+        .set_read_timeout(Some(left))
+        .map_err(|e| SdnError::io("switch connection", e))
+}
+
 /// Handshake with one switch (hello, features, port descriptions), then
 /// forward what it says to the core.
 fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(), SdnError> {
     stream.set_nodelay(true).ok();
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    stream
+        .set_write_timeout(Some(WRITE_TIMEOUT))
+        .map_err(|e| SdnError::io("switch connection", e))?;
     let mut w = stream
         .try_clone()
         .map_err(|e| SdnError::io("switch connection", e))?;
     let mut r = Reader::new(stream.try_clone().map_err(|e| SdnError::io("switch", e))?);
     send(&mut w, &Message::new(INTERNAL_XID, Body::Hello(vec![])))?;
     // The switch's HELLO says its version: 1.0 (0x01) takes the 1.0 path.
+    handshake_left(&stream, deadline)?;
     let hello = r
         .next_raw()?
         .ok_or_else(|| SdnError::Protocol("the switch closed before its HELLO".into()))?;
     if hello.first() == Some(&crate::of10::VERSION) {
-        return switch_conn_v10(w, r, dpids, tx);
+        return switch_conn_v10(stream, w, r, dpids, tx, deadline);
     }
     send(
         &mut w,
         &Message::new(INTERNAL_XID + 1, Body::FeaturesRequest),
     )?;
     let features: Features = loop {
+        handshake_left(&stream, deadline)?;
         let (m, _) = r.expect("the switch's features")?;
         match m.body {
             Body::FeaturesReply(f) => break f,
@@ -206,6 +272,7 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
     )?;
     let mut ports = Vec::new();
     loop {
+        handshake_left(&stream, deadline)?;
         let (m, _) = r.expect("the switch's port descriptions")?;
         match m.body {
             Body::MultipartReply(mp::PORT_DESC, flags, body) => {
@@ -220,10 +287,14 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
             _ => {}
         }
     }
+    // Served now: a switch may stay silent for as long as it likes.
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| SdnError::io("switch connection", e))?;
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let _ = tx.send(Event::SwitchUp(idx, conn, w, ports, false));
     while let Ok(Some((m, raw))) = r.next_message() {
-        if tx.send(Event::FromSwitch(idx, m, raw)).is_err() {
+        if tx.send(Event::FromSwitch(idx, conn, m, raw)).is_err() {
             break;
         }
     }
@@ -236,10 +307,12 @@ static NEXT_CONN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 /// The rest of [`switch_conn`] for a switch that speaks only OpenFlow 1.0:
 /// features (with its ports) in 1.0, then each message turned into 1.3.
 fn switch_conn_v10(
+    stream: TcpStream,
     mut w: TcpStream,
     mut r: Reader,
     dpids: &[u64],
     tx: &Sender<Event>,
+    deadline: Instant,
 ) -> Result<(), SdnError> {
     use crate::of10::{Body as B10, Message10};
     let proto = |e: crate::of13::CodecError| SdnError::Protocol(format!("OpenFlow 1.0: {e}"));
@@ -248,6 +321,7 @@ fn switch_conn_v10(
         &Message10::new(INTERNAL_XID + 1, B10::FeaturesRequest).encode(),
     )?;
     let features = loop {
+        handshake_left(&stream, deadline)?;
         let raw = r.next_raw()?.ok_or_else(|| {
             SdnError::Protocol(
                 "the connection closed while waiting for the switch's features".into(),
@@ -269,6 +343,9 @@ fn switch_conn_v10(
         )));
     };
     let ports = features.ports.iter().map(v10::port_up_desc).collect();
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| SdnError::io("switch connection", e))?;
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let _ = tx.send(Event::SwitchUp(idx, conn, w, ports, true));
     while let Ok(Some(raw)) = r.next_raw() {
@@ -277,7 +354,7 @@ fn switch_conn_v10(
         };
         if let Some(m13) = switch10::up(m) {
             let raw13 = m13.encode();
-            if tx.send(Event::FromSwitch(idx, m13, raw13)).is_err() {
+            if tx.send(Event::FromSwitch(idx, conn, m13, raw13)).is_err() {
                 break;
             }
         }
@@ -297,6 +374,8 @@ fn controller_conn(addr: String, tx: Sender<Event>, stop: Arc<AtomicBool>) {
         }
     };
     stream.set_nodelay(true).ok();
+    // A controller that stops reading loses the connection, not the proxy.
+    stream.set_write_timeout(Some(WRITE_TIMEOUT)).ok();
     let Ok(w) = stream.try_clone() else { return };
     if tx.send(Event::ControllerUp(w)).is_err() {
         return;
@@ -310,9 +389,33 @@ fn controller_conn(addr: String, tx: Sender<Event>, stop: Arc<AtomicBool>) {
     let _ = tx.send(Event::ControllerDown);
 }
 
+/// Where the core writes to a switch: its socket, or nowhere (the fuzz entry).
+enum PeerOut {
+    Tcp(TcpStream),
+    Sink,
+}
+
+impl PeerOut {
+    /// Write whole; a failure (a timeout: the peer stopped reading) closes
+    /// the connection, whose reader then reports it gone.
+    fn send(&mut self, bytes: &[u8]) {
+        if let PeerOut::Tcp(s) = self {
+            if send_raw(s, bytes).is_err() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    fn close(&self) {
+        if let PeerOut::Tcp(s) = self {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
 struct SwitchState {
     conn: u64,
-    writer: TcpStream,
+    writer: PeerOut,
     ports: Vec<Port>,
     /// Speaks OpenFlow 1.0: what is sent to it goes through [`switch10::down`].
     v10: bool,
@@ -336,6 +439,9 @@ struct Core {
     started: Instant,
     tx: Sender<Event>,
     switches: Vec<Option<SwitchState>>,
+    /// A second switch with a connected switch's datapath id, and since when:
+    /// it takes over only if the first goes within [`HANDSHAKE_TIMEOUT`].
+    claimants: Vec<Option<(SwitchState, Instant)>>,
     controller: Option<TcpStream>,
     controller_wanted: bool,
     barriers: HashMap<u32, BTreeSet<usize>>,
@@ -360,6 +466,7 @@ impl Core {
             started: Instant::now(),
             tx,
             switches: (0..cfg.switches.len()).map(|_| None).collect(),
+            claimants: (0..cfg.switches.len()).map(|_| None).collect(),
             controller: None,
             controller_wanted: false,
             barriers: HashMap::new(),
@@ -404,9 +511,13 @@ impl Core {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break Ok(()),
             }
+            self.refuse_stale_claimants();
         };
         for s in self.switches.iter().flatten() {
-            let _ = s.writer.shutdown(std::net::Shutdown::Both);
+            s.writer.close();
+        }
+        for (s, _) in self.claimants.iter().flatten() {
+            s.writer.close();
         }
         if let Some(c) = &self.controller {
             let _ = c.shutdown(std::net::Shutdown::Both);
@@ -434,8 +545,35 @@ impl Core {
         if self.log_outer {
             self.log_line("up", "controller", &raw);
         }
+        self.write_controller(&raw);
+    }
+
+    /// A controller that does not take a message within [`WRITE_TIMEOUT`]
+    /// loses its connection (and reconnects), rather than stalling the switches.
+    fn write_controller(&mut self, raw: &[u8]) {
         if let Some(c) = &mut self.controller {
-            let _ = send_raw(c, &raw);
+            if send_raw(c, raw).is_err() {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// Second switches of a datapath id whose first is still there after
+    /// [`HANDSHAKE_TIMEOUT`]: closed.
+    fn refuse_stale_claimants(&mut self) {
+        for i in 0..self.claimants.len() {
+            let stale = self.claimants[i]
+                .as_ref()
+                .is_some_and(|(_, since)| since.elapsed() > HANDSHAKE_TIMEOUT);
+            if stale {
+                if let Some((s, _)) = self.claimants[i].take() {
+                    s.writer.close();
+                }
+                eprintln!(
+                    "proxy: a second switch claimed datapath id {:#x} (\"{}\") while the first stayed connected: refused",
+                    self.cfg.switches[i].datapath_id, self.cfg.switches[i].name
+                );
+            }
         }
     }
 
@@ -448,14 +586,12 @@ impl Core {
             return;
         };
         if !s.v10 {
-            let _ = send_raw(&mut s.writer, raw);
+            s.writer.send(raw);
             return;
         }
         let Ok(m) = Message::decode(raw) else { return };
         match switch10::down(&m) {
-            Ok(switch10::Down::Send(m10)) => {
-                let _ = send_raw(&mut s.writer, &m10.encode());
-            }
+            Ok(switch10::Down::Send(m10)) => s.writer.send(&m10.encode()),
             Ok(switch10::Down::EmptyReply(t)) => {
                 // 1.0 has no PORT_DESC: its ports came with its features.
                 let mut body = Vec::new();
@@ -464,9 +600,11 @@ impl Core {
                         p.encode(&mut body);
                     }
                 }
+                let conn = s.conn;
                 let reply = Message::new(m.xid, Body::MultipartReply(t, 0, body));
                 let bytes = reply.encode();
-                let _ = self.tx.send(Event::FromSwitch(sw, reply, bytes));
+                // Handled here: the core never waits on its own full queue.
+                self.heard_from_switch(sw, conn, reply, bytes);
             }
             Ok(switch10::Down::Drop) => {}
             Err((typ, code)) if m.xid < INTERNAL_XID => {
@@ -487,23 +625,30 @@ impl Core {
     fn handle(&mut self, ev: Event, stop: &Arc<AtomicBool>) {
         match ev {
             Event::SwitchUp(i, conn, w, ports, v10) => {
-                let was_known = self.controller.is_some();
-                if let Some(old) = &self.switches[i] {
-                    let _ = old.writer.shutdown(std::net::Shutdown::Both);
-                }
-                self.switches[i] = Some(SwitchState {
+                let st = SwitchState {
                     conn,
-                    writer: w,
+                    writer: PeerOut::Tcp(w),
                     ports,
                     v10,
-                });
-                if was_known {
-                    // A switch came back: its ports are up again, its entry rules gone.
-                    self.entries.retain(|(s, _), _| *s != i);
-                    self.port_status_of(i, false);
+                };
+                if self.switches[i].is_some() {
+                    // The first switch of a datapath id keeps it unless it is gone:
+                    // this one waits for its going, then is refused.
+                    if let Some((older, _)) = self.claimants[i].replace((st, Instant::now())) {
+                        older.writer.close();
+                    }
+                    return;
                 }
+                self.switch_up(i, st);
             }
             Event::SwitchDown(i, conn) => {
+                if self.claimants[i]
+                    .as_ref()
+                    .is_some_and(|(s, _)| s.conn == conn)
+                {
+                    self.claimants[i] = None;
+                    return;
+                }
                 if self.switches[i].as_ref().is_none_or(|s| s.conn != conn) {
                     return;
                 }
@@ -522,6 +667,10 @@ impl Core {
                     .collect();
                 for (xid, t) in owed {
                     self.on_switch(i, Message::new(xid, Body::MultipartReply(t, 0, vec![])));
+                }
+                // A second claimant of its datapath id takes over now.
+                if let Some((st, _)) = self.claimants[i].take() {
+                    self.switch_up(i, st);
                 }
             }
             Event::ControllerUp(w) => {
@@ -549,35 +698,51 @@ impl Core {
                     self.on_controller(m, &raw);
                 }
             }
-            Event::FromSwitch(i, m, raw) => {
-                if self.log_inner {
-                    let name = self.cfg.switches[i].name.clone();
-                    self.log_line("up", &name, &raw);
-                }
-                if let Body::PortStatus(ps) = &m.body {
-                    // Keep the switch's port list current (add, delete,
-                    // modify) in every mode: a 1.0 switch's PORT_DESC is
-                    // answered from it.
-                    if let Some(st) = &mut self.switches[i] {
-                        st.ports.retain(|p| p.port_no != ps.port.port_no);
-                        if ps.reason != 1 {
-                            st.ports.push(ps.port.clone());
-                        }
-                    }
-                }
-                if self.transparent {
-                    if m.xid < INTERNAL_XID || matches!(m.body, Body::PortStatus(_)) {
-                        if self.log_outer {
-                            self.log_line("up", "controller", &raw);
-                        }
-                        if let Some(c) = &mut self.controller {
-                            let _ = send_raw(c, &raw);
-                        }
-                    }
-                } else {
-                    self.on_switch(i, m);
+            Event::FromSwitch(i, conn, m, raw) => self.heard_from_switch(i, conn, m, raw),
+        }
+    }
+
+    /// Switch `i` is served by the connection `st`.
+    fn switch_up(&mut self, i: usize, st: SwitchState) {
+        let was_known = self.controller.is_some();
+        self.switches[i] = Some(st);
+        if was_known {
+            // A switch came back: its ports are up again, its entry rules gone.
+            self.entries.retain(|(s, _), _| *s != i);
+            self.port_status_of(i, false);
+        }
+    }
+
+    /// A message of switch `i` over its connection `conn`; any other
+    /// connection's (a second claimant of its datapath id) is not heard.
+    fn heard_from_switch(&mut self, i: usize, conn: u64, m: Message, raw: Vec<u8>) {
+        if self.switches[i].as_ref().is_none_or(|s| s.conn != conn) {
+            return;
+        }
+        if self.log_inner {
+            let name = self.cfg.switches[i].name.clone();
+            self.log_line("up", &name, &raw);
+        }
+        if let Body::PortStatus(ps) = &m.body {
+            // Keep the switch's port list current (add, delete,
+            // modify) in every mode: a 1.0 switch's PORT_DESC is
+            // answered from it.
+            if let Some(st) = &mut self.switches[i] {
+                st.ports.retain(|p| p.port_no != ps.port.port_no);
+                if ps.reason != 1 {
+                    st.ports.push(ps.port.clone());
                 }
             }
+        }
+        if self.transparent {
+            if m.xid < INTERNAL_XID || matches!(m.body, Body::PortStatus(_)) {
+                if self.log_outer {
+                    self.log_line("up", "controller", &raw);
+                }
+                self.write_controller(&raw);
+            }
+        } else {
+            self.on_switch(i, m);
         }
     }
 
@@ -924,8 +1089,11 @@ impl Core {
                 }
                 out
             }
+            // Whole entries only: a body cut short or padded is not passed on
+            // (`chunks` would hand over a short last piece, and a port's
+            // number was read from it before its length was known).
             mp::TABLE => body
-                .chunks(24)
+                .chunks_exact(24)
                 .filter_map(|c| {
                     let g = *self.maps.tables_back.get(&(i, c[0]))?;
                     let mut c = c.to_vec();
@@ -935,7 +1103,7 @@ impl Core {
                 .flatten()
                 .collect(),
             mp::PORT_STATS => body
-                .chunks(112)
+                .chunks_exact(112)
                 .filter_map(|c| {
                     let l = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
                     let g = *self.maps.ports_back.get(&(i, l))?;
@@ -963,3 +1131,126 @@ pub const HANDLED_TYPES: [u8; 10] = [
     typ::MULTIPART_REQUEST,
     typ::BARRIER_REQUEST,
 ];
+
+/// The proxy of the fuzz target: two switches, a table and a port on each.
+const FUZZ_CONFIG: &str = r#"
+[proxy]
+listen = "127.0.0.1:0"
+controller = "127.0.0.1:1"
+[[switch]]
+name = "a"
+datapath_id = 1
+[[switch]]
+name = "b"
+datapath_id = 2
+[[table]]
+id = 0
+switch = "a"
+local = 0
+[[table]]
+id = 1
+switch = "b"
+local = 1
+[[port]]
+id = 1
+switch = "a"
+local = 1
+[[port]]
+id = 2
+switch = "b"
+local = 1
+[[link]]
+from = "a"
+from_port = 10
+to = "b"
+to_port = 10
+"#;
+
+/// The switch-facing side of the core, without sockets, for the fuzz target
+/// (`fuzz/fuzz_targets/openflow_proxy.rs`): `data`'s first byte picks which
+/// of two connected switches sends each message (bit k for message k), the
+/// rest is what they send, OpenFlow 1.3 or 1.0 frames back to back. Before
+/// each reply the controller's matching request is pending, so the reply is
+/// translated as a real one would be. Whatever the bytes, it must not panic.
+#[doc(hidden)]
+pub fn fuzz_switch_side(data: &[u8]) {
+    let cfg: ProxyConfig = toml::from_str(FUZZ_CONFIG).expect("the fuzz config parses");
+    let (tx, _rx) = sync_channel(1);
+    let mut core = Core::new(cfg, None, tx);
+    for (i, s) in core.switches.iter_mut().enumerate() {
+        *s = Some(SwitchState {
+            conn: i as u64,
+            writer: PeerOut::Sink,
+            ports: Vec::new(),
+            v10: i == 1,
+        });
+    }
+    let Some((&pick, mut rest)) = data.split_first() else {
+        return;
+    };
+    let mut k = 0;
+    while let Ok(Some(len)) = crate::of13::frame_len(rest) {
+        let (frame, tail) = rest.split_at(len);
+        rest = tail;
+        let m = if frame[0] == crate::of10::VERSION {
+            match crate::of10::Message10::decode(frame)
+                .ok()
+                .and_then(switch10::up)
+            {
+                Some(m) => m,
+                None => continue,
+            }
+        } else {
+            match Message::decode(frame) {
+                Ok(m) => m,
+                Err(_) => continue,
+            }
+        };
+        let sw = usize::from(pick >> (k % 8) & 1);
+        k += 1;
+        // The request this reply answers, from the controller.
+        let ask = match &m.body {
+            Body::MultipartReply(t, _, _) => {
+                let body = match *t {
+                    mp::FLOW | mp::AGGREGATE => FlowStatsRequest::all().encode(),
+                    mp::PORT_STATS => port_stats_request(crate::of13::OFPP_ANY),
+                    _ => Vec::new(),
+                };
+                Some(Message::new(m.xid, Body::MultipartRequest(*t, 0, body)))
+            }
+            Body::BarrierReply => Some(Message::new(m.xid, Body::BarrierRequest)),
+            _ => None,
+        };
+        if let Some(ask) = ask.filter(|a| a.xid < INTERNAL_XID) {
+            let raw = ask.encode();
+            core.on_controller(ask, &raw);
+        }
+        let raw = m.encode();
+        core.heard_from_switch(sw, sw as u64, m, raw);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A switch's multipart reply of type `t` whose body is `body_len` bytes.
+    fn reply(t: u16, body_len: usize) -> Vec<u8> {
+        let body: Vec<u8> = (0..body_len).map(|i| i as u8).collect();
+        Message::new(7, Body::MultipartReply(t, 0, body)).encode()
+    }
+
+    #[test]
+    fn stats_bodies_of_any_length_are_translated_without_a_panic() {
+        for (t, entry) in [(mp::PORT_STATS, 112), (mp::TABLE, 24), (mp::FLOW, 56)] {
+            for len in [0, 1, 3, entry - 1, entry + 1, entry + 3, 2 * entry - 1] {
+                // From switch a (OpenFlow 1.3), then from switch b.
+                for pick in [0u8, 0xff] {
+                    let mut data = vec![pick];
+                    data.extend(reply(t, len));
+                    fuzz_switch_side(&data);
+                }
+            }
+        }
+    }
+}
