@@ -71,6 +71,11 @@ impl DutDriver for ExternalDriver {
             ));
         }
         let c = config(&spec.dut)?;
+        if c.mode == Mode::L3 && spec.traffic.ip_version == 6 {
+            return Err(LabError::Unsupported(
+                "traffic.ip_version = 6 cannot cross dut.external.mode = \"l3\", whose addresses, gateway and ARP are IPv4: use mode = \"l2\" or IPv4".into(),
+            ));
+        }
         if spec.topology.kind == TopologyKind::Hosts {
             for (key, set) in [
                 ("netns", c.netns.is_some()),
@@ -165,26 +170,14 @@ impl DutDriver for ExternalDriver {
         _seed: u64,
         dir: &Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
-        let mut running = RunningExternal::new(topo, config(dut)?);
+        let mut running = RunningExternal::new(topo, config(dut)?, dir);
         match running.bring_up(topo) {
             Ok(()) => Ok(Box::new(running)),
-            // The hooks that ran, teardown included, are the run's record of why.
-            Err(e) => Box::new(running).stop(dir).and(Err(e)),
+            // The drop takes the box down and leaves external.json, the hooks that ran
+            // (teardown included) being the run's record of why; the error is the one
+            // that stopped the run.
+            Err(e) => Err(e),
         }
-    }
-}
-
-/// A hook's command for a one-line sentence: white space folded, a long script cut.
-fn shown(argv: &[String]) -> String {
-    const MOST: usize = 60;
-    let line = argv
-        .join(" ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    match line.char_indices().nth(MOST) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line,
     }
 }
 
@@ -211,6 +204,11 @@ struct RunningExternal {
     hooks: Vec<(&'static str, CommandRun)>,
     probe_dst: Option<MacAddr>,
     torn_down: bool,
+    /// The run's directory, for `external.json` on every way out.
+    dir: std::path::PathBuf,
+    /// What the run put on the LoadGen's ports, for `external.json`.
+    added_report: Vec<String>,
+    reported: bool,
 }
 
 /// `runs/NNN/external.json`.
@@ -233,7 +231,7 @@ struct HookReport<'a> {
 }
 
 impl RunningExternal {
-    fn new(topo: &Topology, config: External) -> RunningExternal {
+    fn new(topo: &Topology, config: External, dir: &Path) -> RunningExternal {
         let mut env = vec![
             ("NFLAB_LG_NETNS", topo.lg_ns.clone()),
             ("NFLAB_TX_IFACE", topo.gen_iface.clone()),
@@ -254,6 +252,9 @@ impl RunningExternal {
             hooks: Vec::new(),
             probe_dst: None,
             torn_down: false,
+            dir: dir.to_path_buf(),
+            added_report: Vec::new(),
+            reported: false,
         }
     }
 
@@ -299,14 +300,14 @@ impl RunningExternal {
             Some(format!(
                 "dut.external.{} ({}) did not end within {} s and was killed",
                 h.name,
-                shown(&h.argv),
+                crate::sys::command::one_line(&h.argv),
                 h.timeout.as_secs_f64()
             ))
         } else if !run.succeeded() {
             Some(format!(
                 "dut.external.{} ({}) exited with {}: {}",
                 h.name,
-                shown(&h.argv),
+                crate::sys::command::one_line(&h.argv),
                 run.exit_code.map_or("a signal".into(), |c| c.to_string()),
                 run.last_line()
             ))
@@ -344,6 +345,7 @@ impl RunningExternal {
         })?;
         self.ip(&["addr", "add", &cidr, "dev", port])
             .map_err(|e| LabError::Topology(format!("cannot put {cidr} on {port}: {e}")))?;
+        self.added_report.push(format!("{cidr} on {port}"));
         self.added.push((cidr, port.to_string()));
         Ok(())
     }
@@ -432,13 +434,19 @@ impl RunningExternal {
                 problems.push(format!("cannot take {cidr} off {port}: {e}"));
             }
         }
-        if problems.is_empty() {
-            // Nothing left for gc to undo.
-            self.journal.finish();
-            None
-        } else {
-            Some(problems.join("; "))
+        // The run did what it could: a teardown that failed here would fail for gc too,
+        // and an entry left would keep the journal (and a warning) for good.
+        self.journal.finish();
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+
+    /// Write `external.json` once.
+    fn write_report(&mut self) -> Result<(), LabError> {
+        if std::mem::replace(&mut self.reported, true) {
+            return Ok(());
         }
+        let path = self.dir.join("external.json");
+        crate::artifacts::files::write_json(&path, &self.report(self.added_report.clone()))
     }
 
     fn report(&self, added: Vec<String>) -> ExternalReport<'_> {
@@ -505,6 +513,9 @@ impl Drop for RunningExternal {
     fn drop(&mut self) {
         if let Some(p) = self.take_down() {
             eprintln!("warning: {p}");
+        }
+        if let Err(e) = self.write_report() {
+            eprintln!("warning: {e}");
         }
     }
 }

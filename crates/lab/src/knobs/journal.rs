@@ -84,7 +84,12 @@ impl Restore {
     pub(crate) fn ns(&self) -> &str {
         match self {
             Restore::File { ns, .. } | Restore::Command { ns, .. } => ns,
-            Restore::Hook { .. } | Restore::Remote { .. } => "",
+            // A teardown for a namespace nflab made is moot once gc removed it.
+            Restore::Hook { env, .. } => env
+                .iter()
+                .find(|(k, v)| k == "NFLAB_DUT_NETNS" && v.starts_with("nflab-"))
+                .map_or("", |(_, v)| v.as_str()),
+            Restore::Remote { .. } => "",
         }
     }
 
@@ -114,9 +119,13 @@ impl Restore {
                     Ok(())
                 } else {
                     Err(format!(
-                        "the teardown hook '{}' failed: {}",
-                        argv.join(" "),
-                        run.spawn_error.as_deref().unwrap_or(run.last_line())
+                        "the teardown hook ({}) {}",
+                        crate::sys::command::one_line(argv),
+                        match (&run.spawn_error, run.timed_out) {
+                            (Some(e), _) => e.clone(),
+                            (None, true) => format!("did not end within {timeout_s} s"),
+                            (None, false) => format!("failed: {}", run.last_line()),
+                        }
                     ))
                 }
             }
@@ -584,28 +593,37 @@ mod tests {
         let d = tmp("hook");
         let marker = d.join("torn-down");
         let dead_pid = u32::MAX - 2;
-        let hook = Restore::Hook {
-            argv: ["sh", "-c", "echo $NFLAB_DUT_NETNS > \"$MARKER\""]
+        let hook = |netns: &str| Restore::Hook {
+            argv: ["sh", "-c", "echo $NFLAB_DUT_NETNS >> \"$MARKER\""]
                 .map(String::from)
                 .to_vec(),
             env: vec![
-                ("NFLAB_DUT_NETNS".into(), "nflab-1-0-dut".into()),
+                ("NFLAB_DUT_NETNS".into(), netns.into()),
                 ("MARKER".into(), marker.display().to_string()),
             ],
             timeout_s: 10.0,
         };
-        std::fs::write(
-            d.join(format!("knobs-{dead_pid}-0.journal")),
-            format!(
-                "owner {dead_pid} 1\n{}\n",
-                serde_json::to_string(&hook).unwrap()
-            ),
-        )
-        .unwrap();
-        let r = replay_dead(&d);
-        assert_eq!(r.len(), 1, "{r:?}");
-        assert_eq!((r[0].restored, r[0].failed.len()), (1, 0), "{r:?}");
-        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "nflab-1-0-dut\n");
+        // A user's namespace (still there) and one nflab made (gone with gc).
+        for (n, netns) in ["users-box", "nflab-1-0-dut"].iter().enumerate() {
+            std::fs::write(
+                d.join(format!("knobs-{dead_pid}-{n}.journal")),
+                format!(
+                    "owner {dead_pid} 1\n{}\n",
+                    serde_json::to_string(&hook(netns)).unwrap()
+                ),
+            )
+            .unwrap();
+        }
+        let mut r = replay_dead(&d);
+        r.sort_by(|a, b| a.journal.cmp(&b.journal));
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0].restored, r[0].skipped, r[0].failed.len()),
+            (1, 0, 0),
+            "{r:?}"
+        );
+        assert_eq!((r[1].restored, r[1].skipped), (0, 1), "{r:?}");
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "users-box\n");
         std::fs::remove_dir_all(d).unwrap();
     }
 

@@ -145,11 +145,14 @@ pub fn run_one_with(
 /// The run's topology: `kept` when `topology.keep` holds one built for the same
 /// topology and DuT, else a fresh one (the old one goes before the new is built).
 fn topology_of<'k>(spec: &Spec, kept: &'k mut KeptTopology) -> Result<&'k Topology, LabError> {
+    let dut = crate::dut::driver(spec.dut.kind);
     let key = serde_json::json!([
         spec.topology.kind,
         spec.dut.kind,
         spec.hosts,
-        topology::veth_queues(spec)
+        topology::veth_queues(spec),
+        dut.foreign_namespace(&spec.dut),
+        dut.port_names(&spec.dut)
     ])
     .to_string();
     let reuse = spec.topology.keep && kept.as_ref().is_some_and(|(k, _)| *k == key);

@@ -161,7 +161,12 @@ impl ExternalSection {
             ));
         }
         if let Some(ns) = &self.netns {
-            if ns.is_empty() || ns.contains('/') || ns.starts_with('.') || ns.len() > 200 {
+            if ns.is_empty()
+                || ns.contains('/')
+                || ns.starts_with('.')
+                || ns.len() > 200
+                || ns.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
                 return Err(format!(
                     "dut.external.netns = {ns:?} is not a namespace name: give the name `ip netns list` shows"
                 ));
@@ -219,17 +224,10 @@ impl ExternalSection {
     }
 }
 
-/// An interface name as the kernel takes it (`dev_valid_name`): 1 to 15 bytes, no
-/// '/', ':' or white space, not "." or "..".
+/// An interface name as the kernel takes it (`spec::knobs::is_interface_name`), or
+/// what it must be.
 pub fn check_iface_name(name: &str) -> Result<(), &'static str> {
-    let ok = !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
-    if ok {
+    if super::knobs::is_interface_name(name) {
         Ok(())
     } else {
         Err("is not an interface name: 1 to 15 characters, no '/', ':' or spaces")

@@ -41,7 +41,9 @@ pub fn write_model(dir: &Path, spec: &Spec) -> Option<ModelFit> {
         Err(e) => {
             eprintln!("note: [model]: no predictions ({e}); the report has no model overlay");
             let json = serde_json::json!({"source": SOURCE, "error": e.to_string()});
-            let _ = std::fs::write(dir.join("model.json"), json.to_string() + "\n");
+            if let Err(w) = write_json(&dir.join("model.json"), &json) {
+                eprintln!("warning: {w}");
+            }
             None
         }
     }

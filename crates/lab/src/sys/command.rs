@@ -49,9 +49,56 @@ impl CommandRun {
     }
 }
 
+/// A command for a one-line sentence: white space folded, a long script cut.
+pub fn one_line(argv: &[String]) -> String {
+    const MOST: usize = 60;
+    let line = argv
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match line.char_indices().nth(MOST) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
 /// Run `argv` with `env` added to nflab's environment, for at most `timeout`; a
-/// command still running then is killed with its process group.
+/// command still running then is killed with its process group. It starts from a
+/// thread of its own on every CPU under the default policy: whatever this thread
+/// was pinned to or raised to (a generator's CPU, SCHED_FIFO) its children would
+/// inherit, daemons included.
 pub fn run(argv: &[String], env: &[(&str, String)], timeout: Duration) -> CommandRun {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            unpin_this_thread();
+            run_here(argv, env, timeout)
+        })
+        .join()
+        .unwrap_or_else(|_| CommandRun {
+            argv: argv.to_vec(),
+            exit_code: None,
+            timed_out: false,
+            duration_s: 0.0,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            spawn_error: Some("the thread that ran it panicked".into()),
+        })
+    })
+}
+
+/// Every CPU and SCHED_OTHER for the calling thread (best effort).
+fn unpin_this_thread() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut set = nix::sched::CpuSet::new();
+    for cpu in 0..cpus {
+        let _ = set.set(cpu);
+    }
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    let _ = nflab_io::process::set_thread_sched("other");
+}
+
+fn run_here(argv: &[String], env: &[(&str, String)], timeout: Duration) -> CommandRun {
     let started = Instant::now();
     let mut run = CommandRun {
         argv: argv.to_vec(),
@@ -182,16 +229,58 @@ mod tests {
 
     #[test]
     fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
+        let pidfile = std::env::temp_dir().join(format!("nflab-cmd-test-{}", std::process::id()));
+        let script = format!(
+            "sleep 30 & echo $! > {}; sleep 30; echo never",
+            pidfile.display()
+        );
         let r = run(
-            &argv(&["sh", "-c", "sleep 30 & sleep 30; echo never"]),
+            &argv(&["sh", "-c", &script]),
             &[],
-            Duration::from_millis(200),
+            Duration::from_millis(300),
         );
         assert!(r.timed_out);
         assert_eq!(r.exit_code, None);
-        // The background sleep held the pipes too: the tails came back, so it is gone.
-        assert!(r.duration_s < 30.0, "{}", r.duration_s);
         assert!(!r.stdout_tail.contains("never"));
+        // The shell's background child went with the group.
+        let child: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::remove_file(&pidfile).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let state = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let after_comm = state.rsplit(')').next().unwrap_or("").trim_start();
+        assert!(state.is_empty() || after_comm.starts_with('Z'), "{state}");
+    }
+
+    #[test]
+    fn a_hook_runs_unpinned_under_the_default_policy() {
+        crate::sys::cpu::pin_thread(0);
+        let r = run(
+            &argv(&["sh", "-c", "grep Cpus_allowed_list /proc/self/status"]),
+            &[],
+            Duration::from_secs(10),
+        );
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let want = if cpus == 1 {
+            "0".to_string()
+        } else {
+            format!("0-{}", cpus - 1)
+        };
+        assert!(r.stdout_tail.trim().ends_with(&want), "{}", r.stdout_tail);
+    }
+
+    #[test]
+    fn a_long_script_is_one_short_line() {
+        let s = one_line(&argv(&[
+            "sh",
+            "-c",
+            "set -e\n  ip link add a type veth\n  ip link add b type veth peer name c",
+        ]));
+        assert!(!s.contains('\n') && s.chars().count() <= 61, "{s}");
+        assert!(s.starts_with("sh -c set -e ip link add a type veth"), "{s}");
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl Topology {
         if let Some(ns) = &foreign {
             if !std::path::Path::new("/run/netns").join(ns).exists() {
                 return Err(LabError::Topology(format!(
-                    "dut.external.netns = \"{ns}\" does not exist: create it first (ip netns add {ns}), or leave the key out and nflab makes the DuT's namespace"
+                    "dut.external.netns = {ns:?} does not exist: create it first (ip netns add {ns}), or leave the key out and nflab makes the DuT's namespace"
                 )));
             }
         }
@@ -382,6 +382,13 @@ impl Topology {
         }
         self.removed = true;
         let mut first_err = None;
+        // The ports nflab cabled into a user's namespace go at once (with the lg
+        // namespace they would go a little later, and the next run's would collide).
+        if let (Some(ns), true) = (&self.dut_ns, self.dut_ns_foreign) {
+            for port in [&self.dut_ports.0, &self.dut_ports.1] {
+                let _ = ip(&["-n", ns, "link", "del", port]);
+            }
+        }
         for ns in self.namespaces() {
             if let Err(e) = remove_namespace(&ns) {
                 first_err.get_or_insert(e);
