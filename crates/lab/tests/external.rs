@@ -449,3 +449,32 @@ fn the_third_party_examples_forward_every_probe() {
         String::from_utf8_lossy(&left.stdout)
     );
 }
+
+/// A box that polices at a known rate (nftables `limit`): RFC 2544's throughput search
+/// finds that rate.
+#[test]
+fn the_throughput_of_a_box_that_polices_at_a_known_rate_is_that_rate() {
+    if !nflab_testkit::require_root() || !nflab_testkit::require_tool("nft", "nftables") {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("police");
+    let rate = 20_000.0;
+    let police = r#"health = ["sh", "-c", "ip netns exec $NFLAB_DUT_NETNS nft add table inet box && ip netns exec $NFLAB_DUT_NETNS nft 'add chain inet box through { type filter hook forward priority 0; }' && ip netns exec $NFLAB_DUT_NETNS nft add rule inet box through limit rate over 20000/second burst 200 packets drop"]"#;
+    let r = study(
+        &dir,
+        &format!(
+            "[experiment]\nname = \"police\"\n[traffic]\nbackend = \"af_packet\"\nframe_bytes = 64\nwarmup_s = 0.2\n\
+             [dut]\nkind = \"external\"\n[dut.external]\n{ROUTER_SETUP}\n{police}\n\
+             [rfc2544]\nprocedure = \"throughput\"\nloss_tolerance = 0.0\nmin_rate_pps = 5000\nmax_rate_pps = 40000\nresolution_pps = 500\ntrial_s = 1\n"
+        ),
+    )
+    .expect("the study");
+    let t = r.rfc2544[0].throughput_pps.expect("a throughput");
+    println!("RFC 2544 throughput {t} pps against a policer at {rate} pps");
+    assert!(
+        (t - rate).abs() <= 0.05 * rate,
+        "throughput {t} pps against a policer at {rate} pps"
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
