@@ -940,6 +940,7 @@ fn assemble(
             trim: None,
         }),
         timestamps: None,
+        directions: Default::default(),
     };
     Analysis {
         summary,

@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -311,6 +312,11 @@ pub struct Summary {
     /// Who took the tx and rx timestamps, from the records' metadata (`.nfr` input only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<TimestampSources>,
+    /// Each way's figures when the run sent in the reverse direction or both ways
+    /// (`traffic.direction`): "forward" and "reverse", each with the fields above; the
+    /// top level is then the first way's ("forward" unless only "reverse" was sent).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub directions: BTreeMap<String, Summary>,
 }
 
 /// Who took each side's timestamps (`summary.json` → `timestamps`).

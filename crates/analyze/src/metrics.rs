@@ -405,6 +405,7 @@ pub(crate) fn assemble(mut e: Engine, ids: Vec<u16>, mut notes: Vec<String>) -> 
             trim: p.trim,
         }),
         timestamps: None,
+        directions: Default::default(),
     };
     let window_histograms = std::mem::take(p.window_hists);
     let latency = std::mem::replace(p.lat, Distribution::new(0, 1));

@@ -108,6 +108,13 @@ impl DutDriver for ExternalDriver {
         Some("nflab does not run an external DuT")
     }
 
+    /// Whatever the box does the other way: an l3 box's reverse gateway is found by
+    /// ARP from the recorder's port when the run starts; an l2 box's probes go to the
+    /// generator's port.
+    fn reverse_path(&self, _: &DutSection) -> Result<MacAddr, &'static str> {
+        Ok(crate::net::addresses::LG0_MAC)
+    }
+
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
         let lg = hosts.get("loadgen").ok_or(
             "topology.kind = \"hosts\" with dut.kind = \"external\" needs a [hosts.loadgen] section: the LoadGen's tx_iface and rx_iface",
@@ -152,15 +159,13 @@ impl DutDriver for ExternalDriver {
         for dev in [&tx, &rx] {
             in_lg(&|| iface_mac(dev))?;
         }
-        // Until the run's DuT finds the box's MAC: the recorder's port.
+        // Until the run's DuT finds the box's MAC: the other port (each way).
         let rx_mac = in_lg(&|| iface_mac(&rx))?;
-        Ok(Topology::for_loadgen_host(
-            lg.netns.clone(),
-            tx,
-            rx,
-            DutKind::External,
-            rx_mac,
-        ))
+        let tx_mac = in_lg(&|| iface_mac(&tx))?;
+        let mut topo =
+            Topology::for_loadgen_host(lg.netns.clone(), tx, rx, DutKind::External, rx_mac);
+        topo.reverse_dst = Some(tx_mac);
+        Ok(topo)
     }
 
     fn start(
@@ -171,7 +176,7 @@ impl DutDriver for ExternalDriver {
         dir: &Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         let mut running = RunningExternal::new(topo, config(dut)?, dir);
-        match running.bring_up(topo) {
+        match running.bring_up() {
             Ok(()) => Ok(Box::new(running)),
             // The drop takes the box down and leaves external.json, the hooks that ran
             // (teardown included) being the run's record of why; the error is the one
@@ -203,6 +208,8 @@ struct RunningExternal {
     added: Vec<(String, String)>,
     hooks: Vec<(&'static str, CommandRun)>,
     probe_dst: Option<MacAddr>,
+    /// Where the reverse direction's probes go, once asked for.
+    reverse_dst: Option<MacAddr>,
     torn_down: bool,
     /// The run's directory, for `external.json` on every way out.
     dir: std::path::PathBuf,
@@ -219,6 +226,8 @@ struct ExternalReport<'a> {
     netns: Option<&'a str>,
     ports: Option<(&'a str, &'a str)>,
     probe_dst_mac: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reverse_probe_dst_mac: Option<String>,
     addresses_added: Vec<String>,
     hooks: Vec<HookReport<'a>>,
 }
@@ -251,6 +260,7 @@ impl RunningExternal {
             added: Vec::new(),
             hooks: Vec::new(),
             probe_dst: None,
+            reverse_dst: None,
             torn_down: false,
             dir: dir.to_path_buf(),
             added_report: Vec::new(),
@@ -260,7 +270,7 @@ impl RunningExternal {
 
     /// Everything before the run's traffic; on an error the drop takes down what
     /// was brought up.
-    fn bring_up(&mut self, topo: &Topology) -> Result<(), LabError> {
+    fn bring_up(&mut self) -> Result<(), LabError> {
         if let Some(t) = &self.config.teardown {
             // Before setup changes anything: a kill -9 from here on is undone by gc.
             self.journal.record(&Restore::Hook {
@@ -285,8 +295,15 @@ impl RunningExternal {
             self.hook(&h)?;
         }
         self.probe_dst = Some(match self.config.mode {
-            Mode::L3 => self.resolve_gateway()?,
-            Mode::L2 => self.learn(topo)?,
+            Mode::L3 => self.resolve_gateway(self.config.gateway, &self.ports.0)?,
+            Mode::L2 => {
+                let rx = self.ports.1.clone();
+                self.learn(&rx)?;
+                match self.config.dst_mac {
+                    Some(m) => m,
+                    None => self.in_lg(|| iface_mac(&rx))?,
+                }
+            }
         });
         Ok(())
     }
@@ -321,6 +338,15 @@ impl RunningExternal {
         }
     }
 
+    /// `f` in the LoadGen's namespace.
+    fn in_lg<T>(&self, f: impl FnOnce() -> Result<T, LabError>) -> Result<T, LabError> {
+        if self.lg_ns.is_empty() {
+            f()
+        } else {
+            NetnsGuard::run(&self.lg_ns, f)?
+        }
+    }
+
     /// `ip` in the LoadGen's namespace.
     fn ip(&self, args: &[&str]) -> Result<String, String> {
         let mut all = vec!["ip"];
@@ -350,10 +376,8 @@ impl RunningExternal {
         Ok(())
     }
 
-    /// The gateway's MAC, asked by ARP from the generator's port.
-    fn resolve_gateway(&self) -> Result<MacAddr, LabError> {
-        let gw = self.config.gateway;
-        let port = &self.ports.0;
+    /// The MAC of the box's address `gw`, asked by ARP from `port`.
+    fn resolve_gateway(&self, gw: Ipv4Addr, port: &str) -> Result<MacAddr, LabError> {
         let gw_s = gw.to_string();
         // A stale entry would answer for a box that is not there.
         let _ = self.ip(&["neigh", "flush", "to", &gw_s, "dev", port]);
@@ -392,11 +416,13 @@ impl RunningExternal {
         }
     }
 
-    /// l2: RFC 2544 §23 learning frames from the recorder's port, so a learning
-    /// switch knows where its MAC lives; the probes then go to it (or `dst_mac`).
-    fn learn(&self, topo: &Topology) -> Result<MacAddr, LabError> {
-        let rx = &self.ports.1;
-        let _guard = topo.enter_lg()?;
+    /// l2: RFC 2544 §23 learning frames from `rx` (the port that receives the probes),
+    /// so a learning switch knows where its MAC lives.
+    fn learn(&self, rx: &str) -> Result<(), LabError> {
+        self.in_lg(|| Self::send_learning_frames(rx))
+    }
+
+    fn send_learning_frames(rx: &str) -> Result<(), LabError> {
         let mac = iface_mac(rx)?;
         let mut sock = nflab_dataplane::sock::RawSocket::open(rx, false, LEARNING_FRAMES)
             .map_err(|e| LabError::Topology(format!("cannot send learning frames on {rx}: {e}")))?;
@@ -415,7 +441,7 @@ impl RunningExternal {
                 "{rx} took no learning frame: is it up?"
             )));
         }
-        Ok(self.config.dst_mac.unwrap_or(mac))
+        Ok(())
     }
 
     /// `teardown` and the addresses, once; what failed in a sentence.
@@ -464,6 +490,7 @@ impl RunningExternal {
                 .find(|(k, _)| *k == "NFLAB_INGRESS")
                 .map(|_| (self.config.ports.0.as_str(), self.config.ports.1.as_str())),
             probe_dst_mac: self.probe_dst.map(|m| m.to_string()),
+            reverse_probe_dst_mac: self.reverse_dst.map(|m| m.to_string()),
             addresses_added: added,
             hooks: self
                 .hooks
@@ -491,6 +518,35 @@ impl RunningDut for RunningExternal {
             },
             ..base
         }
+    }
+
+    /// l3: from the recorder's port's address to the generator's, through the box's
+    /// `reverse_gateway` (found by ARP now); l2: to the generator's port, learnt first.
+    fn reverse_probe(&mut self, base: ProbeSpec) -> Result<ProbeSpec, LabError> {
+        let (tx, rx) = self.ports.clone();
+        let dst = match self.config.mode {
+            Mode::L3 => self.resolve_gateway(self.config.reverse_gateway, &rx)?,
+            Mode::L2 => {
+                self.learn(&tx)?;
+                self.in_lg(|| iface_mac(&tx))?
+            }
+        };
+        self.reverse_dst = Some(dst);
+        let l3 = self.config.mode == Mode::L3;
+        Ok(ProbeSpec {
+            dst_mac: dst,
+            src_ip: if l3 {
+                self.config.rx_address.0.into()
+            } else {
+                base.src_ip
+            },
+            dst_ip: if l3 {
+                self.config.tx_address.0.into()
+            } else {
+                base.dst_ip
+            },
+            ..base
+        })
     }
 
     fn stop(mut self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {

@@ -8,7 +8,9 @@ use nflab_wire::MacAddr;
 use super::{DutDriver, NothingRunning, RunningDut};
 use crate::error::LabError;
 use crate::hosts::remote_dut::RemoteSetup;
-use crate::net::addresses::{DUT0_IP, DUT0_MAC, DUT1_IP, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC};
+use crate::net::addresses::{
+    DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC,
+};
 use crate::net::cmd::{ip, sysctl};
 use crate::spec::{DutKind, DutSection, Spec};
 use crate::topo::{Plumbing, Topology};
@@ -90,6 +92,11 @@ impl DutDriver for LinuxRouter {
         Some(SOFTIRQ)
     }
 
+    /// dut1 routes back to lg0 (static neighbours both sides).
+    fn reverse_path(&self, _: &DutSection) -> Result<MacAddr, &'static str> {
+        Ok(DUT1_MAC)
+    }
+
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Router)
     }
@@ -138,6 +145,10 @@ impl DutDriver for LinuxBridge {
         Some(SOFTIRQ)
     }
 
+    fn reverse_path(&self, _: &DutSection) -> Result<MacAddr, &'static str> {
+        Ok(LG0_MAC)
+    }
+
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Bridge)
     }
@@ -174,6 +185,10 @@ impl DutDriver for Loopback {
 
     fn why_not_realtime(&self) -> Option<&'static str> {
         Some("there is no DuT between lg0 and lg1")
+    }
+
+    fn reverse_path(&self, _: &DutSection) -> Result<MacAddr, &'static str> {
+        Ok(LG0_MAC)
     }
 
     fn joins_one_subnet(&self) -> bool {

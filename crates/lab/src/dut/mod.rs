@@ -9,6 +9,9 @@
 //! where the kind has one); dropping it stops it too, so a run that ends early
 //! leaves nothing running.
 //!
+//! Each driver also says whether the kind carries probes the other way, from the
+//! recorder's port back to the generator's (`traffic.direction`), and where they go.
+//!
 //! Adding a kind: a variant of `DutKind` (spec/dut.rs, with its keys in
 //! `DutSection`), a file here with its driver, and its line in the registry;
 //! the registry's match does not compile until the kind has one.
@@ -30,7 +33,7 @@ use crate::spec::hosts::Inventory;
 use crate::spec::{DutKind, DutSection, Spec};
 pub use crate::topo::Plumbing;
 use crate::topo::Topology;
-use nflab_wire::ProbeSpec;
+use nflab_wire::{MacAddr, ProbeSpec};
 pub use registry::{driver, topology};
 
 /// What nflab knows of one DuT kind.
@@ -85,6 +88,11 @@ pub trait DutDriver: Plumbing + Sync {
         )
     }
 
+    /// Where the reverse direction's probes (sent from the recorder's port,
+    /// `traffic.direction` = "reverse" or "both") are addressed on the netns topology,
+    /// or why the kind carries one direction only (a sentence's end: "it …").
+    fn reverse_path(&self, dut: &DutSection) -> Result<MacAddr, &'static str>;
+
     /// Whether both ends of an application in one subnet (a plant behind lg1, its
     /// controller on lg0) reach each other across this DuT, both ways.
     fn joins_one_subnet(&self) -> bool {
@@ -108,6 +116,13 @@ pub trait RunningDut {
     /// finds its own MAC or addresses when it starts says so here.
     fn probe(&self, base: ProbeSpec) -> ProbeSpec {
         base
+    }
+
+    /// The reverse direction's probes' addressing, from the topology's (`base`),
+    /// asked only when the run sends that way: a DuT that must find where they go
+    /// (an external box's gateway on the recorder's side) does it here.
+    fn reverse_probe(&mut self, base: ProbeSpec) -> Result<ProbeSpec, LabError> {
+        Ok(base)
     }
 
     /// Stop the DuT and write what it recorded into the run's directory `dir`

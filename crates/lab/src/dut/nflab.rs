@@ -524,6 +524,10 @@ impl DutDriver for NflabDriver {
         None
     }
 
+    fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
+        Err("receives on dut0 and sends on dut1 only: its data plane has no worker for the other way")
+    }
+
     fn queues(&self, dut: &DutSection) -> u32 {
         dut.workers.unwrap_or(1)
     }

@@ -91,7 +91,9 @@ pub fn topology_for(section: &DutSection, queues: u32) -> Result<Topology, LabEr
             section.kind.as_str()
         )));
     }
-    Topology::create(section, d, queues)
+    let mut topo = Topology::create(section, d, queues)?;
+    topo.reverse_dst = d.reverse_path(section).ok();
+    Ok(topo)
 }
 
 #[cfg(test)]

@@ -214,6 +214,10 @@ impl DutDriver for RelayDriver {
         None
     }
 
+    fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
+        Err("relays datagrams from dut0 to dut1 only")
+    }
+
     fn start(
         &self,
         topo: &Topology,

@@ -40,14 +40,20 @@ impl Drop for WatchGuard {
     }
 }
 
-/// Announce the run whose traffic is about to start.
-pub fn watch(topo: &crate::topo::Topology, run: usize, offered_pps: f64) -> WatchGuard {
+/// Announce the run whose traffic is about to start, sent from `tx_iface` and
+/// recorded on `rx_iface` of the topology's LoadGen.
+pub fn watch(
+    topo: &crate::topo::Topology,
+    (tx_iface, rx_iface): (&str, &str),
+    run: usize,
+    offered_pps: f64,
+) -> WatchGuard {
     if let Ok(mut c) = CURRENT.lock() {
         *c = Some(Watched {
             run: format!("{run:03}"),
             lg_ns: topo.lg_ns.clone(),
-            gen_iface: topo.gen_iface.clone(),
-            rec_iface: topo.rec_iface.clone(),
+            gen_iface: tx_iface.to_string(),
+            rec_iface: rx_iface.to_string(),
             offered_pps,
         });
     }

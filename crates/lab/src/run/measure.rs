@@ -3,15 +3,15 @@
 //! LoadGen interfaces with live progress, then the analysis of the records with
 //! the notes that qualify its figures.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use nflab_analyze::{AnalysisConfig, AnomalySpec, Summary};
 use nflab_record::ClockInfo;
 
 use crate::error::LabError;
-use crate::run::traffic::{run_traffic, Sending, TrafficCpus, TrafficOutcome};
-use crate::spec::Spec;
+use crate::run::traffic::{run_legs, Leg, Sending, TrafficCpus, TrafficOutcome};
+use crate::spec::{Direction, Spec};
 use crate::topo::Topology;
 
 /// Send `sending` and record it into `records`, with live progress for run `index`.
@@ -23,20 +23,116 @@ pub fn send_and_record(
     records: &Path,
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
-    // Live progress reads this run's interface counters while it sends.
-    let mean_pps = sending.plan.streams[0].spec.mean_pps().unwrap_or(0.0);
-    let live = crate::run::live::watch(topo, index, mean_pps);
-    let traffic = run_traffic(
+    let mut each = send_and_record_each_way(
+        spec,
         topo,
-        &spec.traffic,
-        sending,
-        &format!("{index:03}"),
+        Ways {
+            forward: Some(sending),
+            reverse: None,
+        },
+        index,
         records,
-        TrafficCpus::from_spec(spec),
         stop,
-    );
+    )?;
+    Ok(each.remove(0).outcome)
+}
+
+/// What a run sends each way (`traffic.direction`): the forward way from the
+/// generator's port, the reverse way from the recorder's.
+#[derive(Clone, Copy)]
+pub struct Ways<'a> {
+    /// From `gen_iface` to `rec_iface`.
+    pub forward: Option<Sending<'a>>,
+    /// From `rec_iface` to `gen_iface`.
+    pub reverse: Option<Sending<'a>>,
+}
+
+/// One direction's traffic, with where its records are.
+#[derive(Debug)]
+pub struct DirectionOutcome {
+    /// "forward" or "reverse".
+    pub direction: Direction,
+    /// Its records file.
+    pub records: PathBuf,
+    /// What its generator and recorder did.
+    pub outcome: TrafficOutcome,
+}
+
+/// The records file of `direction` beside `records` (the run's first direction's):
+/// with both ways, the reverse way's records are `records-reverse.nfr`.
+pub fn records_of(records: &Path, direction: Direction, first: bool) -> PathBuf {
+    if first {
+        records.to_path_buf()
+    } else {
+        records.with_file_name(format!("records-{}.nfr", direction.as_str()))
+    }
+}
+
+/// Send each of `ways` at once and record each into its own file (the first way's
+/// into `records`), with live progress of the first for run `index`.
+pub fn send_and_record_each_way(
+    spec: &Spec,
+    topo: &Topology,
+    ways: Ways<'_>,
+    index: usize,
+    records: &Path,
+    stop: &AtomicBool,
+) -> Result<Vec<DirectionOutcome>, LabError> {
+    let cpus = TrafficCpus::from_spec(spec);
+    let both = ways.forward.is_some() && ways.reverse.is_some();
+    let mut legs = Vec::new();
+    let mut paths = Vec::new();
+    for (direction, sending) in [
+        (Direction::Forward, ways.forward),
+        (Direction::Reverse, ways.reverse),
+    ] {
+        let Some(sending) = sending else { continue };
+        paths.push((direction, records_of(records, direction, legs.is_empty())));
+        let (tx_iface, rx_iface) = match direction {
+            Direction::Reverse => (topo.rec_iface.as_str(), topo.gen_iface.as_str()),
+            _ => (topo.gen_iface.as_str(), topo.rec_iface.as_str()),
+        };
+        legs.push((tx_iface, rx_iface, sending, direction));
+    }
+    let legs: Vec<Leg<'_>> = legs
+        .iter()
+        .zip(&paths)
+        .map(
+            |(&(tx_iface, rx_iface, sending, direction), (_, path))| Leg {
+                tx_iface,
+                rx_iface,
+                sending,
+                records: path,
+                // Both ways at once: each port's generator shares a CPU with the other
+                // port's recorder.
+                cpus: if both && direction == Direction::Reverse {
+                    TrafficCpus {
+                        gen: cpus.rec,
+                        rec: cpus.gen,
+                    }
+                } else {
+                    cpus
+                },
+            },
+        )
+        .collect();
+    let Some(first) = legs.first() else {
+        return Err(LabError::Other("a run must send at least one way".into()));
+    };
+    // Live progress reads the first way's interface counters while it sends.
+    let mean_pps = first.sending.plan.streams[0].spec.mean_pps().unwrap_or(0.0);
+    let live = crate::run::live::watch(topo, (first.tx_iface, first.rx_iface), index, mean_pps);
+    let outcomes = run_legs(topo, &spec.traffic, &legs, &format!("{index:03}"), stop);
     drop(live);
-    traffic
+    Ok(outcomes?
+        .into_iter()
+        .zip(paths)
+        .map(|(outcome, (direction, records))| DirectionOutcome {
+            direction,
+            records,
+            outcome,
+        })
+        .collect())
 }
 
 /// Analyse the records at `records` of a run that sent and recorded `traffic`; the

@@ -32,13 +32,13 @@ use crate::artifacts::files::write_json;
 use crate::error::LabError;
 use crate::knobs::iface::AppliedIfaceKnobs;
 pub use crate::run::plan::{
-    build_plan, default_probe_base, ipv6_twin, probe_base, stream_spec, PROBE_DST_PORT, PROBE_FLOW,
-    PROBE_SRC_PORT,
+    build_plan, default_probe_base, ipv6_twin, probe_base, reverse_probe_base, stream_spec,
+    PROBE_DST_PORT, PROBE_FLOW, PROBE_SRC_PORT,
 };
 pub use crate::run::traffic::{
     open_tx, probe_selfcheck, run_traffic, Sending, TrafficCpus, TrafficOutcome,
 };
-use crate::spec::{RunPlan, Spec};
+use crate::spec::{Direction, RunPlan, Spec};
 use crate::topo::Topology;
 
 /// Everything one run produced.
@@ -74,7 +74,7 @@ pub fn run_one_with(
     write_json(&dir.join("topology.json"), topo)?;
     let mut iface_knobs = apply_iface_knobs(spec, topo)?;
     let seed = spec.experiment.seed.wrapping_add(plan.index as u64);
-    let dut = crate::dut::driver(spec.dut.kind).start(topo, &spec.dut, seed, dir)?;
+    let mut dut = crate::dut::driver(spec.dut.kind).start(topo, &spec.dut, seed, dir)?;
     let monitor = spec.monitor.as_ref();
     let monitor = monitor
         .map(|m| monitor::start(m, topo, spec.dut.kind, seed))
@@ -83,23 +83,26 @@ pub fn run_one_with(
 
     let probe = dut.probe(probe_base(topo));
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe)?;
+    let reverse = match spec.traffic.direction.has_reverse() {
+        true => Some(reverse_sending(spec, topo, dut.as_mut())?),
+        false => None,
+    };
     let records = dir.join("records.nfr");
     // The capture taps the recorder's interface from before the first probe.
     let capture = spec.capture.as_ref();
     let capture = capture
         .map(|c| capture::start(c, topo, &dir.join("capture")))
         .transpose()?;
-    let traffic = measure::send_and_record(
-        spec,
-        topo,
-        traffic::Sending {
+    let ways = measure::Ways {
+        forward: (spec.traffic.direction != Direction::Reverse).then_some(Sending {
             plan: &gen_plan,
             probe: &probe,
-        },
-        plan.index,
-        &records,
-        stop,
-    );
+        }),
+        reverse: reverse
+            .as_ref()
+            .map(|(probe, plan)| Sending { plan, probe }),
+    };
+    let traffic = measure::send_and_record_each_way(spec, topo, ways, plan.index, &records, stop);
     let capture = capture.map(capture::RunningCapture::stop);
     let traffic = traffic?;
     let capture = capture.transpose()?;
@@ -124,22 +127,81 @@ pub fn run_one_with(
         *kept = None;
     }
 
-    let mut summary = measure::analyse(spec, &records, &traffic)?;
+    let (summary, generator, recorder) = analyse_each_way(spec, dir, traffic)?;
+    let mut summary = summary;
     if let Some(c) = &capture {
         note_capture(&mut summary, c);
     }
-    let TrafficOutcome {
-        generator,
-        recorder,
-    } = traffic;
     write_json(&dir.join("summary.json"), &summary)?;
-    write_json(&dir.join("gen.json"), &generator)?;
-    write_json(&dir.join("recorder.json"), &recorder)?;
     Ok(RunOutcome {
         summary,
         generator,
         recorder,
     })
+}
+
+/// The reverse way's probes and plan: from the recorder's port, addressed as the DuT
+/// says, with flow ids of their own.
+fn reverse_sending(
+    spec: &Spec,
+    topo: &Topology,
+    dut: &mut dyn crate::dut::RunningDut,
+) -> Result<(nflab_wire::ProbeSpec, nflab_gen::GenPlan), LabError> {
+    let Some(base) = reverse_probe_base(topo) else {
+        return Err(LabError::Unsupported(format!(
+            "traffic.direction = \"{}\": the {} DuT has no reverse path",
+            spec.traffic.direction.as_str(),
+            topo.dut.as_str()
+        )));
+    };
+    let probe = dut.reverse_probe(base)?;
+    let plan = plan::build_plan_from(
+        &spec.traffic,
+        spec.experiment.seed ^ plan::REVERSE_SEED,
+        &probe,
+        plan::REVERSE_PROBE_FLOW,
+    )?;
+    Ok((probe, plan))
+}
+
+/// Analyse each way's records and write its `gen.json` and `recorder.json` (the
+/// second way's as `gen-reverse.json` and `recorder-reverse.json`): the run's summary
+/// is the first way's, with every way's under `directions` when the run does not
+/// send forward only.
+fn analyse_each_way(
+    spec: &Spec,
+    dir: &Path,
+    traffic: Vec<measure::DirectionOutcome>,
+) -> Result<(Summary, GenReport, crate::run::recorder::RecorderReport), LabError> {
+    let mut first = None;
+    let mut directions = std::collections::BTreeMap::new();
+    for (k, way) in traffic.into_iter().enumerate() {
+        let summary = measure::analyse(spec, &way.records, &way.outcome)?;
+        let suffix = if k == 0 {
+            String::new()
+        } else {
+            format!("-{}", way.direction.as_str())
+        };
+        write_json(
+            &dir.join(format!("gen{suffix}.json")),
+            &way.outcome.generator,
+        )?;
+        write_json(
+            &dir.join(format!("recorder{suffix}.json")),
+            &way.outcome.recorder,
+        )?;
+        if spec.traffic.direction != Direction::Forward {
+            directions.insert(way.direction.as_str().to_string(), summary.clone());
+        }
+        if k == 0 {
+            first = Some((summary, way.outcome.generator, way.outcome.recorder));
+        }
+    }
+    let Some((mut summary, generator, recorder)) = first else {
+        return Err(LabError::Other("the run sent no way".into()));
+    };
+    summary.directions = directions;
+    Ok((summary, generator, recorder))
 }
 
 /// The run's topology: `kept` when `topology.keep` holds one built for the same

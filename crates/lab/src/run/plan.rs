@@ -29,6 +29,28 @@ pub fn probe_base(topo: &Topology) -> ProbeSpec {
     }
 }
 
+/// First flow id of the reverse way's probe stream (`traffic.direction`): the forward
+/// way's probe flows lie below it, background streams from `BACKGROUND_FLOW_BASE` up.
+pub const REVERSE_PROBE_FLOW: u16 = 0x4000;
+
+/// Mixed into the run's seed for the reverse way's stream, so a random pattern does
+/// not send the same gaps both ways.
+pub const REVERSE_SEED: u64 = 0x5245_5645_5253_4520;
+
+/// The reverse way's probe frame: from the recorder's port (lg1, 198.19.0.1) to the
+/// generator's (lg0, 198.18.0.1), addressed where the DuT's reverse path takes it;
+/// `None` where the DuT has none.
+pub fn reverse_probe_base(topo: &Topology) -> Option<ProbeSpec> {
+    Some(ProbeSpec {
+        src_mac: crate::topo::LG1_MAC,
+        dst_mac: topo.reverse_dst?,
+        src_ip: LG1_IP.into(),
+        dst_ip: LG0_IP.into(),
+        flow: REVERSE_PROBE_FLOW,
+        ..default_probe_base()
+    })
+}
+
 /// [`probe_base`] without a topology (destination MAC of the loopback cable).
 pub fn default_probe_base() -> ProbeSpec {
     ProbeSpec {
@@ -213,6 +235,17 @@ pub fn stream_spec(
 /// The generator plan of a `[traffic]` section: the probe stream (flows from
 /// [`PROBE_FLOW`]) and each background stream (flows from [`BACKGROUND_FLOW_BASE`]).
 pub fn build_plan(t: &TrafficSection, seed: u64, base: &ProbeSpec) -> Result<GenPlan, LabError> {
+    build_plan_from(t, seed, base, PROBE_FLOW)
+}
+
+/// [`build_plan`] with the probe stream's flows from `probe_flow` (the reverse way's
+/// from [`REVERSE_PROBE_FLOW`]).
+pub fn build_plan_from(
+    t: &TrafficSection,
+    seed: u64,
+    base: &ProbeSpec,
+    probe_flow: u16,
+) -> Result<GenPlan, LabError> {
     if t.ip_version != 4 && t.ip_version != 6 {
         return Err(traffic_err(format!(
             "traffic.ip_version = {} is not valid: use 4 or 6",
@@ -257,14 +290,25 @@ pub fn build_plan(t: &TrafficSection, seed: u64, base: &ProbeSpec) -> Result<Gen
         &k,
         seed,
     )?;
-    if k.flows as u64 > BACKGROUND_FLOW_BASE as u64 {
+    // Both ways' probe flows must stay apart, and below the background streams'.
+    let most = if t.direction.has_reverse() {
+        REVERSE_PROBE_FLOW
+    } else {
+        BACKGROUND_FLOW_BASE
+    };
+    if k.flows as u64 > most as u64 {
+        let why = if t.direction.has_reverse() {
+            format!(" with traffic.direction = \"{}\"", t.direction.as_str())
+        } else {
+            String::new()
+        };
         return Err(traffic_err(format!(
-            "traffic.flows = {} is too many: the probe stream has at most {BACKGROUND_FLOW_BASE} flows",
+            "traffic.flows = {} is too many: the probe stream has at most {most} flows{why}",
             k.flows
         )));
     }
     streams.push(
-        StreamPlan::new(spec, Role::Probe, PROBE_FLOW, &stream_base(&k), vary)
+        StreamPlan::new(spec, Role::Probe, probe_flow, &stream_base(&k), vary)
             .map_err(|e| traffic_err(format!("traffic: {}", strip_gen(&e))))?,
     );
     for (i, b) in t.background.iter().enumerate() {

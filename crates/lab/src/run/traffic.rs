@@ -148,6 +148,22 @@ pub struct Sending<'a> {
     pub probe: &'a ProbeSpec,
 }
 
+/// One direction of a run's traffic: the port it leaves from, the port it is
+/// recorded on, what is sent, where its records go and on which CPUs.
+#[derive(Clone, Copy)]
+pub struct Leg<'a> {
+    /// The generator's interface (in the LoadGen's namespace).
+    pub tx_iface: &'a str,
+    /// The recorder's interface.
+    pub rx_iface: &'a str,
+    /// What is sent.
+    pub sending: Sending<'a>,
+    /// The records file.
+    pub records: &'a Path,
+    /// The generator's and the recorder's CPUs.
+    pub cpus: TrafficCpus,
+}
+
 /// Send `plan` from the topology's generator interface and record its probe stream
 /// on the recorder interface into `records_path`; the report carries the self-check.
 pub fn run_traffic(
@@ -159,62 +175,194 @@ pub fn run_traffic(
     cpus: TrafficCpus,
     stop: &AtomicBool,
 ) -> Result<TrafficOutcome, LabError> {
-    let plan = sending.plan;
-    let kernel_tx = plan.tx_timestamp == nflab_gen::TxTimestamp::Kernel;
+    let leg = Leg {
+        tx_iface: &topo.gen_iface,
+        rx_iface: &topo.rec_iface,
+        sending,
+        records: records_path,
+        cpus,
+    };
+    let mut outcomes = run_legs(topo, traffic, &[leg], run_id, stop)?;
+    Ok(outcomes.remove(0))
+}
+
+/// A leg's sockets, opened in the LoadGen's namespace.
+struct OpenLeg {
+    txs: Vec<Box<dyn PacketIo>>,
+    rx: AfPacket,
+    tx_source: Option<String>,
+    rx_timestamp: &'static str,
+}
+
+/// Send and record every leg at once (one leg per direction), each into its own
+/// records file; the outcomes come back in the legs' order.
+pub fn run_legs(
+    topo: &Topology,
+    traffic: &TrafficSection,
+    legs: &[Leg<'_>],
+    run_id: &str,
+    stop: &AtomicBool,
+) -> Result<Vec<TrafficOutcome>, LabError> {
     let live = traffic.backend == Backend::XdpLive;
-    if live {
-        if traffic.tx_threads != 1 {
-            return Err(LabError::Unsupported(
-                "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1".into(),
-            ));
-        }
-        if let Some(why) = nflab_gen::live::unsupported(plan) {
-            return Err(LabError::Unsupported(why));
+    for leg in legs {
+        let plan = leg.sending.plan;
+        if live {
+            if traffic.tx_threads != 1 {
+                return Err(LabError::Unsupported(
+                    "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1"
+                        .into(),
+                ));
+            }
+            if let Some(why) = nflab_gen::live::unsupported(plan) {
+                return Err(LabError::Unsupported(why));
+            }
         }
     }
-    // Sockets belong to the namespace they are created in.
-    let (mut txs, mut rx, tx_source) = {
-        let _in_lg = topo.enter_lg()?;
-        // With kernel TX stamps, hardware stamps are asked for on both ends too.
-        let rx = AfPacket::open(
-            &topo.rec_iface,
-            &AfPacketConfig {
-                hardware_timestamps: kernel_tx,
-                ..recorder_ring()
-            },
+    let mut open = Vec::with_capacity(legs.len());
+    for leg in legs {
+        open.push(open_leg(topo, traffic, leg)?);
+    }
+    if live {
+        topo.accept_xdp_frames_at_gen_peer()?;
+    }
+    for (leg, o) in legs.iter().zip(open.iter_mut()) {
+        wait_until_forwarding(
+            o.txs[0].as_mut(),
+            &mut o.rx,
+            leg.sending.probe,
+            topo.dut.as_str(),
+            stop,
         )?;
-        if let Some(n) = rx.hardware().and_then(|h| h.notice.as_deref()) {
-            eprintln!("notice: {n}");
+    }
+    let mut writers = Vec::with_capacity(legs.len());
+    let mut sidecars = Vec::with_capacity(legs.len());
+    for (leg, o) in legs.iter().zip(open.iter()) {
+        let meta = metadata(traffic, leg.sending.plan, o, run_id, live);
+        writers.push(RecordWriter::create(leg.records, &meta)?);
+        sidecars.push(match &o.tx_source {
+            Some(src) => Some(crate::run::txstamps::Sidecar::create_at(
+                &leg.records
+                    .with_file_name(nflab_record::tx_stamps::TX_STAMPS_FILE),
+                run_id,
+                src,
+            )?),
+            None => None,
+        });
+    }
+    // The recorders read their rings while the generators write their sockets.
+    let (mut rxs, mut txs): (Vec<AfPacket>, Vec<Vec<Box<dyn PacketIo>>>) =
+        open.into_iter().map(|o| (o.rx, o.txs)).unzip();
+    let rec_stop = AtomicBool::new(false);
+    let drain = Duration::from_millis(traffic.drain_ms);
+    crate::failpoint::hit_after(
+        "generator",
+        Duration::from_secs_f64((traffic.warmup_s + traffic.duration_s / 2.0).max(0.0)),
+    );
+    let results = std::thread::scope(|s| {
+        let recorders: Vec<_> = rxs
+            .iter_mut()
+            .zip(writers)
+            .zip(legs)
+            .map(|((rx, mut writer), leg)| {
+                let rec_stop = &rec_stop;
+                s.spawn(move || {
+                    pin_thread(leg.cpus.rec);
+                    let r = crate::run::recorder::record(rx, &mut writer, rec_stop, FLUSH_EVERY_NS);
+                    (r, writer)
+                })
+            })
+            .collect();
+        let senders: Vec<_> = txs
+            .iter_mut()
+            .zip(legs)
+            .zip(&sidecars)
+            .map(|((txs, leg), sidecar)| {
+                s.spawn(move || send(topo, traffic, leg, txs, sidecar.as_ref(), live, stop))
+            })
+            .collect();
+        let gen_results: Vec<_> = senders
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(nflab_gen::GenError::Config("a TX thread panicked".into()))
+                })
+            })
+            .collect();
+        // Let in-flight packets arrive; a second signal cuts this short.
+        let deadline = std::time::Instant::now() + drain;
+        while std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        let mut txs = open_tx(traffic.backend, &topo.gen_iface, traffic.tx_threads)?;
-        let tx_source = if kernel_tx {
-            Some(crate::run::txstamps::enable(&mut txs)?)
-        } else {
-            None
+        rec_stop.store(true, Ordering::Release);
+        let rec_results: Vec<_> = recorders.into_iter().map(|h| h.join()).collect();
+        gen_results.into_iter().zip(rec_results).collect::<Vec<_>>()
+    });
+    let mut outcomes = Vec::with_capacity(legs.len());
+    for (((gen_result, rec_result), leg), sidecar) in results.into_iter().zip(legs).zip(&sidecars) {
+        let gen_report = gen_result.map_err(|e| LabError::Other(e.to_string()))?;
+        let (rec_report, writer) = match rec_result {
+            Ok((r, w)) => (r?, w),
+            Err(_) => return Err(LabError::Other("the recorder thread panicked".into())),
         };
-        (txs, rx, tx_source)
+        outcomes.push(finish_leg(
+            topo,
+            leg,
+            gen_report,
+            rec_report,
+            writer,
+            sidecar.as_ref(),
+        )?);
+    }
+    Ok(outcomes)
+}
+
+/// Open `leg`'s recorder ring and TX backends in the LoadGen's namespace (sockets
+/// belong to the namespace they are created in).
+fn open_leg(topo: &Topology, traffic: &TrafficSection, leg: &Leg<'_>) -> Result<OpenLeg, LabError> {
+    let kernel_tx = leg.sending.plan.tx_timestamp == nflab_gen::TxTimestamp::Kernel;
+    let _in_lg = topo.enter_lg()?;
+    // With kernel TX stamps, hardware stamps are asked for on both ends too.
+    let rx = AfPacket::open(
+        leg.rx_iface,
+        &AfPacketConfig {
+            hardware_timestamps: kernel_tx,
+            ..recorder_ring()
+        },
+    )?;
+    if let Some(n) = rx.hardware().and_then(|h| h.notice.as_deref()) {
+        eprintln!("notice: {n}");
+    }
+    let mut txs = open_tx(traffic.backend, leg.tx_iface, traffic.tx_threads)?;
+    let tx_source = if kernel_tx {
+        Some(crate::run::txstamps::enable(&mut txs)?)
+    } else {
+        None
     };
     let rx_timestamp = if rx.hardware().is_some_and(|h| h.rx) {
         "hardware"
     } else {
         "kernel-software"
     };
-    if live {
-        topo.accept_xdp_frames_at_gen_peer()?;
-    }
-    wait_until_forwarding(
-        txs[0].as_mut(),
-        &mut rx,
-        sending.probe,
-        topo.dut.as_str(),
-        stop,
-    )?;
+    Ok(OpenLeg {
+        txs,
+        rx,
+        tx_source,
+        rx_timestamp,
+    })
+}
 
+/// The records' metadata of one leg.
+fn metadata(
+    traffic: &TrafficSection,
+    plan: &GenPlan,
+    o: &OpenLeg,
+    run_id: &str,
+    live: bool,
+) -> Metadata {
     let clock = ClockInfo {
         source: "CLOCK_REALTIME".into(),
         resolution_ns: nflab_io::clock::resolution_ns(libc::CLOCK_REALTIME),
     };
-    let probe_flows: Vec<u16> = plan.streams[0].flow_ids().collect();
     let streams: Vec<serde_json::Value> = plan
         .streams
         .iter()
@@ -230,88 +378,81 @@ pub fn run_traffic(
             })
         })
         .collect();
-    let meta = Metadata {
+    Metadata {
         run_id: run_id.to_string(),
         clock,
         tx_timestamp: if live { "kernel-xdp" } else { "application" }.into(),
-        rx_timestamp: rx_timestamp.into(),
-        flows: probe_flows.clone(),
+        rx_timestamp: o.rx_timestamp.into(),
+        flows: plan.streams[0].flow_ids().collect(),
         offered: serde_json::json!({
             "pattern": traffic.pattern.as_str(),
             "rate_pps": plan.streams[0].spec.mean_pps(),
             "frame_bytes": traffic.frame_bytes,
             "duration_s": traffic.duration_s,
             "warmup_s": traffic.warmup_s,
-            "backend": if live { "xdp_live" } else { txs[0].name() },
-            "tx_threads": txs.len(),
+            "backend": if live { "xdp_live" } else { o.txs[0].name() },
+            "tx_threads": o.txs.len(),
             "streams": streams,
         }),
         extra: Default::default(),
-    };
-    let mut writer = RecordWriter::create(records_path, &meta)?;
-    let sidecar = match &tx_source {
-        Some(src) => Some(crate::run::txstamps::Sidecar::create_at(
-            &records_path.with_file_name(nflab_record::tx_stamps::TX_STAMPS_FILE),
-            run_id,
-            src,
-        )?),
-        None => None,
-    };
+    }
+}
+
+/// The generator of one leg, on its TX threads.
+fn send(
+    topo: &Topology,
+    traffic: &TrafficSection,
+    leg: &Leg<'_>,
+    txs: &mut [Box<dyn PacketIo>],
+    sidecar: Option<&crate::run::txstamps::Sidecar>,
+    live: bool,
+    stop: &AtomicBool,
+) -> Result<GenReport, nflab_gen::GenError> {
+    let plan = leg.sending.plan;
     let push = |b: &[nflab_gen::ProbeTxStamp]| {
-        if let Some(sc) = &sidecar {
+        if let Some(sc) = sidecar {
             sc.push(b);
         }
     };
-    let sink: Option<nflab_gen::StampSink<'_>> = sidecar.as_ref().map(|_| &push as _);
+    let sink: Option<nflab_gen::StampSink<'_>> = sidecar.map(|_| &push as _);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rec_stop = AtomicBool::new(false);
-    let drain = Duration::from_millis(traffic.drain_ms);
-    crate::failpoint::hit_after(
-        "generator",
-        Duration::from_secs_f64((traffic.warmup_s + traffic.duration_s / 2.0).max(0.0)),
-    );
-    let (gen_result, rec_result) = std::thread::scope(|s| {
-        let recorder = s.spawn(|| {
-            pin_thread(cpus.rec);
-            let r = crate::run::recorder::record(&mut rx, &mut writer, &rec_stop, FLUSH_EVERY_NS);
-            (r, writer)
-        });
-        let ios: Vec<&mut dyn PacketIo> = txs
-            .iter_mut()
-            .map(|b| -> &mut dyn PacketIo { b.as_mut() })
-            .collect();
-        let realtime = traffic.tx_realtime;
-        let pin = |k: usize| {
-            pin_thread((cpus.gen + k) % ncpu);
-            if realtime {
-                if let Err(e) = nflab_io::clock::set_realtime(50) {
-                    eprintln!("warning: cannot run the TX thread under SCHED_FIFO: {e}");
-                }
+    let realtime = traffic.tx_realtime;
+    let gen_cpu = leg.cpus.gen;
+    let pin = |k: usize| {
+        pin_thread((gen_cpu + k) % ncpu);
+        if realtime {
+            if let Err(e) = nflab_io::clock::set_realtime(50) {
+                eprintln!("warning: cannot run the TX thread under SCHED_FIFO: {e}");
             }
-        };
-        let gen_result = if live {
-            // Live frames leave from the calling thread's namespace.
-            pin(0);
-            match topo.enter_lg() {
-                Ok(_in_lg) => nflab_gen::live::run_live(&topo.gen_iface, plan, stop),
-                Err(e) => Err(nflab_gen::GenError::Config(e.to_string())),
-            }
-        } else {
-            nflab_gen::run_threads_stamped(ios, plan, stop, &pin, sink)
-        };
-        // Let in-flight packets arrive; a second signal cuts this short.
-        let deadline = std::time::Instant::now() + drain;
-        while std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
         }
-        rec_stop.store(true, Ordering::Release);
-        (gen_result, recorder.join())
-    });
-    let mut gen_report = gen_result.map_err(|e| LabError::Other(e.to_string()))?;
-    let (rec_report, writer) = match rec_result {
-        Ok((r, w)) => (r?, w),
-        Err(_) => return Err(LabError::Other("the recorder thread panicked".into())),
     };
+    if live {
+        // Live frames leave from the calling thread's namespace.
+        pin(0);
+        return match topo.enter_lg() {
+            Ok(_in_lg) => nflab_gen::live::run_live(leg.tx_iface, plan, stop),
+            Err(e) => Err(nflab_gen::GenError::Config(e.to_string())),
+        };
+    }
+    let ios: Vec<&mut dyn PacketIo> = txs
+        .iter_mut()
+        .map(|b| -> &mut dyn PacketIo { b.as_mut() })
+        .collect();
+    nflab_gen::run_threads_stamped(ios, plan, stop, &pin, sink)
+}
+
+/// Close one leg's records (trailer, kernel TX stamps) and check its probe stream
+/// against the schedule.
+fn finish_leg<W: std::io::Write>(
+    topo: &Topology,
+    leg: &Leg<'_>,
+    mut gen_report: GenReport,
+    rec_report: crate::run::recorder::RecorderReport,
+    writer: RecordWriter<W>,
+    sidecar: Option<&crate::run::txstamps::Sidecar>,
+) -> Result<TrafficOutcome, LabError> {
+    let plan = leg.sending.plan;
+    let records_path = leg.records;
     let mut extra = serde_json::Map::new();
     let background: Vec<serde_json::Value> = gen_report
         .flows
@@ -337,7 +478,7 @@ pub fn run_traffic(
         extra,
     })?;
     let mut substituted = None;
-    if let Some(sc) = &sidecar {
+    if let Some(sc) = sidecar {
         sc.finish()?;
         substituted = Some(crate::run::txstamps::apply(
             records_path,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use nflab_wire::MacAddr;
 use serde::{Deserialize, Serialize};
 
-use crate::net::addresses::{DUT0_IP, LG0_IP, LG1_IP};
+use crate::net::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
 
 /// Longest time a hook may take unless it says otherwise.
 pub const DEFAULT_HOOK_TIMEOUT_S: f64 = 60.0;
@@ -46,6 +46,10 @@ pub struct ExternalSection {
     /// (default 198.18.0.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// l3: the box's address on the recorder's side, whose MAC the reverse direction's
+    /// probes go to (`traffic.direction` = "reverse" or "both"; default 198.19.0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse_gateway: Option<String>,
     /// l2: where the probes go (default: the recorder's port's own MAC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_mac: Option<String>,
@@ -120,6 +124,8 @@ pub struct External {
     pub rx_address: (Ipv4Addr, u8),
     /// l3: the box's address on the generator's side.
     pub gateway: Ipv4Addr,
+    /// l3: the box's address on the recorder's side (the reverse direction's gateway).
+    pub reverse_gateway: Ipv4Addr,
     /// l2: where the probes go, when not the recorder's port.
     pub dst_mac: Option<MacAddr>,
     /// l3: how long the gateway has to answer ARP.
@@ -176,6 +182,7 @@ impl ExternalSection {
             ("tx_address", self.tx_address.is_some()),
             ("rx_address", self.rx_address.is_some()),
             ("gateway", self.gateway.is_some()),
+            ("reverse_gateway", self.reverse_gateway.is_some()),
             ("arp_timeout_s", self.arp_timeout_s.is_some()),
         ];
         if mode == Mode::L2 {
@@ -201,12 +208,8 @@ impl ExternalSection {
             ports,
             tx_address: prefix("tx_address", &self.tx_address, (LG0_IP, 24))?,
             rx_address: prefix("rx_address", &self.rx_address, (LG1_IP, 24))?,
-            gateway: match &self.gateway {
-                None => DUT0_IP,
-                Some(g) => g.parse().map_err(|_| {
-                    format!("dut.external.gateway = {g:?} is not an IPv4 address, e.g. \"198.18.0.2\"")
-                })?,
-            },
+            gateway: address("gateway", &self.gateway, DUT0_IP)?,
+            reverse_gateway: address("reverse_gateway", &self.reverse_gateway, DUT1_IP)?,
             dst_mac: self
                 .dst_mac
                 .as_deref()
@@ -231,6 +234,15 @@ pub fn check_iface_name(name: &str) -> Result<(), &'static str> {
         Ok(())
     } else {
         Err("is not an interface name: 1 to 15 characters, no '/', ':' or spaces")
+    }
+}
+
+fn address(key: &str, v: &Option<String>, default: Ipv4Addr) -> Result<Ipv4Addr, String> {
+    match v {
+        None => Ok(default),
+        Some(g) => g.parse().map_err(|_| {
+            format!("dut.external.{key} = {g:?} is not an IPv4 address, e.g. \"{default}\"")
+        }),
     }
 }
 

@@ -107,6 +107,11 @@ pub struct TrafficSection {
     /// Background streams sent with the probe stream, counted but not recorded.
     #[serde(default)]
     pub background: Vec<BackgroundStream>,
+    /// Which way the probes cross the DuT: "forward" (the generator's port to the
+    /// recorder's, the default), "reverse" (the recorder's port to the generator's) or
+    /// "both" (each port sends its own probe stream and records the other's).
+    #[serde(default, skip_serializing_if = "Direction::is_forward")]
+    pub direction: Direction,
 }
 
 impl Default for TrafficSection {
@@ -144,6 +149,7 @@ impl Default for TrafficSection {
             tx_realtime: false,
             tx_timestamp: TxTimestampMode::default(),
             background: Vec::new(),
+            direction: Direction::default(),
         }
     }
 }
@@ -432,6 +438,40 @@ impl TxTimestampMode {
             TxTimestampMode::App => "app",
             TxTimestampMode::Kernel => "kernel",
         }
+    }
+}
+
+/// `traffic.direction`: which way the probes cross the DuT.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// From the generator's port (lg0, `tx_iface`) to the recorder's (lg1, `rx_iface`).
+    #[default]
+    Forward,
+    /// From the recorder's port to the generator's.
+    Reverse,
+    /// Both at once, each with its own probe stream.
+    Both,
+}
+
+impl Direction {
+    /// Name as written in the spec.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Direction::Forward => "forward",
+            Direction::Reverse => "reverse",
+            Direction::Both => "both",
+        }
+    }
+
+    /// The default, left out of a written spec.
+    pub fn is_forward(&self) -> bool {
+        *self == Direction::Forward
+    }
+
+    /// Whether probes go the reverse way at all.
+    pub fn has_reverse(&self) -> bool {
+        *self != Direction::Forward
     }
 }
 

@@ -88,6 +88,7 @@ impl Spec {
             );
         }
         self.check_dut_carries_traffic()?;
+        self.check_direction()?;
         // Every pattern, size and flow parameter (and a replayed trace file) is checked
         // here, before any topology exists or anything is recorded.
         crate::run::plan::build_plan(
@@ -95,6 +96,65 @@ impl Spec {
             self.experiment.seed,
             &crate::run::plan::default_probe_base(),
         )?;
+        Ok(())
+    }
+}
+
+impl Spec {
+    /// `traffic.direction` = "reverse" or "both" needs a DuT that carries probes back
+    /// from the recorder's port, on a topology whose both ports nflab drives.
+    fn check_direction(&self) -> Result<(), LabError> {
+        let t = &self.traffic;
+        if !t.direction.has_reverse() {
+            return Ok(());
+        }
+        let key = format!("traffic.direction = \"{}\"", t.direction.as_str());
+        let refuse = |why: String| Err(LabError::Unsupported(format!("{key} {why}")));
+        if let Err(why) = crate::dut::driver(self.dut.kind).reverse_path(&self.dut) {
+            let valid = crate::dut::registry::kinds_where(
+                |d| {
+                    d.reverse_path(&crate::spec::DutSection {
+                        kind: d.kind(),
+                        ..Default::default()
+                    })
+                    .is_ok()
+                },
+                "or",
+            );
+            return refuse(format!(
+                "needs a DuT with a reverse path, and dut.kind = \"{}\" {why}; use dut.kind = {valid}, or direction = \"forward\"",
+                self.dut.kind.as_str()
+            ));
+        }
+        if !self.pair.is_empty()
+            || (self.topology.kind == TopologyKind::Hosts && self.dut.kind != DutKind::External)
+        {
+            return refuse(
+                "is not available on a remote DuT host yet: with topology.kind = \"hosts\" it needs dut.kind = \"external\" (the box behind [hosts.loadgen]'s two ports)".into(),
+            );
+        }
+        if t.backend == Backend::XdpLive {
+            return refuse(
+                "sends from the recorder's port, where traffic.backend = \"xdp_live\" cannot: use af_packet or af_xdp".into(),
+            );
+        }
+        if t.direction == crate::spec::Direction::Both
+            && t.tx_timestamp == crate::spec::TxTimestampMode::Kernel
+        {
+            return refuse(
+                "cannot take kernel TX timestamps on both ports yet: use tx_timestamp = \"app\", or one direction".into(),
+            );
+        }
+        for (section, set) in [
+            ("[capture]", self.capture.is_some()),
+            ("[monitor]", self.monitor.is_some()),
+        ] {
+            if set {
+                return refuse(format!(
+                    "cannot go with {section}, which watches the forward way only: leave one of them out"
+                ));
+            }
+        }
         Ok(())
     }
 }

@@ -146,29 +146,43 @@ pub fn format_table(rows: &[RunRow]) -> String {
     );
     let mut lines: Vec<Vec<String>> = vec![header];
     for r in rows {
-        let s = &r.summary;
-        let l = &s.latency_ns;
-        let mut line = vec![
-            r.run.clone(),
-            r.dut.clone(),
-            human_pps(s.rate.offered_pps),
-            human_pps(s.rate.rx_pps).replace("max", "—"),
-            format!("{:.2e}", s.loss_ratio).replace("0.00e0", "0"),
-            human_ns(l.p50.map(|v| v as f64)),
-            human_ns(l.p99.map(|v| v as f64)),
-            human_ns(l.p99_9.map(|v| v as f64)),
-            human_ns(l.max.map(|v| v as f64)),
-        ];
-        line.extend(s.anomalies.iter().map(|a| a.count.to_string()));
-        line.extend(
-            extra
+        // A run that sent the reverse way gets a line per way, its run marked → or ←.
+        let ways: Vec<(String, &Summary)> = match directions_sent(&r.summary) {
+            "forward" => vec![(r.run.clone(), &r.summary)],
+            _ => r
+                .summary
+                .directions
                 .iter()
-                .map(|k| r.params.get(*k).cloned().unwrap_or_default()),
-        );
-        if s.interrupted {
-            line[0].push('*');
+                .map(|(way, s)| {
+                    let arrow = if way == "reverse" { "←" } else { "→" };
+                    (format!("{} {arrow}", r.run), s)
+                })
+                .collect(),
+        };
+        for (label, s) in ways {
+            let l = &s.latency_ns;
+            let mut line = vec![
+                label,
+                r.dut.clone(),
+                human_pps(s.rate.offered_pps),
+                human_pps(s.rate.rx_pps).replace("max", "—"),
+                format!("{:.2e}", s.loss_ratio).replace("0.00e0", "0"),
+                human_ns(l.p50.map(|v| v as f64)),
+                human_ns(l.p99.map(|v| v as f64)),
+                human_ns(l.p99_9.map(|v| v as f64)),
+                human_ns(l.max.map(|v| v as f64)),
+            ];
+            line.extend(s.anomalies.iter().map(|a| a.count.to_string()));
+            line.extend(
+                extra
+                    .iter()
+                    .map(|k| r.params.get(*k).cloned().unwrap_or_default()),
+            );
+            if r.summary.interrupted {
+                line[0].push('*');
+            }
+            lines.push(line);
         }
-        lines.push(line);
     }
     let cols = lines.iter().map(|l| l.len()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
@@ -205,6 +219,11 @@ pub fn format_table(rows: &[RunRow]) -> String {
     if rows.iter().any(|r| r.summary.interrupted) {
         out.push_str("* interrupted run: figures cover what was sent before the signal\n");
     }
+    if rows.iter().any(|r| !r.summary.directions.is_empty()) {
+        out.push_str(
+            "→ forward: the generator's port to the recorder's; ← reverse: the other way\n",
+        );
+    }
     out
 }
 
@@ -225,7 +244,6 @@ impl Column {
 
 fn columns(rows: &[RunRow]) -> Vec<Column> {
     let get = |f: &dyn Fn(&RunRow) -> Option<i64>| rows.iter().map(f).collect::<Vec<_>>();
-    let getf = |f: &dyn Fn(&RunRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
     let mut cols = vec![
         Column::Str(
             "run".into(),
@@ -262,108 +280,153 @@ fn columns(rows: &[RunRow]) -> Vec<Column> {
             None => Column::Str(format!("param.{k}"), vals),
         });
     }
-    cols.push(Column::I64(
-        "sent".into(),
-        get(&|r| Some(r.summary.packets.sent as i64)),
-    ));
-    cols.push(Column::I64(
-        "received".into(),
-        get(&|r| Some(r.summary.packets.received as i64)),
-    ));
-    cols.push(Column::I64(
-        "lost".into(),
-        get(&|r| Some(r.summary.packets.lost as i64)),
-    ));
-    cols.push(Column::I64(
-        "reordered".into(),
-        get(&|r| Some(r.summary.packets.reordered as i64)),
-    ));
-    cols.push(Column::I64(
-        "duplicated".into(),
-        get(&|r| Some(r.summary.packets.duplicated as i64)),
-    ));
-    cols.push(Column::F64(
-        "loss_ratio".into(),
-        getf(&|r| Some(r.summary.loss_ratio)),
-    ));
-    cols.push(Column::F64(
-        "offered_pps".into(),
-        getf(&|r| r.summary.rate.offered_pps),
-    ));
-    cols.push(Column::F64(
-        "tx_pps".into(),
-        getf(&|r| r.summary.rate.tx_pps),
-    ));
-    cols.push(Column::F64(
-        "rx_pps".into(),
-        getf(&|r| r.summary.rate.rx_pps),
-    ));
-    cols.push(Column::I64(
-        "latency_min_ns".into(),
-        get(&|r| r.summary.latency_ns.min),
-    ));
-    cols.push(Column::F64(
-        "latency_mean_ns".into(),
-        getf(&|r| r.summary.latency_ns.mean),
-    ));
-    cols.push(Column::F64(
-        "latency_stdev_ns".into(),
-        getf(&|r| r.summary.latency_ns.stdev),
-    ));
-    cols.push(Column::I64(
-        "latency_p50_ns".into(),
-        get(&|r| r.summary.latency_ns.p50),
-    ));
-    cols.push(Column::I64(
-        "latency_p90_ns".into(),
-        get(&|r| r.summary.latency_ns.p90),
-    ));
-    cols.push(Column::I64(
-        "latency_p99_ns".into(),
-        get(&|r| r.summary.latency_ns.p99),
-    ));
-    cols.push(Column::I64(
-        "latency_p99.9_ns".into(),
-        get(&|r| r.summary.latency_ns.p99_9),
-    ));
-    cols.push(Column::I64(
-        "latency_p99.99_ns".into(),
-        get(&|r| r.summary.latency_ns.p99_99),
-    ));
-    cols.push(Column::I64(
-        "latency_p99.999_ns".into(),
-        get(&|r| r.summary.latency_ns.p99_999),
-    ));
-    cols.push(Column::I64(
-        "latency_max_ns".into(),
-        get(&|r| r.summary.latency_ns.max),
-    ));
-    cols.push(Column::F64(
-        "jitter_rfc3550_ns".into(),
-        getf(&|r| r.summary.jitter_ns.rfc3550),
-    ));
-    cols.push(Column::I64(
-        "ipdv_p50_ns".into(),
-        get(&|r| r.summary.jitter_ns.ipdv_p50.map(|v| v as i64)),
-    ));
-    cols.push(Column::I64(
-        "ipdv_p99_ns".into(),
-        get(&|r| r.summary.jitter_ns.ipdv_p99.map(|v| v as i64)),
-    ));
-    if let Some(first) = rows.first() {
-        for (i, a) in first.summary.anomalies.iter().enumerate() {
-            let name = format!("anomalies_{}_{}ns", a.n, a.t_ns);
-            cols.push(Column::I64(
-                name,
-                get(&|r| r.summary.anomalies.get(i).map(|a| a.count as i64)),
-            ));
-        }
+    cols.extend(summary_columns(rows, "", &|r| Some(&r.summary)));
+    // Runs that sent the reverse way say which ways they sent; with both ways the
+    // columns above are the forward way's and the reverse way's follow.
+    if rows.iter().any(|r| !r.summary.directions.is_empty()) {
+        cols.push(Column::Str(
+            "direction".into(),
+            rows.iter()
+                .map(|r| Some(directions_sent(&r.summary).to_string()))
+                .collect(),
+        ));
+    }
+    if rows.iter().any(|r| directions_sent(&r.summary) == "both") {
+        cols.extend(summary_columns(rows, "reverse.", &|r| {
+            r.summary.directions.get("reverse")
+        }));
     }
     cols.extend(app_columns(rows));
     cols.push(Column::Bool(
         "interrupted".into(),
         rows.iter().map(|r| Some(r.summary.interrupted)).collect(),
     ));
+    cols
+}
+
+/// Which ways a run sent: "forward", "reverse" or "both".
+pub fn directions_sent(s: &Summary) -> &'static str {
+    match (
+        s.directions.contains_key("forward"),
+        s.directions.contains_key("reverse"),
+    ) {
+        (true, true) => "both",
+        (false, true) => "reverse",
+        _ => "forward",
+    }
+}
+
+/// The figures of one summary per row (`pick`; none where a row has none), each
+/// column's name after `prefix`.
+fn summary_columns(
+    rows: &[RunRow],
+    prefix: &str,
+    pick: &dyn Fn(&RunRow) -> Option<&Summary>,
+) -> Vec<Column> {
+    let get = |f: &dyn Fn(&Summary) -> Option<i64>| {
+        rows.iter().map(|r| pick(r).and_then(f)).collect::<Vec<_>>()
+    };
+    let getf = |f: &dyn Fn(&Summary) -> Option<f64>| {
+        rows.iter().map(|r| pick(r).and_then(f)).collect::<Vec<_>>()
+    };
+    let mut cols = Vec::new();
+    cols.push(Column::I64(
+        format!("{prefix}sent"),
+        get(&|s| Some(s.packets.sent as i64)),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}received"),
+        get(&|s| Some(s.packets.received as i64)),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}lost"),
+        get(&|s| Some(s.packets.lost as i64)),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}reordered"),
+        get(&|s| Some(s.packets.reordered as i64)),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}duplicated"),
+        get(&|s| Some(s.packets.duplicated as i64)),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}loss_ratio"),
+        getf(&|s| Some(s.loss_ratio)),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}offered_pps"),
+        getf(&|s| s.rate.offered_pps),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}tx_pps"),
+        getf(&|s| s.rate.tx_pps),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}rx_pps"),
+        getf(&|s| s.rate.rx_pps),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_min_ns"),
+        get(&|s| s.latency_ns.min),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}latency_mean_ns"),
+        getf(&|s| s.latency_ns.mean),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}latency_stdev_ns"),
+        getf(&|s| s.latency_ns.stdev),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p50_ns"),
+        get(&|s| s.latency_ns.p50),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p90_ns"),
+        get(&|s| s.latency_ns.p90),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p99_ns"),
+        get(&|s| s.latency_ns.p99),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p99.9_ns"),
+        get(&|s| s.latency_ns.p99_9),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p99.99_ns"),
+        get(&|s| s.latency_ns.p99_99),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_p99.999_ns"),
+        get(&|s| s.latency_ns.p99_999),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}latency_max_ns"),
+        get(&|s| s.latency_ns.max),
+    ));
+    cols.push(Column::F64(
+        format!("{prefix}jitter_rfc3550_ns"),
+        getf(&|s| s.jitter_ns.rfc3550),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}ipdv_p50_ns"),
+        get(&|s| s.jitter_ns.ipdv_p50.map(|v| v as i64)),
+    ));
+    cols.push(Column::I64(
+        format!("{prefix}ipdv_p99_ns"),
+        get(&|s| s.jitter_ns.ipdv_p99.map(|v| v as i64)),
+    ));
+    if let Some(first) = rows.iter().find_map(pick) {
+        for (i, a) in first.anomalies.iter().enumerate() {
+            let name = format!("{prefix}anomalies_{}_{}ns", a.n, a.t_ns);
+            cols.push(Column::I64(
+                name,
+                get(&|s| s.anomalies.get(i).map(|a| a.count as i64)),
+            ));
+        }
+    }
     cols
 }
 

@@ -101,6 +101,10 @@ pub struct Topology {
     /// Where the generator addresses its frames.
     #[serde(skip)]
     probe_dst: MacAddr,
+    /// Where frames sent the reverse way (from `rec_iface`) are addressed, where the
+    /// DuT has a reverse path (`traffic.direction`).
+    #[serde(skip)]
+    pub reverse_dst: Option<MacAddr>,
     #[serde(skip)]
     removed: bool,
 }
@@ -142,6 +146,7 @@ impl Topology {
             rec_iface: "lg1".into(),
             remote: None,
             probe_dst: dut.probe_dst_mac(),
+            reverse_dst: None,
             removed: false,
         };
         // On any error below, drop() removes what was made so far.
@@ -185,6 +190,7 @@ impl Topology {
             rec_iface: rx,
             remote: Some(remote),
             probe_dst: dst,
+            reverse_dst: None,
             // The user's namespaces and interfaces are not ours to remove.
             removed: true,
         })
@@ -211,6 +217,7 @@ impl Topology {
             rec_iface: rx,
             remote: None,
             probe_dst: dst,
+            reverse_dst: None,
             removed: true,
         }
     }
