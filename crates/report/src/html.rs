@@ -80,6 +80,9 @@ pub fn page(e: &Experiment, figs: &[Figure], skipped: &Skipped, notes: &[String]
     );
     // Table of contents.
     h.push_str("<nav><b>Contents</b> · <a href=\"#noise\">noise floor</a> · <a href=\"#results\">results</a>");
+    if has_directions(e) {
+        h.push_str(" · <a href=\"#directions\">each way</a>");
+    }
     if crate::ncs::applies(e) {
         h.push_str(" · <a href=\"#ncs\">NCSbench</a>");
     }
@@ -113,6 +116,7 @@ pub fn page(e: &Experiment, figs: &[Figure], skipped: &Skipped, notes: &[String]
 
     noise_floor(&mut h, e);
     results(&mut h, e);
+    directions(&mut h, e);
     crate::ncs::section(&mut h, e);
 
     let _ = write!(h, "<h2 id=\"figures\">Figures</h2><p class=\"hint\">Hover a line for its values, click a legend entry to hide or show a series, drag across a time axis to zoom (double-click resets). Each figure is also in <code>figures/</code> as SVG{}, with the CSV of exactly what it draws and the command that redraws it.</p>", if cfg!(feature = "png") { " and PNG" } else { "" });
@@ -308,6 +312,58 @@ fn results(h: &mut String, e: &Experiment) {
         );
     }
     h.push_str("</table></details>");
+}
+
+/// Whether any run sent the reverse way (`traffic.direction`).
+fn has_directions(e: &Experiment) -> bool {
+    e.runs.iter().any(|r| {
+        r.summary
+            .as_ref()
+            .and_then(|s| s.get("directions"))
+            .and_then(Value::as_object)
+            .is_some_and(|d| !d.is_empty())
+    })
+}
+
+/// Each way of the runs that sent the reverse way or both (`summary.json` →
+/// `directions`): a row per configuration and way.
+fn directions(h: &mut String, e: &Experiment) {
+    if !has_directions(e) {
+        return;
+    }
+    h.push_str("<h2 id=\"directions\">Each way</h2><p>Runs with <code>traffic.direction</code> = \"reverse\" or \"both\": forward is the generator's port to the recorder's (lg0 → DuT → lg1), reverse the other way, each with its own probe stream and records (summary.json → <code>directions</code>). Means over the repetitions, as above.</p>");
+    h.push_str("<div class=\"scroll\"><table><tr><th>configuration</th><th>way</th><th>runs</th><th>offered</th><th>rx rate</th><th>loss</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th><th>RFC 3550 jitter</th></tr>");
+    for c in &e.configs {
+        for way in ["forward", "reverse"] {
+            let at = |ptr: &str| format!("/directions/{way}{ptr}");
+            let runs: Vec<usize> = c
+                .runs
+                .iter()
+                .copied()
+                .filter(|&i| e.runs[i].num(&at("/packets/sent")).is_some())
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let num = |ptr: String| move |r: &Run| r.num(&ptr);
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.label),
+                if way == "forward" { "→ forward" } else { "← reverse" },
+                runs.len(),
+                cell(e, &runs, &num(at("/rate/offered_pps")), Fmt::Pps),
+                cell(e, &runs, &num(at("/rate/rx_pps")), Fmt::Pps),
+                cell(e, &runs, &num(at("/loss_ratio")), Fmt::Percent),
+                cell(e, &runs, &num(at("/latency_ns/p50")), Fmt::Ns),
+                cell(e, &runs, &num(at("/latency_ns/p99")), Fmt::Ns),
+                cell(e, &runs, &num(at("/latency_ns/p99.9")), Fmt::Ns),
+                cell(e, &runs, &num(at("/latency_ns/max")), Fmt::Ns),
+                cell(e, &runs, &num(at("/jitter_ns/rfc3550")), Fmt::Ns),
+            );
+        }
+    }
+    h.push_str("</table></div>");
 }
 
 pub(crate) const CSS: &str = r#"

@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 mod frame;

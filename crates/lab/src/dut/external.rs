@@ -13,7 +13,7 @@
 //! frames sent from it first (l2). `stop` — or a drop on any other way out — runs
 //! `teardown`, removes the addresses, and writes `runs/NNN/external.json`.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -295,7 +295,12 @@ impl RunningExternal {
             self.hook(&h)?;
         }
         self.probe_dst = Some(match self.config.mode {
-            Mode::L3 => self.resolve_gateway(self.config.gateway, &self.ports.0)?,
+            Mode::L3 => self.resolve_gateway(
+                "gateway",
+                self.config.gateway,
+                &self.ports.0,
+                self.config.tx_address.0,
+            )?,
             Mode::L2 => {
                 let rx = self.ports.1.clone();
                 self.learn(&rx)?;
@@ -377,43 +382,51 @@ impl RunningExternal {
     }
 
     /// The MAC of the box's address `gw`, asked by ARP from `port`.
-    fn resolve_gateway(&self, gw: Ipv4Addr, port: &str) -> Result<MacAddr, LabError> {
-        let gw_s = gw.to_string();
-        // A stale entry would answer for a box that is not there.
-        let _ = self.ip(&["neigh", "flush", "to", &gw_s, "dev", port]);
+    fn resolve_gateway(
+        &self,
+        key: &str,
+        gw: Ipv4Addr,
+        port: &str,
+        own: Ipv4Addr,
+    ) -> Result<MacAddr, LabError> {
         let deadline = Instant::now() + self.config.arp_timeout;
-        loop {
-            // Any datagram to the gateway makes the kernel ask for its MAC.
-            let nudge = || -> std::io::Result<()> {
-                let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-                s.send_to(
-                    b"nflab",
-                    SocketAddr::from((gw, crate::net::addresses::PROBE_DST_PORT)),
-                )
-                .map(drop)
-            };
-            let _ = if self.lg_ns.is_empty() {
-                nudge()
-            } else {
-                NetnsGuard::run(&self.lg_ns, nudge)?
-            };
-            std::thread::sleep(Duration::from_millis(50));
-            let shown = self
-                .ip(&["neigh", "show", "to", &gw_s, "dev", port])
-                .unwrap_or_default();
-            let mut words = shown.split_whitespace();
-            if let Some(mac) = words.by_ref().skip_while(|w| *w != "lladdr").nth(1) {
-                if let Ok(m) = mac.parse() {
-                    return Ok(m);
+        // Asked on the port itself, with its own address as the sender: the LoadGen's
+        // routes play no part (the box may sit in another subnet than the port, as a
+        // route of its own reaches the port's).
+        let answer = self.in_lg(|| {
+            let mac = iface_mac(port)?;
+            let mut sock = nflab_dataplane::sock::RawSocket::open(port, true, 4)
+                .map_err(|e| LabError::Topology(format!("cannot ask ARP on {port}: {e}")))?;
+            while Instant::now() < deadline {
+                sock.tx_batch(1, &mut |_, buf| {
+                    nflab_wire::arp::write_request(buf, mac, own, gw)
+                })
+                .and_then(|_| sock.flush_tx())
+                .map_err(|e| LabError::Topology(format!("cannot ask ARP on {port}: {e}")))?;
+                let asked = Instant::now();
+                let mut found = None;
+                while found.is_none() && asked.elapsed() < Duration::from_millis(100) {
+                    sock.rx_batch(16, Duration::from_millis(10), &mut |f, _| {
+                        if let Some((ip, m)) = nflab_wire::arp::reply_sender(f) {
+                            if ip == gw {
+                                found = Some(m);
+                            }
+                        }
+                    })
+                    .map_err(|e| LabError::Topology(format!("cannot hear ARP on {port}: {e}")))?;
+                }
+                if found.is_some() {
+                    return Ok(found);
                 }
             }
-            if Instant::now() >= deadline {
-                return Err(LabError::Topology(format!(
-                    "the gateway {gw} did not answer ARP on {port} within {} s: is the box up, and is dut.external.gateway its address on that side?",
-                    self.config.arp_timeout.as_secs_f64()
-                )));
-            }
-        }
+            Ok(None)
+        })?;
+        answer.ok_or_else(|| {
+            LabError::Topology(format!(
+                "the gateway {gw} did not answer ARP on {port} within {} s: is the box up, and is dut.external.{key} its address on that side?",
+                self.config.arp_timeout.as_secs_f64()
+            ))
+        })
     }
 
     /// l2: RFC 2544 §23 learning frames from `rx` (the port that receives the probes),
@@ -525,7 +538,12 @@ impl RunningDut for RunningExternal {
     fn reverse_probe(&mut self, base: ProbeSpec) -> Result<ProbeSpec, LabError> {
         let (tx, rx) = self.ports.clone();
         let dst = match self.config.mode {
-            Mode::L3 => self.resolve_gateway(self.config.reverse_gateway, &rx)?,
+            Mode::L3 => self.resolve_gateway(
+                "reverse_gateway",
+                self.config.reverse_gateway,
+                &rx,
+                self.config.rx_address.0,
+            )?,
             Mode::L2 => {
                 self.learn(&tx)?;
                 self.in_lg(|| iface_mac(&tx))?

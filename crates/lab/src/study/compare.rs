@@ -139,7 +139,27 @@ struct Pooled {
     app: Vec<AppColumns>,
 }
 
-/// Latencies of every run of an experiment, pooled by configuration.
+/// Add one way of a run (its records and its part of `summary.json`) to `entry`.
+fn pool(entry: &mut Pooled, records: &Path, summary: &serde_json::Value) -> Result<(), LabError> {
+    let file = nflab_record::read_all(records)?;
+    let warm: Vec<(u16, u64)> = file
+        .trailer
+        .as_ref()
+        .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
+        .unwrap_or_default();
+    entry.runs += 1;
+    entry.sent += summary["packets"]["sent"].as_u64().unwrap_or(0);
+    entry.lost += summary["packets"]["lost"].as_u64().unwrap_or(0);
+    entry.latencies.extend(
+        file.records
+            .iter()
+            .filter(|r| !warm.iter().any(|(f, w)| *f == r.flow && r.seq < *w))
+            .map(|r| r.rx_ns as i64 - r.tx_ns as i64),
+    );
+    Ok(())
+}
+
+/// Latencies of every run of an experiment, pooled by configuration (and way).
 fn load(dir: &Path) -> Result<BTreeMap<String, Pooled>, LabError> {
     let runs = dir.join("runs");
     let entries = std::fs::read_dir(&runs).map_err(|e| {
@@ -160,33 +180,37 @@ fn load(dir: &Path) -> Result<BTreeMap<String, Pooled>, LabError> {
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or_default();
         let key = serde_json::to_string(&params["sweep"]).unwrap_or_default();
-        let file = nflab_record::read_all(&rd.join("records.nfr"))?;
         let summary: serde_json::Value = std::fs::read_to_string(rd.join("summary.json"))
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or_default();
-        let warm: Vec<(u16, u64)> = file
-            .trailer
-            .as_ref()
-            .map(|t| t.sent.iter().map(|s| (s.flow, s.warmup)).collect())
-            .unwrap_or_default();
-        let entry = out.entry(key).or_insert(Pooled {
-            runs: 0,
-            latencies: Vec::new(),
-            sent: 0,
-            lost: 0,
-            app: Vec::new(),
-        });
-        entry.runs += 1;
-        entry.app.push(read_app_columns(&rd));
-        entry.sent += summary["packets"]["sent"].as_u64().unwrap_or(0);
-        entry.lost += summary["packets"]["lost"].as_u64().unwrap_or(0);
-        entry.latencies.extend(
-            file.records
-                .iter()
-                .filter(|r| !warm.iter().any(|(f, w)| *f == r.flow && r.seq < *w))
-                .map(|r| r.rx_ns as i64 - r.tx_ns as i64),
-        );
+        // Each way a run sent is a configuration of its own: the reverse way's key
+        // says so, so that it is compared with the reverse way only.
+        let ways = &summary["directions"];
+        let first_way = if ways.get("forward").is_none() && ways.get("reverse").is_some() {
+            "reverse"
+        } else {
+            "forward"
+        };
+        let mut files = vec![(first_way, rd.join("records.nfr"), &summary)];
+        if first_way == "forward" && ways.get("reverse").is_some() {
+            files.push(("reverse", rd.join("records-reverse.nfr"), &ways["reverse"]));
+        }
+        for (way, records, summary) in files {
+            let key = match way {
+                "reverse" => format!("{key} ← reverse"),
+                _ => key.clone(),
+            };
+            let entry = out.entry(key).or_insert(Pooled {
+                runs: 0,
+                latencies: Vec::new(),
+                sent: 0,
+                lost: 0,
+                app: Vec::new(),
+            });
+            pool(entry, &records, summary)?;
+            entry.app.push(read_app_columns(&rd));
+        }
     }
     for p in out.values_mut() {
         p.latencies.sort_unstable();
