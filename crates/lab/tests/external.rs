@@ -79,30 +79,39 @@ fn a_router_set_up_by_its_hooks_measures_as_the_linux_router_nflab_sets_up() {
 }
 
 #[test]
-fn a_box_that_drops_a_known_share_loses_that_share() {
+fn a_box_that_drops_a_known_share_of_one_way_loses_that_share_that_way_only() {
     if !nflab_testkit::require_root() || !nflab_testkit::require_tool("nft", "nftables") {
         return;
     }
     let _one = serial();
     let dir = tmp("drop");
     let share = 0.2;
-    let drop_rule = r#"health = ["sh", "-c", "ip netns exec $NFLAB_DUT_NETNS nft add table inet box && ip netns exec $NFLAB_DUT_NETNS nft 'add chain inet box through { type filter hook forward priority 0; }' && ip netns exec $NFLAB_DUT_NETNS nft add rule inet box through numgen random mod 100 '<' 20 drop"]"#;
+    // The box drops a fifth of what comes in on its egress port: the reverse way.
+    let drop_rule = r#"health = ["sh", "-c", "ip netns exec $NFLAB_DUT_NETNS nft add table inet box && ip netns exec $NFLAB_DUT_NETNS nft 'add chain inet box through { type filter hook forward priority 0; }' && ip netns exec $NFLAB_DUT_NETNS nft add rule inet box through iifname $NFLAB_EGRESS numgen random mod 100 '<' 20 drop"]"#;
     let r = study(
         &dir,
         &format!(
-            "[experiment]\nname = \"drop\"\n{TRAFFIC}[dut]\nkind = \"external\"\n[dut.external]\n{ROUTER_SETUP}\n{drop_rule}\n"
+            "[experiment]\nname = \"drop\"\n{TRAFFIC}direction = \"both\"\n[dut]\nkind = \"external\"\n[dut.external]\n{ROUTER_SETUP}\n{drop_rule}\n"
         ),
     )
     .expect("the study");
     let s = &r.runs[0].summary;
-    let n = (s.packets.received + s.packets.lost) as f64;
-    let se = (share * (1.0 - share) / n).sqrt();
-    assert!(
-        (s.loss_ratio - share).abs() <= 3.0 * se,
-        "loss {} of {n} probes, expected {share} ± {}",
-        s.loss_ratio,
-        3.0 * se
-    );
+    for (way, want) in [("forward", 0.0), ("reverse", share)] {
+        let x = &s.directions[way];
+        let n = (x.packets.received + x.packets.lost) as f64;
+        let se = (want * (1.0 - want) / n).sqrt();
+        println!("{way}: loss {} of {n} probes", x.loss_ratio);
+        assert!(
+            (x.loss_ratio - want).abs() <= 3.0 * se,
+            "{way}: loss {} of {n} probes, expected {want} ± {}",
+            x.loss_ratio,
+            3.0 * se
+        );
+    }
+    // The box's MAC on each side, found by ARP.
+    let ext = json(&r.dir.join("runs/000/external.json"));
+    assert_eq!(ext["probe_dst_mac"], "02:4e:46:00:01:01", "{ext}");
+    assert_eq!(ext["reverse_probe_dst_mac"], "02:4e:46:00:01:02", "{ext}");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
@@ -382,6 +391,20 @@ fn a_box_behind_the_loadgens_own_ports_is_measured_and_the_ports_are_left_as_fou
     assert_eq!(s.loss_ratio, 0.0);
     assert!(s.packets.received > 9000, "{:?}", s.packets);
     let ext = json(&r.dir.join("runs/000/external.json"));
+    // The box's two MACs: the probes go to in0, and nothing goes the other way.
+    let mac_of = |dev: &str| {
+        let out = Command::new("ip")
+            .args(["-n", &boxns, "-br", "link", "show", dev])
+            .output()
+            .expect("ip");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(2)
+            .expect("a MAC")
+            .to_string()
+    };
+    assert_eq!(ext["probe_dst_mac"], mac_of("in0"), "{ext}");
+    assert!(ext["reverse_probe_dst_mac"].is_null(), "{ext}");
     assert_eq!(
         ext["addresses_added"],
         serde_json::json!(["198.18.0.1/24 on tx0", "198.19.0.1/24 on rx0"])
@@ -389,6 +412,26 @@ fn a_box_behind_the_loadgens_own_ports_is_measured_and_the_ports_are_left_as_fou
     assert!(ext["netns"].is_null(), "{ext}");
     // The addresses went again; the rest of the LoadGen's namespace is as it was.
     assert_eq!(state_of(&lg), before, "the LoadGen's namespace changed");
+    // Both ways through the same box: the reverse way to out0's MAC, found by ARP.
+    let both_dir = tmp("hosts-both");
+    let both = study(
+        &both_dir,
+        &format!(
+            "[experiment]\nname = \"hosts\"\n{TRAFFIC}direction = \"both\"\n[topology]\nkind = \"hosts\"\n\
+             [hosts.loadgen]\naddress = \"local\"\nnetns = \"{lg}\"\ntx_iface = \"tx0\"\nrx_iface = \"rx0\"\n\
+             [dut]\nkind = \"external\"\n"
+        ),
+    )
+    .expect("the study both ways");
+    for way in ["forward", "reverse"] {
+        let x = &both.runs[0].summary.directions[way];
+        assert_eq!(x.loss_ratio, 0.0, "{way}");
+        assert!(x.packets.received > 9000, "{way}: {:?}", x.packets);
+    }
+    let ext = json(&both.dir.join("runs/000/external.json"));
+    assert_eq!(ext["reverse_probe_dst_mac"], mac_of("out0"), "{ext}");
+    assert_eq!(state_of(&lg), before, "the LoadGen's namespace changed");
+    std::fs::remove_dir_all(&both_dir).expect("clean up");
     // [hosts.dut] is for a box nflab sets up.
     let e = study(
         &tmp("hosts-dut"),
@@ -429,9 +472,13 @@ fn the_third_party_examples_forward_every_probe() {
         let dir = tmp(name);
         let r = study(&dir, &toml::to_string(&spec).expect("spec"))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Every example sends both ways, and the box carries both.
         let s = &r.runs[0].summary;
-        assert_eq!(s.loss_ratio, 0.0, "{name}");
-        assert!(s.packets.received > 4000, "{name}: {:?}", s.packets);
+        for way in ["forward", "reverse"] {
+            let x = &s.directions[way];
+            assert_eq!(x.loss_ratio, 0.0, "{name} {way}");
+            assert!(x.packets.received > 4000, "{name} {way}: {:?}", x.packets);
+        }
         let ext = json(&r.dir.join("runs/000/external.json"));
         for hook in ext["hooks"].as_array().expect("hooks") {
             assert_eq!(hook["exit_code"], 0, "{name}: {hook}");

@@ -207,4 +207,46 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn both_ways_need_a_dut_with_a_reverse_path_and_say_which_have_one() {
+        let check = |extra: &str| {
+            Spec::parse(
+                &format!("[experiment]\nname = \"d\"\n[traffic]\ndirection = \"both\"\n{extra}"),
+                "t",
+            )
+            .and_then(|s| s.check_supported())
+        };
+        check("[dut]\nkind = \"linux-router\"").expect("a router routes both ways");
+        let e = check("[dut]\nkind = \"udp-relay\"")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "traffic.direction = \"both\" needs a DuT with a reverse path, and dut.kind = \"udp-relay\" relays datagrams from dut0 to dut1 only; use dut.kind = loopback, linux-router, linux-bridge, link, testpmd, ovs or external, or direction = \"forward\""
+        );
+        let e = check("[dut]\nkind = \"ovs\"\nshape = \"unidirectional\"\nbridges = 2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("forwards dut0 → dut1 only with dut.shape"),
+            "{e}"
+        );
+        let e = check("backend = \"xdp_live\"").unwrap_err().to_string();
+        assert!(e.contains("traffic.backend = \"xdp_live\" cannot"), "{e}");
+        let e = check("tx_timestamp = \"kernel\"").unwrap_err().to_string();
+        assert!(e.contains("kernel TX timestamps on both ports"), "{e}");
+        let e = check("flows = 20000").unwrap_err().to_string();
+        assert!(
+            e.contains("traffic.flows = 20000 is too many: the probe stream has at most 16384 flows with traffic.direction = \"both\""),
+            "{e}"
+        );
+        let e = Spec::parse(
+            "[experiment]\nname = \"d\"\n[traffic]\ndirection = \"sideways\"\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sideways") && e.contains("forward"), "{e}");
+    }
 }
