@@ -147,3 +147,39 @@ fn the_reverse_way_alone_is_the_runs_only_way() {
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+#[test]
+fn the_nflab_data_plane_routes_each_way_on_its_own_workers() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("nflab");
+    let r = study(
+        &dir,
+        "[experiment]\nname = \"nf\"\n[dut]\nkind = \"nflab\"\npipeline = [\"router\"]\nrx_mode = \"adaptive\"\n\
+         [traffic]\ndirection = \"both\"\nrate_pps = 5000\nduration_s = 1\nwarmup_s = 0.2\n",
+    )
+    .expect("the study");
+    let s = &r.runs[0].summary;
+    for way in ["forward", "reverse"] {
+        let x = &s.directions[way];
+        assert_eq!(x.loss_ratio, 0.0, "{way}: {:?}", x.packets);
+        assert!(x.packets.received > 4000, "{way}: {:?}", x.packets);
+    }
+    // Each way's worker counted its own frames.
+    let dut = json(&r.dir.join("runs").join(&r.runs[0].run).join("dut.json"));
+    for (way, stats) in [("forward", &dut), ("reverse", &dut["reverse"])] {
+        let rx: u64 = stats["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .filter_map(|p| p["rx_packets"].as_u64())
+            .sum();
+        assert!(
+            rx >= 5000,
+            "{way}: the worker received {rx} frames: {stats}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -108,6 +108,18 @@ pub trait DutDriver: Plumbing + Sync {
         seed: u64,
         dir: &Path,
     ) -> Result<Box<dyn RunningDut>, LabError>;
+
+    /// [`DutDriver::start`] for a run whose probes also go the reverse way: a DuT that
+    /// forwards each way on its own workers starts the reverse way's too.
+    fn start_both_ways(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        seed: u64,
+        dir: &Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        self.start(topo, dut, seed, dir)
+    }
 }
 
 /// A DuT running for one run. Dropping it stops it without writing anything.

@@ -21,7 +21,7 @@ use crate::error::LabError;
 use crate::net::netns::NetnsGuard;
 use crate::spec::{DutKind, DutSection};
 use crate::topo::Plumbing;
-use crate::topo::{Topology, DUT0_IP, DUT0_MAC, DUT1_MAC, LG0_MAC, LG1_MAC};
+use crate::topo::{Topology, DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_MAC, LG1_MAC};
 
 /// Interface the data plane receives on.
 pub const INPUT_IFACE: &str = "dut0";
@@ -63,6 +63,22 @@ pub fn lab_context() -> BuildContext {
         ],
         base_dir: ".".into(),
         instance: 0,
+    }
+}
+
+/// [`lab_context`] mirrored, for the reverse way's worker (dut1 → dut0): its input is
+/// dut1, its next hop lg0, and the default routes name the ports the other way round.
+pub fn reverse_lab_context() -> BuildContext {
+    BuildContext {
+        in_mac: DUT1_MAC,
+        out_mac: DUT0_MAC,
+        next_hop_mac: LG0_MAC,
+        icmp_source: DUT1_IP,
+        default_routes: vec![
+            format!("198.18.0.0/24 out {LG0_MAC}"),
+            format!("198.19.0.0/24 in {LG1_MAC}"),
+        ],
+        ..lab_context()
     }
 }
 
@@ -524,8 +540,17 @@ impl DutDriver for NflabDriver {
         None
     }
 
-    fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
-        Err("receives on dut0 and sends on dut1 only: its data plane has no worker for the other way")
+    /// A second worker set carries dut1 → dut0 with the same pipeline, its ports and
+    /// default routes mirrored; routes of the spec's own name one way only.
+    fn reverse_path(&self, dut: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
+        let own_routes = dut
+            .router
+            .as_ref()
+            .is_some_and(|r| !r.routes.is_empty() || r.routes_file.is_some());
+        if own_routes {
+            return Err("has routes of the spec's own in [dut.router], which name the ports of one way: leave them out (the default routes serve both ways)");
+        }
+        Ok(DUT1_MAC)
     }
 
     fn queues(&self, dut: &DutSection) -> u32 {
@@ -540,6 +565,58 @@ impl DutDriver for NflabDriver {
         _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut)?))
+    }
+
+    fn start_both_ways(
+        &self,
+        topo: &Topology,
+        dut: &DutSection,
+        _seed: u64,
+        _dir: &std::path::Path,
+    ) -> Result<Box<dyn RunningDut>, LabError> {
+        let forward = start(topo, dut)?;
+        let ns = crate::dut::dut_namespace(topo, "nflab")?;
+        // The reverse way's workers on the CPUs after the forward way's.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu = (dut.dut_cpu()? + dut.workers.unwrap_or(1) as usize) % cpus;
+        let reverse = spawn(
+            Some(ns),
+            OUTPUT_IFACE,
+            INPUT_IFACE,
+            &DutSection {
+                cpu: Some(cpu),
+                ..dut.clone()
+            },
+            Some(reverse_lab_context()),
+        )?;
+        Ok(Box::new(BothWays { forward, reverse }))
+    }
+}
+
+/// An nflab DuT forwarding both ways, each on its own workers.
+struct BothWays {
+    forward: NflabDut,
+    reverse: NflabDut,
+}
+
+/// `dut.json` of a DuT forwarding both ways: the forward way's counters as for one
+/// way, the reverse way's under `reverse`.
+#[derive(serde::Serialize)]
+struct BothWaysStats {
+    #[serde(flatten)]
+    forward: WorkerStats,
+    reverse: WorkerStats,
+}
+
+impl RunningDut for BothWays {
+    fn stop(self: Box<Self>, dir: &std::path::Path) -> Result<Stopped, LabError> {
+        let BothWays { forward, reverse } = *self;
+        let stats = BothWaysStats {
+            forward: forward.stop(),
+            reverse: reverse.stop(),
+        };
+        let error = stats.forward.error.clone().or(stats.reverse.error.clone());
+        write_dut_json(dir, &stats, error)
     }
 }
 

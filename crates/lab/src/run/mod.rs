@@ -74,7 +74,11 @@ pub fn run_one_with(
     write_json(&dir.join("topology.json"), topo)?;
     let mut iface_knobs = apply_iface_knobs(spec, topo)?;
     let seed = spec.experiment.seed.wrapping_add(plan.index as u64);
-    let mut dut = crate::dut::driver(spec.dut.kind).start(topo, &spec.dut, seed, dir)?;
+    let driver = crate::dut::driver(spec.dut.kind);
+    let mut dut = match spec.traffic.direction.has_reverse() {
+        true => driver.start_both_ways(topo, &spec.dut, seed, dir)?,
+        false => driver.start(topo, &spec.dut, seed, dir)?,
+    };
     let monitor = spec.monitor.as_ref();
     let monitor = monitor
         .map(|m| monitor::start(m, topo, spec.dut.kind, seed))

@@ -223,7 +223,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "traffic.direction = \"both\" needs a DuT with a reverse path, and dut.kind = \"udp-relay\" relays datagrams from dut0 to dut1 only; use dut.kind = loopback, linux-router, linux-bridge, link, testpmd, ovs or external, or direction = \"forward\""
+            "traffic.direction = \"both\" needs a DuT with a reverse path, and dut.kind = \"udp-relay\" relays datagrams from dut0 to dut1 only; use dut.kind = loopback, linux-router, linux-bridge, nflab, link, testpmd, ovs or external, or direction = \"forward\""
         );
         let e = check("[dut]\nkind = \"ovs\"\nshape = \"unidirectional\"\nbridges = 2")
             .unwrap_err()
@@ -232,6 +232,14 @@ mod tests {
             e.contains("forwards dut0 → dut1 only with dut.shape"),
             "{e}"
         );
+        let e = check("[dut]\nkind = \"nflab\"\npipeline = [\"router\"]\n[dut.router]\nroutes = [\"198.19.0.0/24 out 02:4e:46:00:00:02\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("has routes of the spec's own in [dut.router]"),
+            "{e}"
+        );
+        check("[dut]\nkind = \"nflab\"\npipeline = [\"router\"]").expect("default routes");
         let e = check("backend = \"xdp_live\"").unwrap_err().to_string();
         assert!(e.contains("traffic.backend = \"xdp_live\" cannot"), "{e}");
         let e = check("tx_timestamp = \"kernel\"").unwrap_err().to_string();
