@@ -115,6 +115,72 @@ fn a_box_that_drops_a_known_share_of_one_way_loses_that_share_that_way_only() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
+#[test]
+fn with_a_kept_topology_the_hooks_run_once_per_study() {
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let _one = serial();
+    let dir = tmp("keep");
+    let log = dir.join("hooks.log");
+    let (setup, teardown) = (
+        ROUTER_SETUP.replace(
+            "sysctl -qw net.ipv4.ip_forward=1",
+            &format!(
+                "sysctl -qw net.ipv4.ip_forward=1 && echo setup >> {}",
+                log.display()
+            ),
+        ),
+        format!(
+            "teardown = [\"sh\", \"-c\", \"echo teardown >> {}\"]",
+            log.display()
+        ),
+    );
+    for keep in [true, false] {
+        let _ = std::fs::remove_file(&log);
+        let r = study(
+            &dir,
+            &format!(
+                "[experiment]\nname = \"keep\"\n{TRAFFIC}[topology]\nkeep = {keep}\n[dut]\nkind = \"external\"\n\
+                 [dut.external]\n{setup}\n{teardown}\n[sweep]\n\"traffic.rate_pps\" = [5000, 10000, 20000]\n"
+            ),
+        )
+        .expect("the study");
+        assert_eq!(r.runs.len(), 3);
+        for row in &r.runs {
+            assert_eq!(
+                row.summary.loss_ratio, 0.0,
+                "keep = {keep}, run {}",
+                row.run
+            );
+        }
+        let hooks = std::fs::read_to_string(&log).expect("the hooks' log");
+        let times = if keep { 1 } else { 3 };
+        assert_eq!(
+            hooks,
+            "setup\nteardown\n".repeat(times),
+            "keep = {keep}: the hooks ran so"
+        );
+        if keep {
+            let first = json(&r.dir.join("runs/000/external.json"));
+            let names: Vec<&str> = first["hooks"]
+                .as_array()
+                .expect("hooks")
+                .iter()
+                .filter_map(|h| h["name"].as_str())
+                .collect();
+            assert_eq!(names, ["setup", "teardown"], "{first}");
+            for run in ["001", "002"] {
+                let later = json(&r.dir.join("runs").join(run).join("external.json"));
+                assert_eq!(later["set_up_in_run"], "000", "{later}");
+                assert_eq!(later["hooks"], serde_json::json!([]), "{later}");
+                assert_eq!(later["probe_dst_mac"], "02:4e:46:00:01:01", "{later}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
 /// What a namespace looks like to someone who would notice a change.
 fn state_of(ns: &str) -> String {
     let mut s = String::new();

@@ -115,6 +115,12 @@ impl DutDriver for ExternalDriver {
         Ok(crate::net::addresses::LG0_MAC)
     }
 
+    /// With `topology.keep = true` the box is set up once per study: its hooks run
+    /// around the runs that share the topology, not around each.
+    fn lives_with_kept_topology(&self) -> bool {
+        true
+    }
+
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
         let lg = hosts.get("loadgen").ok_or(
             "topology.kind = \"hosts\" with dut.kind = \"external\" needs a [hosts.loadgen] section: the LoadGen's tx_iface and rx_iface",
@@ -225,6 +231,9 @@ struct ExternalReport<'a> {
     mode: Mode,
     netns: Option<&'a str>,
     ports: Option<(&'a str, &'a str)>,
+    /// With `topology.keep`: the run whose `external.json` holds the hooks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set_up_in_run: Option<String>,
     probe_dst_mac: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reverse_probe_dst_mac: Option<String>,
@@ -502,6 +511,7 @@ impl RunningExternal {
                 .iter()
                 .find(|(k, _)| *k == "NFLAB_INGRESS")
                 .map(|_| (self.config.ports.0.as_str(), self.config.ports.1.as_str())),
+            set_up_in_run: None,
             probe_dst_mac: self.probe_dst.map(|m| m.to_string()),
             reverse_probe_dst_mac: self.reverse_dst.map(|m| m.to_string()),
             addresses_added: added,
@@ -565,6 +575,19 @@ impl RunningDut for RunningExternal {
             },
             ..base
         })
+    }
+
+    /// A later run of a kept topology: its `external.json` names the run that set the
+    /// box up (where the hooks' record is, teardown included once the study ends).
+    fn note_kept_run(&mut self, dir: &Path, started_in: usize) -> Result<Stopped, LabError> {
+        let mut report = self.report(self.added_report.clone());
+        // The run that set it up has the hooks so far; the drop adds the teardown.
+        if dir != self.dir {
+            report.set_up_in_run = Some(format!("{started_in:03}"));
+            report.hooks.clear();
+        }
+        crate::artifacts::files::write_json(&dir.join("external.json"), &report)?;
+        Ok(Stopped::default())
     }
 
     fn stop(mut self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {

@@ -109,6 +109,12 @@ pub trait DutDriver: Plumbing + Sync {
         dir: &Path,
     ) -> Result<Box<dyn RunningDut>, LabError>;
 
+    /// Whether a DuT of this kind keeps running with a kept topology (`topology.keep =
+    /// true`): started by the first run and stopped with the topology, instead of per run.
+    fn lives_with_kept_topology(&self) -> bool {
+        false
+    }
+
     /// [`DutDriver::start`] for a run whose probes also go the reverse way: a DuT that
     /// forwards each way on its own workers starts the reverse way's too.
     fn start_both_ways(
@@ -141,6 +147,12 @@ pub trait RunningDut {
     /// (`dut.json` where the kind has one); an error when it failed during the
     /// run, after its files are written.
     fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError>;
+
+    /// A run in `dir` used this DuT, kept running since run `started_in`
+    /// ([`DutDriver::lives_with_kept_topology`]): write what that run needs to know.
+    fn note_kept_run(&mut self, _dir: &Path, _started_in: usize) -> Result<Stopped, LabError> {
+        Ok(Stopped::default())
+    }
 }
 
 /// What a stopped DuT hands on to the rest of the run.

@@ -58,7 +58,42 @@ pub fn run_one(plan: &RunPlan, dir: &Path, stop: &Arc<AtomicBool>) -> Result<Run
 }
 
 /// A topology kept between runs (`topology.keep = true`), with what it was built for.
-pub type KeptTopology = Option<(String, Topology)>;
+pub type KeptTopology = Option<Kept>;
+
+/// What `topology.keep = true` keeps from one run to the next: the topology and, for
+/// a DuT that lives as long as its topology (an external box's hooks run once per
+/// study then), the running DuT. Fields drop in order: the DuT before its topology.
+pub struct Kept {
+    /// The DuT kept running, with the run that started it.
+    dut: Option<(Box<dyn crate::dut::RunningDut>, usize)>,
+    /// What the topology was built for.
+    key: String,
+    /// The topology.
+    topo: Topology,
+}
+
+/// The running DuT of one run: its own, or the one `topology.keep` keeps.
+enum DutOfRun<'k> {
+    Own(Box<dyn crate::dut::RunningDut>),
+    Kept(&'k mut dyn crate::dut::RunningDut, usize),
+}
+
+impl DutOfRun<'_> {
+    fn get(&mut self) -> &mut dyn crate::dut::RunningDut {
+        match self {
+            DutOfRun::Own(d) => d.as_mut(),
+            DutOfRun::Kept(d, _) => &mut **d,
+        }
+    }
+
+    /// Stop the run's own DuT; a kept one keeps running and notes this run.
+    fn stop(self, dir: &Path) -> Result<crate::dut::Stopped, LabError> {
+        match self {
+            DutOfRun::Own(d) => d.stop(dir),
+            DutOfRun::Kept(d, started_in) => d.note_kept_run(dir, started_in),
+        }
+    }
+}
 
 /// One run, reusing `kept` when the spec says `topology.keep = true` and the
 /// previous run needed the same topology; otherwise a fresh one (the
@@ -70,25 +105,26 @@ pub fn run_one_with(
     kept: &mut KeptTopology,
 ) -> Result<RunOutcome, LabError> {
     let spec = &plan.spec;
-    let topo = topology_of(spec, kept)?;
+    let Kept {
+        dut: kept_dut,
+        topo,
+        ..
+    } = topology_of(spec, kept)?;
+    let topo = &*topo;
     write_json(&dir.join("topology.json"), topo)?;
     let mut iface_knobs = apply_iface_knobs(spec, topo)?;
     let seed = spec.experiment.seed.wrapping_add(plan.index as u64);
-    let driver = crate::dut::driver(spec.dut.kind);
-    let mut dut = match spec.traffic.direction.has_reverse() {
-        true => driver.start_both_ways(topo, &spec.dut, seed, dir)?,
-        false => driver.start(topo, &spec.dut, seed, dir)?,
-    };
+    let mut dut = start_dut(plan, topo, seed, dir, kept_dut)?;
     let monitor = spec.monitor.as_ref();
     let monitor = monitor
         .map(|m| monitor::start(m, topo, spec.dut.kind, seed))
         .transpose()?;
     let app = crate::app::start(spec, topo, dir, stop)?;
 
-    let probe = dut.probe(probe_base(topo));
+    let probe = dut.get().probe(probe_base(topo));
     let gen_plan = build_plan(&spec.traffic, spec.experiment.seed, &probe)?;
     let reverse = match spec.traffic.direction.has_reverse() {
-        true => Some(reverse_sending(spec, topo, dut.as_mut())?),
+        true => Some(reverse_sending(spec, topo, dut.get())?),
         false => None,
     };
     let records = dir.join("records.nfr");
@@ -208,9 +244,36 @@ fn analyse_each_way(
     Ok((summary, generator, recorder))
 }
 
+/// The run's DuT: the one kept with the topology when the driver keeps its DuT with a
+/// kept topology (started by an earlier run, or now and kept), else its own.
+fn start_dut<'k>(
+    plan: &RunPlan,
+    topo: &Topology,
+    seed: u64,
+    dir: &Path,
+    kept: &'k mut Option<(Box<dyn crate::dut::RunningDut>, usize)>,
+) -> Result<DutOfRun<'k>, LabError> {
+    let spec = &plan.spec;
+    let driver = crate::dut::driver(spec.dut.kind);
+    let start = || match spec.traffic.direction.has_reverse() {
+        true => driver.start_both_ways(topo, &spec.dut, seed, dir),
+        false => driver.start(topo, &spec.dut, seed, dir),
+    };
+    if !(spec.topology.keep && driver.lives_with_kept_topology()) {
+        return Ok(DutOfRun::Own(start()?));
+    }
+    if kept.is_none() {
+        *kept = Some((start()?, plan.index));
+    }
+    let Some((dut, started_in)) = kept.as_mut() else {
+        unreachable!("a DuT was just kept")
+    };
+    Ok(DutOfRun::Kept(dut.as_mut(), *started_in))
+}
+
 /// The run's topology: `kept` when `topology.keep` holds one built for the same
 /// topology and DuT, else a fresh one (the old one goes before the new is built).
-fn topology_of<'k>(spec: &Spec, kept: &'k mut KeptTopology) -> Result<&'k Topology, LabError> {
+fn topology_of<'k>(spec: &Spec, kept: &'k mut KeptTopology) -> Result<&'k mut Kept, LabError> {
     let dut = crate::dut::driver(spec.dut.kind);
     let key = serde_json::json!([
         spec.topology.kind,
@@ -221,15 +284,19 @@ fn topology_of<'k>(spec: &Spec, kept: &'k mut KeptTopology) -> Result<&'k Topolo
         dut.port_names(&spec.dut)
     ])
     .to_string();
-    let reuse = spec.topology.keep && kept.as_ref().is_some_and(|(k, _)| *k == key);
+    let reuse = spec.topology.keep && kept.as_ref().is_some_and(|k| k.key == key);
     if !reuse {
         *kept = None;
-        *kept = Some((key, topology::for_spec(spec)?));
+        *kept = Some(Kept {
+            dut: None,
+            key,
+            topo: topology::for_spec(spec)?,
+        });
     }
-    let Some((_, topo)) = kept.as_ref() else {
+    let Some(k) = kept.as_mut() else {
         unreachable!("a topology was just stored")
     };
-    Ok(topo)
+    Ok(k)
 }
 
 /// Interface knobs need the topology; they are undone before it goes.
