@@ -117,6 +117,20 @@ fn both_ways_over_an_asymmetric_link_each_way_has_its_own_delay_and_loss() {
         .parse()
         .expect("a ratio");
     assert_eq!(lost, rev.loss_ratio);
+    // The report has a row per way.
+    nflab_report::write_report_with(
+        &r.dir,
+        &nflab_report::Options {
+            no_png: true,
+            ..Default::default()
+        },
+    )
+    .expect("the report");
+    let html = std::fs::read_to_string(r.dir.join("report.html")).expect("report.html");
+    let each_way = &html[html
+        .find("id=\"directions\"")
+        .expect("the Each way section")..];
+    assert!(each_way.contains("→ forward") && each_way.contains("← reverse"));
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
