@@ -231,10 +231,18 @@ impl DutDriver for RelayDriver {
 
 impl RunningDut for RelayDut {
     /// `relay_truth.parquet`, and `dut.json`: the relay's counters and whether it ran
-    /// under SCHED_FIFO (`dut.realtime`). The truth goes on to the monitor.
+    /// under SCHED_FIFO (`dut.realtime`). The truth goes on to the monitor. A relay
+    /// that failed leaves `dut.json` with `realtime` and its `error` (its counters
+    /// and truth went with it), then the run gets the error.
     fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {
         let realtime = self.realtime;
-        let (truth, stats) = RelayDut::stop(*self)?;
+        let (truth, stats) = match RelayDut::stop(*self) {
+            Ok(ran) => ran,
+            Err(e) => {
+                let dut = serde_json::json!({ "realtime": realtime, "error": e.to_string() });
+                return crate::dut::write_dut_json(dir, &dut, Some(e.to_string()));
+            }
+        };
         write_truth(&truth, &dir.join("relay_truth.parquet"))?;
         let mut dut = serde_json::to_value(&stats).map_err(|e| LabError::Other(e.to_string()))?;
         if let Some(o) = dut.as_object_mut() {
@@ -266,4 +274,36 @@ pub fn write_truth(rows: &[TruthRow], path: &Path) -> Result<(), LabError> {
         ],
     };
     write_parquet(&t, path).map_err(|e| LabError::Other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_relay_writes_dut_json_before_its_error() {
+        let dir = nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-relay")
+            .expect("dir");
+        let relay = RelayDut {
+            realtime: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Some(std::thread::spawn(|| {
+                Err(std::io::Error::other("recv: network is down"))
+            })),
+        };
+        let e = RunningDut::stop(Box::new(relay), &dir)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the udp relay failed: recv: network is down"),
+            "{e}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("dut.json")).expect("dut.json"))
+                .expect("json");
+        assert_eq!(json["realtime"], false);
+        assert_eq!(json["error"].as_str(), Some(e.as_str()));
+        assert!(!dir.join("relay_truth.parquet").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
