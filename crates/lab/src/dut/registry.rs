@@ -115,6 +115,45 @@ mod tests {
         assert_eq!(names.len(), KINDS.len());
     }
 
+    /// The kind after `k` in `DutKind`'s declaration, `None` after the last. No `_`
+    /// arm: a new variant does not compile here until it has its place in the chain.
+    fn declared_after(k: Option<DutKind>) -> Option<DutKind> {
+        match k {
+            None => Some(DutKind::LinuxRouter),
+            Some(DutKind::LinuxRouter) => Some(DutKind::LinuxBridge),
+            Some(DutKind::LinuxBridge) => Some(DutKind::Loopback),
+            Some(DutKind::Loopback) => Some(DutKind::Nflab),
+            Some(DutKind::Nflab) => Some(DutKind::Link),
+            Some(DutKind::Link) => Some(DutKind::Testpmd),
+            Some(DutKind::Testpmd) => Some(DutKind::Ovs),
+            Some(DutKind::Ovs) => Some(DutKind::UdpRelay),
+            Some(DutKind::UdpRelay) => Some(DutKind::External),
+            Some(DutKind::External) => None,
+        }
+    }
+
+    #[test]
+    fn kinds_lists_every_kind() {
+        let mut every = Vec::new();
+        let mut k = declared_after(None);
+        while let Some(kind) = k {
+            assert!(KINDS.contains(&kind), "KINDS lacks {}", kind.as_str());
+            every.push(kind);
+            k = declared_after(k);
+        }
+        assert_eq!(every.len(), KINDS.len());
+        // And every name the spec accepts (serde's list of variants) is in the chain.
+        let e = toml::Value::String("no-such-kind".into())
+            .try_into::<DutKind>()
+            .unwrap_err()
+            .to_string();
+        let accepted: Vec<&str> = e.split('`').skip(3).step_by(2).collect();
+        assert_eq!(accepted.len(), KINDS.len(), "{e}");
+        for name in accepted {
+            assert!(every.iter().any(|k| k.as_str() == name), "{name}: {e}");
+        }
+    }
+
     #[test]
     fn kinds_are_listed_as_a_sentence() {
         assert_eq!(
