@@ -172,3 +172,39 @@ pub(crate) fn write_dut_json<T: serde::Serialize>(
         None => Ok(Stopped::default()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dut_cpu_and_io_are_checked_alike_for_both_software_duts() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        type Check = fn(&DutSection) -> Result<(), LabError>;
+        let checks: [(DutKind, Check); 2] = [
+            (DutKind::Nflab, DutSection::check_nflab),
+            (DutKind::Testpmd, DutSection::check_testpmd),
+        ];
+        for (kind, check) in checks {
+            let dut = |cpu: Option<usize>, io: Option<&str>| DutSection {
+                kind,
+                pipeline: (kind == DutKind::Nflab).then(|| vec!["l2fwd".into()]),
+                cpu,
+                io: io.map(String::from),
+                ..DutSection::default()
+            };
+            assert_eq!(dut(None, None).dut_cpu().unwrap(), cpus - 1);
+            check(&dut(Some(cpus - 1), Some("af_packet"))).expect("last CPU, AF_PACKET");
+            let e = check(&dut(Some(cpus), None)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("dut.cpu = {cpus} does not exist")),
+                "{kind:?}: {e}"
+            );
+            let e = check(&dut(None, Some("dpdk"))).unwrap_err().to_string();
+            assert!(
+                e.contains("dut.io = \"dpdk\" is not known") && e.contains("af_packet"),
+                "{kind:?}: {e}"
+            );
+        }
+    }
+}

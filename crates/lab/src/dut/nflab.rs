@@ -550,3 +550,33 @@ impl RunningDut for NflabDut {
         write_dut_json(dir, &stats, error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{DutKind, DutSection};
+
+    #[test]
+    fn dut_workers_are_checked_in_one_sentence() {
+        let nflab = |workers: u32, io: Option<&str>| DutSection {
+            kind: DutKind::Nflab,
+            pipeline: Some(vec!["l2fwd".into()]),
+            workers: Some(workers),
+            io: io.map(String::from),
+            ..DutSection::default()
+        };
+        nflab(2, None)
+            .check_nflab()
+            .expect("two workers on auto ports");
+        nflab(64, Some("af_xdp")).check_nflab().expect("64 workers");
+        let e = nflab(0, None).check_nflab().unwrap_err().to_string();
+        assert!(
+            e.contains("dut.workers = 0") && e.contains("1 to 64"),
+            "{e}"
+        );
+        let e = nflab(2, Some("af_packet"))
+            .check_nflab()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dut.workers = 2") && e.contains("af_xdp"), "{e}");
+    }
+}
