@@ -93,6 +93,14 @@ pub trait DutDriver: Plumbing + Sync {
     /// or why the kind carries one direction only (a sentence's end: "it …").
     fn reverse_path(&self, dut: &DutSection) -> Result<MacAddr, &'static str>;
 
+    /// Whether the kind takes Open vSwitch's keys (`dut.hops`, `dut.hop_cables`,
+    /// `dut.hop_order`, `dut.port_type`, `dut.bridges`, `dut.shape`, `dut.depth`,
+    /// `dut.controller`, `dut.egress_rate_bps`, `dut.priority_dscp`); they are
+    /// refused in one sentence for every other kind.
+    fn takes_ovs_keys(&self) -> bool {
+        false
+    }
+
     /// Whether both ends of an application in one subnet (a plant behind lg1, its
     /// controller on lg0) reach each other across this DuT, both ways.
     fn joins_one_subnet(&self) -> bool {

@@ -497,6 +497,10 @@ impl DutDriver for OvsDriver {
         check(&spec.dut)
     }
 
+    fn takes_ovs_keys(&self) -> bool {
+        true
+    }
+
     fn why_not_realtime(&self) -> Option<&'static str> {
         None
     }

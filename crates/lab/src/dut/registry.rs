@@ -37,11 +37,27 @@ pub fn driver(kind: DutKind) -> &'static dyn DutDriver {
 /// The names of the kinds whose driver says `yes`, as "a, b or c" (`word` = "or")
 /// or "a, b and c".
 pub fn kinds_where(yes: impl Fn(&dyn DutDriver) -> bool, word: &str) -> String {
-    let names = names_where(yes);
+    as_sentence(&names_where(yes), word)
+}
+
+/// As [`kinds_where`], each name in quotes as the spec writes it: "\"a\" or \"b\"".
+pub fn quoted_kinds_where(yes: impl Fn(&dyn DutDriver) -> bool, word: &str) -> String {
+    let quoted: Vec<String> = names_where(yes)
+        .into_iter()
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    as_sentence(&quoted, word)
+}
+
+/// `names` as "a, b {word} c".
+fn as_sentence(names: &[impl AsRef<str>], word: &str) -> String {
     match names.split_last() {
         None => String::new(),
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} {word} {last}", rest.join(", ")),
+        Some((last, [])) => last.as_ref().to_string(),
+        Some((last, rest)) => {
+            let rest: Vec<&str> = rest.iter().map(|n| n.as_ref()).collect();
+            format!("{} {word} {}", rest.join(", "), last.as_ref())
+        }
     }
 }
 
@@ -163,6 +179,11 @@ mod tests {
         assert_eq!(
             kinds_where(|d| d.joins_one_subnet(), "or"),
             "loopback, linux-bridge or link"
+        );
+        assert_eq!(quoted_kinds_where(|d| d.takes_ovs_keys(), "or"), "\"ovs\"");
+        assert_eq!(
+            quoted_kinds_where(|d| d.joins_one_subnet(), "and"),
+            "\"loopback\", \"linux-bridge\" and \"link\""
         );
     }
 

@@ -27,11 +27,12 @@ impl Spec {
             || qos_keys.contains(&true)
             || d.depth.is_some()
             || d.controller.is_some())
-            && d.kind != DutKind::Ovs
+            && !crate::dut::driver(d.kind).takes_ovs_keys()
         {
-            return Err(LabError::Unsupported(
-                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
-            ));
+            return Err(LabError::Unsupported(format!(
+                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = {} only",
+                crate::dut::registry::quoted_kinds_where(|d| d.takes_ovs_keys(), "or")
+            )));
         }
         if self.dut.realtime == Some(true) {
             crate::dut::registry::check_realtime(self.dut.kind)?;
