@@ -74,7 +74,7 @@ impl DutDriver for LinuxRouter {
     /// It routes untagged IPv4 only: other frames would be lost to the last one.
     fn check(&self, spec: &Spec) -> Result<(), LabError> {
         let t = &spec.traffic;
-        let others = "loopback, linux-bridge, nflab or testpmd";
+        let others = super::registry::kinds_where(|d| d.carries_ipv6_and_vlan(), "or");
         if t.ip_version == 6 {
             return Err(LabError::Unsupported(format!(
                 "traffic.ip_version = 6 cannot cross dut.kind = \"linux-router\", which routes IPv4 only: use dut.kind = {others}"
@@ -149,6 +149,10 @@ impl DutDriver for LinuxBridge {
         Ok(LG0_MAC)
     }
 
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Bridge)
     }
@@ -189,6 +193,10 @@ impl DutDriver for Loopback {
 
     fn reverse_path(&self, _: &DutSection) -> Result<MacAddr, &'static str> {
         Ok(LG0_MAC)
+    }
+
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
     }
 
     fn joins_one_subnet(&self) -> bool {

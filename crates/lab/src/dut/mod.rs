@@ -66,9 +66,18 @@ pub trait DutDriver: Plumbing + Sync {
     }
 
     /// Check `[hosts]` for `topology.kind = "hosts"` with this kind; the sentence
-    /// names the key.
+    /// names the key. By default: the inventory of a DuT host set up as
+    /// [`DutDriver::remote_setup`] says, refused for a kind without one.
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
-        crate::hosts::remote_dut::validate(hosts, self.kind().as_str(), self.remote_setup())
+        crate::hosts::remote_dut::validate(hosts)?;
+        if self.remote_setup().is_none() {
+            return Err(format!(
+                "dut.kind = \"{}\" on a remote host is not available yet; valid with topology.kind = \"hosts\": {}",
+                self.kind().as_str(),
+                registry::names_where(|d| d.remote_setup().is_some()).join(", ")
+            ));
+        }
+        Ok(())
     }
 
     /// The hosts topology of `spec` (checked by [`DutDriver::check_hosts`]): by default
@@ -98,6 +107,13 @@ pub trait DutDriver: Plumbing + Sync {
     /// `dut.controller`, `dut.egress_rate_bps`, `dut.priority_dscp`); they are
     /// refused in one sentence for every other kind.
     fn takes_ovs_keys(&self) -> bool {
+        false
+    }
+
+    /// Whether the kind is known to carry IPv6 and VLAN-tagged probes
+    /// (`traffic.ip_version = 6`, `traffic.vlan`), as a DuT that cannot is refused
+    /// naming those that can.
+    fn carries_ipv6_and_vlan(&self) -> bool {
         false
     }
 
@@ -184,6 +200,18 @@ pub(crate) fn write_dut_json<T: serde::Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_no_remote_host_can_be_is_refused_naming_those_that_can() {
+        let good = "[loadgen]\naddress = \"local\"\ntx_iface = \"a\"\nrx_iface = \"b\"\n[dut]\naddress = \"root@h\"\ningress_iface = \"c\"\negress_iface = \"d\"\n";
+        let hosts: Inventory = toml::from_str(good).unwrap();
+        driver(DutKind::LinuxRouter).check_hosts(&hosts).unwrap();
+        let e = driver(DutKind::Loopback).check_hosts(&hosts).unwrap_err();
+        assert_eq!(
+            e,
+            "dut.kind = \"loopback\" on a remote host is not available yet; valid with topology.kind = \"hosts\": linux-router, linux-bridge"
+        );
+    }
 
     #[test]
     fn dut_cpu_and_io_are_checked_alike_for_both_software_duts() {

@@ -532,6 +532,10 @@ impl DutDriver for NflabDriver {
         dut.workers.unwrap_or(1)
     }
 
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     fn start(
         &self,
         topo: &Topology,

@@ -180,6 +180,14 @@ mod tests {
             kinds_where(|d| d.joins_one_subnet(), "or"),
             "loopback, linux-bridge or link"
         );
+        assert_eq!(
+            kinds_where(|d| d.carries_ipv6_and_vlan(), "or"),
+            "loopback, linux-bridge, nflab or testpmd"
+        );
+        assert_eq!(
+            kinds_where(|d| d.remote_setup().is_some(), "or"),
+            "linux-router or linux-bridge"
+        );
         assert_eq!(quoted_kinds_where(|d| d.takes_ovs_keys(), "or"), "\"ovs\"");
         assert_eq!(
             quoted_kinds_where(|d| d.joins_one_subnet(), "and"),

@@ -193,7 +193,8 @@ impl Plumbing for RelayDriver {
         deliver_locally(ns, &|a| crate::net::cmd::ip(a))?;
         // The relay's datagrams must reach the recorder with their UDP checksum
         // filled in, not left to veth "hardware".
-        crate::net::cmd::checksums_in_software(ns, "dut1")
+        let who = format!("dut.kind = \"{}\"", DutKind::UdpRelay.as_str());
+        crate::net::cmd::checksums_in_software(ns, &["dut1"], &who)
     }
 
     fn probe_dst_mac(&self) -> nflab_wire::MacAddr {

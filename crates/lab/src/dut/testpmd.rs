@@ -548,6 +548,10 @@ impl DutDriver for TestpmdDriver {
         Some("testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU")
     }
 
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     /// testpmd forwards its two ports to each other, both ways.
     fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
         Ok(LG0_MAC)

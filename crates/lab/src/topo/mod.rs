@@ -316,9 +316,8 @@ impl Topology {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
         }
         if dut.software_checksums_at_loadgen() {
-            for dev in ["lg0", "lg1"] {
-                checksums_in_software(&lg, dev)?;
-            }
+            let who = format!("dut.kind = \"{}\"", self.dut.as_str());
+            checksums_in_software(&lg, &["lg0", "lg1"], &who)?;
         }
         if let Some(ns) = self.dut_ns.clone() {
             dut.plumb(&ns)?;
