@@ -6,11 +6,9 @@
 use nflab_wire::MacAddr;
 
 use super::{DutDriver, NothingRunning, RunningDut};
+use crate::addresses::{DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC};
 use crate::error::LabError;
 use crate::hosts::remote_dut::RemoteSetup;
-use crate::net::addresses::{
-    DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC,
-};
 use crate::net::cmd::{ip, sysctl};
 use crate::spec::{DutKind, DutSection, Spec};
 use crate::topo::{Plumbing, Topology};

@@ -213,7 +213,7 @@ impl DutDriver for LinkDriver {
 
     /// A second worker carries dut1 → dut0, with `[dut.link.reverse]`.
     fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
-        Ok(crate::net::addresses::LG0_MAC)
+        Ok(crate::addresses::LG0_MAC)
     }
 
     fn joins_one_subnet(&self) -> bool {

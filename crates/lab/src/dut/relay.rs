@@ -88,7 +88,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
     let ns = crate::dut::dut_namespace(topo, "udp-relay")?;
     let cfg = dut.relay.clone().unwrap_or_default();
     let arms = cfg.delays().map_err(LabError::Unsupported)?;
-    let port = crate::net::addresses::PROBE_DST_PORT;
+    let port = crate::addresses::PROBE_DST_PORT;
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_t = Arc::clone(&stop);
@@ -198,7 +198,7 @@ impl Plumbing for RelayDriver {
     }
 
     fn probe_dst_mac(&self) -> nflab_wire::MacAddr {
-        crate::net::addresses::DUT0_MAC
+        crate::addresses::DUT0_MAC
     }
 }
 

@@ -31,8 +31,8 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use crate::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
 use crate::error::LabError;
-use crate::net::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
 pub use crate::spec::hosts::{HostEntry, Inventory};
 
 /// How `nflab remote dut-up` sets a DuT host up: the kinds a remote host can be.
