@@ -3,6 +3,7 @@
 //! measurement's own noise floor). nflab runs nothing of its own for them: the
 //! set-up is the namespace's plumbing.
 
+use nflab_monitor::stages::Stage;
 use nflab_wire::MacAddr;
 
 use super::{DutDriver, NothingRunning, RunningDut};
@@ -99,6 +100,10 @@ impl DutDriver for LinuxRouter {
         Some(RemoteSetup::Router)
     }
 
+    fn stages(&self) -> Option<&'static [Stage]> {
+        Some(nflab_monitor::stages::ROUTER)
+    }
+
     fn start(
         &self,
         _: &Topology,
@@ -153,6 +158,10 @@ impl DutDriver for LinuxBridge {
 
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Bridge)
+    }
+
+    fn stages(&self) -> Option<&'static [Stage]> {
+        Some(nflab_monitor::stages::BRIDGE)
     }
 
     fn joins_one_subnet(&self) -> bool {

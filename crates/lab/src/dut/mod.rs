@@ -117,6 +117,18 @@ pub trait DutDriver: Plumbing + Sync {
         false
     }
 
+    /// Whether `[monitor] kind = "udp"` can watch it: a UDP VNF's socket in the DuT
+    /// namespace on the probe port.
+    fn udp_monitor(&self) -> bool {
+        false
+    }
+
+    /// The kernel stages `[monitor] kind = "stages"` timestamps on this kind's path,
+    /// in path order (`nflab_monitor::stages`); `None` for a kind without them.
+    fn stages(&self) -> Option<&'static [nflab_monitor::stages::Stage]> {
+        None
+    }
+
     /// Whether both ends of an application in one subnet (a plant behind lg1, its
     /// controller on lg0) reach each other across this DuT, both ways.
     fn joins_one_subnet(&self) -> bool {

@@ -219,6 +219,15 @@ impl DutDriver for RelayDriver {
         Err("relays datagrams from dut0 to dut1 only")
     }
 
+    /// The relay's socket, bound to the probe port in the DuT namespace.
+    fn udp_monitor(&self) -> bool {
+        true
+    }
+
+    fn stages(&self) -> Option<&'static [nflab_monitor::stages::Stage]> {
+        Some(nflab_monitor::stages::UDP_RELAY)
+    }
+
     fn start(
         &self,
         topo: &Topology,
