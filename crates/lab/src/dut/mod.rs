@@ -23,6 +23,7 @@ pub mod nflab;
 pub mod ovs;
 pub mod registry;
 pub mod relay;
+pub mod standalone;
 pub mod testpmd;
 
 use std::path::Path;
@@ -126,6 +127,12 @@ pub trait DutDriver: Plumbing + Sync {
     /// The kernel stages `[monitor] kind = "stages"` timestamps on this kind's path,
     /// in path order (`nflab_monitor::stages`); `None` for a kind without them.
     fn stages(&self) -> Option<&'static [nflab_monitor::stages::Stage]> {
+        None
+    }
+
+    /// How `nflab dut CONFIG.toml` runs the kind alone on named interfaces; `None`
+    /// for a kind it does not run.
+    fn standalone(&self) -> Option<&dyn standalone::Standalone> {
         None
     }
 
