@@ -104,6 +104,10 @@ impl DutDriver for LinuxRouter {
         Some(nflab_monitor::stages::ROUTER)
     }
 
+    fn plumbing_alone(&self) -> bool {
+        true
+    }
+
     fn start(
         &self,
         _: &Topology,
@@ -168,6 +172,10 @@ impl DutDriver for LinuxBridge {
         true
     }
 
+    fn plumbing_alone(&self) -> bool {
+        true
+    }
+
     fn start(
         &self,
         _: &Topology,
@@ -207,6 +215,10 @@ impl DutDriver for Loopback {
     }
 
     fn joins_one_subnet(&self) -> bool {
+        true
+    }
+
+    fn plumbing_alone(&self) -> bool {
         true
     }
 

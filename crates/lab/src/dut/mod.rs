@@ -130,6 +130,13 @@ pub trait DutDriver: Plumbing + Sync {
         None
     }
 
+    /// Whether the DuT is its namespace's plumbing alone: nflab runs nothing for it
+    /// (its `start` is [`NothingRunning`]), so `nflab topo up` can build its topology
+    /// and leave it up with nothing to stop.
+    fn plumbing_alone(&self) -> bool {
+        false
+    }
+
     /// How `nflab dut CONFIG.toml` runs the kind alone on named interfaces; `None`
     /// for a kind it does not run.
     fn standalone(&self) -> Option<&dyn standalone::Standalone> {

@@ -61,6 +61,11 @@ fn as_sentence(names: &[impl AsRef<str>], word: &str) -> String {
     }
 }
 
+/// The kind the spec spells `name`.
+pub fn kind_named(name: &str) -> Option<DutKind> {
+    KINDS.into_iter().find(|k| k.as_str() == name)
+}
+
 /// The names of the kinds whose driver says `yes`, in [`KINDS`]' order.
 pub fn names_where(yes: impl Fn(&dyn DutDriver) -> bool) -> Vec<&'static str> {
     KINDS
@@ -124,6 +129,7 @@ mod tests {
                 .try_into()
                 .expect("name");
             assert_eq!(parsed, kind);
+            assert_eq!(kind_named(kind.as_str()), Some(kind));
         }
         let mut names: Vec<&str> = KINDS.iter().map(|k| k.as_str()).collect();
         names.sort();
@@ -187,6 +193,14 @@ mod tests {
         assert_eq!(
             kinds_where(|d| d.remote_setup().is_some(), "or"),
             "linux-router or linux-bridge"
+        );
+        assert_eq!(
+            names_where(|d| d.plumbing_alone()),
+            ["loopback", "linux-router", "linux-bridge"]
+        );
+        assert_eq!(
+            quoted_kinds_where(|d| d.standalone().is_some(), "or"),
+            "\"nflab\" or \"link\""
         );
         assert_eq!(quoted_kinds_where(|d| d.takes_ovs_keys(), "or"), "\"ovs\"");
         assert_eq!(
