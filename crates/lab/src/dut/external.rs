@@ -115,6 +115,10 @@ impl DutDriver for ExternalDriver {
         Ok(crate::net::addresses::LG0_MAC)
     }
 
+    fn reverse_on_hosts(&self) -> bool {
+        true
+    }
+
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
         let lg = hosts.get("loadgen").ok_or(
             "topology.kind = \"hosts\" with dut.kind = \"external\" needs a [hosts.loadgen] section: the LoadGen's tx_iface and rx_iface",

@@ -103,6 +103,12 @@ pub trait DutDriver: Plumbing + Sync {
     /// or why the kind carries one direction only (a sentence's end: "it …").
     fn reverse_path(&self, dut: &DutSection) -> Result<MacAddr, &'static str>;
 
+    /// Whether the kind's hosts topology (`topology.kind = "hosts"`) carries the reverse
+    /// direction's probes: nflab drives both of its ports from this machine.
+    fn reverse_on_hosts(&self) -> bool {
+        false
+    }
+
     /// Whether the kind takes Open vSwitch's keys (`dut.hops`, `dut.hop_cables`,
     /// `dut.hop_order`, `dut.port_type`, `dut.bridges`, `dut.shape`, `dut.depth`,
     /// `dut.controller`, `dut.egress_rate_bps`, `dut.priority_dscp`); they are

@@ -204,6 +204,10 @@ mod tests {
         );
         assert_eq!(quoted_kinds_where(|d| d.takes_ovs_keys(), "or"), "\"ovs\"");
         assert_eq!(
+            quoted_kinds_where(|d| d.reverse_on_hosts(), "or"),
+            "\"external\""
+        );
+        assert_eq!(
             quoted_kinds_where(|d| d.joins_one_subnet(), "and"),
             "\"loopback\", \"linux-bridge\" and \"link\""
         );
