@@ -12,9 +12,16 @@
 //! Each driver also says whether the kind carries probes the other way, from the
 //! recorder's port back to the generator's (`traffic.direction`), and where they go.
 //!
+//! Where other code needs to know what a kind does or carries (the OvS keys, IPv6
+//! and VLANs, the monitors, `nflab topo up`, `nflab dut`), it asks the driver; a
+//! sentence that lists kinds lists those whose driver says yes
+//! ([`registry::kinds_where`]).
+//!
 //! Adding a kind: a variant of `DutKind` (spec/dut.rs, with its keys in
-//! `DutSection`), a file here with its driver, and its line in the registry;
-//! the registry's match does not compile until the kind has one.
+//! `DutSection`), a file here with its driver and the check of its keys, and its
+//! line in the registry (`driver` and `KINDS`); the registry's match does not
+//! compile until the kind has one, nor its test until `KINDS` lists it. DESIGN
+//! §2.1 lists every method a driver answers.
 
 pub mod external;
 pub mod kernel;
