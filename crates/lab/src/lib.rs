@@ -11,11 +11,14 @@
 //!
 //! The folders form layers, each using only those below it, and no module imports
 //! another that imports it back:
-//! 1. `error`, `failpoint`; `sys` (processes, CPUs); `artifacts` (files written
-//!    whole, provenance, events);
+//! 1. `error`, `failpoint`, `addresses` (the lab's fixed MACs, IPv4 addresses and
+//!    probe ports); `sys` (processes, CPUs); `artifacts` (files written whole,
+//!    provenance, events);
 //! 2. `spec`: the spec as data, one file per section, with validation, sweeps and
-//!    includes — it imports no feature;
-//! 3. `net` (addresses, namespaces, commands), `knobs`, `hosts` (SSH, the remote DuT);
+//!    includes — it imports nothing above layer 1;
+//! 3. in this order, each using those before it: `net` (namespaces, commands),
+//!    `knobs` (host and interface settings, the journal), `hosts` (SSH, the remote
+//!    DuT);
 //! 4. `topo`: the netns and hosts topologies, `gc`;
 //! 5. `dut`: one driver per DuT kind and the registry, the one match on the kind;
 //! 6. `app`: applications across the DuT;
@@ -25,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod addresses;
 pub mod app;
 pub mod artifacts;
 pub mod dut;

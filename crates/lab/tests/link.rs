@@ -73,7 +73,7 @@ fn probe_with(
                 format!("{text}\n[ports]\ninput = \"dut0\"\noutput = \"dut1\"\nnetns = \"{ns}\"\n"),
             )
             .unwrap();
-            let config = nflab_lab::dut::nflab::StandaloneConfig::from_file(&file);
+            let config = nflab_lab::dut::standalone::StandaloneConfig::from_file(&file);
             let _ = std::fs::remove_file(&file);
             link::start_standalone(&config.expect("the standalone config"))
                 .expect("standalone link")
@@ -388,7 +388,7 @@ fn nflab_dut_runs_a_link_alone_from_a_config_file() {
         "[dut]\nkind = \"linux-router\"\n[ports]\ninput = \"a\"\noutput = \"b\"\n",
     )
     .unwrap();
-    let e = nflab_lab::dut::nflab::StandaloneConfig::from_file(&file)
+    let e = nflab_lab::dut::standalone::StandaloneConfig::from_file(&file)
         .unwrap_err()
         .to_string();
     let _ = std::fs::remove_file(&file);

@@ -1,6 +1,7 @@
 //! Per-packet stage timestamps inside a kernel DuT (`[monitor] kind = "stages"`):
-//! see `src/bpf/stages.bpf.c`. The stages of each DuT kind, in path order, are
-//! [`stages_of`]; `stages.parquet` has one `t_<stage>_ns` column per stage.
+//! see `src/bpf/stages.bpf.c`. The stages of each kernel path, in path order, are
+//! [`ROUTER`], [`BRIDGE`] and [`UDP_RELAY`] (a DuT kind's driver in `nflab-lab` says
+//! which is its own); `stages.parquet` has one `t_<stage>_ns` column per stage.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -61,21 +62,20 @@ impl Stage {
     }
 }
 
-/// The stages of a DuT kind in path order, or `None` for a kind without them.
-pub fn stages_of(dut_kind: &str) -> Option<&'static [Stage]> {
-    match dut_kind {
-        "linux-router" => Some(&[Stage::Ingress, Stage::Route, Stage::Queue, Stage::Egress]),
-        "linux-bridge" => Some(&[Stage::Ingress, Stage::Queue, Stage::Egress]),
-        "udp-relay" => Some(&[
-            Stage::Ingress,
-            Stage::Enqueue,
-            Stage::Recv,
-            Stage::Queue,
-            Stage::Egress,
-        ]),
-        _ => None,
-    }
-}
+/// The stages of the kernel's IPv4 forwarding (`linux-router`), in path order.
+pub const ROUTER: &[Stage] = &[Stage::Ingress, Stage::Route, Stage::Queue, Stage::Egress];
+
+/// The stages of a kernel bridge (`linux-bridge`), in path order.
+pub const BRIDGE: &[Stage] = &[Stage::Ingress, Stage::Queue, Stage::Egress];
+
+/// The stages of a UDP VNF's socket in the DuT namespace (`udp-relay`), in path order.
+pub const UDP_RELAY: &[Stage] = &[
+    Stage::Ingress,
+    Stage::Enqueue,
+    Stage::Recv,
+    Stage::Queue,
+    Stage::Egress,
+];
 
 /// Where to take the stages.
 #[derive(Debug, Clone)]
@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn rows_follow_the_stage_order_and_keep_the_first_time() {
-        let st = stages_of("linux-router").unwrap();
+        let st = ROUTER;
         let ev = [
             (0, 1, 7, 100),
             (5, 1, 7, 130),

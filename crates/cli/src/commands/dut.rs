@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
-use nflab_lab::dut::nflab::{run_standalone, StandaloneConfig};
+use nflab_lab::dut::standalone::{self, StandaloneConfig};
 
 /// Arguments of `nflab dut`.
 #[derive(clap::Args)]
@@ -32,27 +31,11 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let stop = super::stop_flag()?;
-    if config.dut.kind == nflab_lab::spec::DutKind::Link {
-        let stats = nflab_lab::dut::link::run_standalone(&config, duration, &stop)?;
-        if a.stats {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&stats).context("cannot print the counters")?
-            );
-        }
-        if let Some(e) = stats.error() {
-            anyhow::bail!("{e}");
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let stats = run_standalone(&config, duration, &stop)?;
+    let counters = standalone::run(&config, duration, &stop)?;
     if a.stats {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&stats).context("cannot print the counters")?
-        );
+        println!("{}", counters.json);
     }
-    if let Some(e) = stats.error {
+    if let Some(e) = counters.error {
         anyhow::bail!("{e}");
     }
     Ok(ExitCode::SUCCESS)

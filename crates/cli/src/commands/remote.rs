@@ -88,7 +88,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         } => {
             let Some(setup) = hosts::RemoteSetup::from_kind_name(&kind) else {
                 anyhow::bail!(
-                    "dut kind {kind} cannot be set up remotely: use linux-router or linux-bridge"
+                    "dut kind {kind} cannot be set up remotely: use {}",
+                    nflab_lab::dut::registry::kinds_where(|d| d.remote_setup().is_some(), "or")
                 )
             };
             serde_json::to_value(hosts::dut_up(

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use nflab_lab::dut::registry;
 use nflab_lab::spec::DutKind;
 use nflab_lab::topo::{self};
 
@@ -16,9 +17,9 @@ pub struct Args {
 enum Action {
     /// Create a topology that stays until `nflab topo down ID`.
     Up {
-        /// DuT to set up.
-        #[arg(long, value_enum, default_value = "linux-router")]
-        dut: DutArg,
+        /// DuT to set up: a kind that is its namespace's plumbing alone.
+        #[arg(long, value_parser = plumbing_kinds(), default_value = "linux-router")]
+        dut: DutKind,
     },
     /// Remove a topology by id, or every nflab namespace with --all.
     Down {
@@ -41,22 +42,18 @@ enum Action {
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum DutArg {
-    LinuxRouter,
-    LinuxBridge,
-    Loopback,
+/// `--dut`: the kinds whose topology can stay up with nothing running
+/// (`DutDriver::plumbing_alone`).
+fn plumbing_kinds() -> impl clap::builder::TypedValueParser<Value = DutKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(registry::names_where(|d| d.plumbing_alone()))
+        .map(|name| registry::kind_named(&name).expect("a kind's name"))
 }
 
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Up { dut } => {
-            let kind = match dut {
-                DutArg::LinuxRouter => DutKind::LinuxRouter,
-                DutArg::LinuxBridge => DutKind::LinuxBridge,
-                DutArg::Loopback => DutKind::Loopback,
-            };
-            let topo = nflab_lab::dut::topology(kind, 1)?;
+            let topo = nflab_lab::dut::topology(dut, 1)?;
             println!("id {}", topo.id);
             for ns in topo.namespaces() {
                 println!("namespace {ns}");

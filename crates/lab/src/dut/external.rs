@@ -121,6 +121,11 @@ impl DutDriver for ExternalDriver {
         true
     }
 
+    /// The box behind [hosts.loadgen]'s two ports carries what it carries both ways.
+    fn reverse_on_hosts(&self) -> bool {
+        true
+    }
+
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
         let lg = hosts.get("loadgen").ok_or(
             "topology.kind = \"hosts\" with dut.kind = \"external\" needs a [hosts.loadgen] section: the LoadGen's tx_iface and rx_iface",

@@ -3,14 +3,13 @@
 //! measurement's own noise floor). nflab runs nothing of its own for them: the
 //! set-up is the namespace's plumbing.
 
+use nflab_monitor::stages::Stage;
 use nflab_wire::MacAddr;
 
 use super::{DutDriver, NothingRunning, RunningDut};
+use crate::addresses::{DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC};
 use crate::error::LabError;
 use crate::hosts::remote_dut::RemoteSetup;
-use crate::net::addresses::{
-    DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC,
-};
 use crate::net::cmd::{ip, sysctl};
 use crate::spec::{DutKind, DutSection, Spec};
 use crate::topo::{Plumbing, Topology};
@@ -74,7 +73,7 @@ impl DutDriver for LinuxRouter {
     /// It routes untagged IPv4 only: other frames would be lost to the last one.
     fn check(&self, spec: &Spec) -> Result<(), LabError> {
         let t = &spec.traffic;
-        let others = "loopback, linux-bridge, nflab or testpmd";
+        let others = super::registry::kinds_where(|d| d.carries_ipv6_and_vlan(), "or");
         if t.ip_version == 6 {
             return Err(LabError::Unsupported(format!(
                 "traffic.ip_version = 6 cannot cross dut.kind = \"linux-router\", which routes IPv4 only: use dut.kind = {others}"
@@ -99,6 +98,14 @@ impl DutDriver for LinuxRouter {
 
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Router)
+    }
+
+    fn stages(&self) -> Option<&'static [Stage]> {
+        Some(nflab_monitor::stages::ROUTER)
+    }
+
+    fn plumbing_alone(&self) -> bool {
+        true
     }
 
     fn start(
@@ -149,11 +156,23 @@ impl DutDriver for LinuxBridge {
         Ok(LG0_MAC)
     }
 
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     fn remote_setup(&self) -> Option<RemoteSetup> {
         Some(RemoteSetup::Bridge)
     }
 
+    fn stages(&self) -> Option<&'static [Stage]> {
+        Some(nflab_monitor::stages::BRIDGE)
+    }
+
     fn joins_one_subnet(&self) -> bool {
+        true
+    }
+
+    fn plumbing_alone(&self) -> bool {
         true
     }
 
@@ -191,7 +210,15 @@ impl DutDriver for Loopback {
         Ok(LG0_MAC)
     }
 
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     fn joins_one_subnet(&self) -> bool {
+        true
+    }
+
+    fn plumbing_alone(&self) -> bool {
         true
     }
 

@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use nflab_dataplane::WorkerStats;
 
-use crate::dut::nflab::{
-    lab_context, spawn, NflabDut, StandaloneConfig, INPUT_IFACE, OUTPUT_IFACE,
-};
+use crate::dut::nflab::{lab_context, spawn, NflabDut, INPUT_IFACE, OUTPUT_IFACE};
+use crate::dut::standalone::{Counters, Standalone, StandaloneConfig};
 use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::spec::{DutKind, DutSection};
@@ -203,6 +202,10 @@ impl DutDriver for LinkDriver {
         DutKind::Link
     }
 
+    fn standalone(&self) -> Option<&dyn Standalone> {
+        Some(self)
+    }
+
     fn check(&self, spec: &crate::spec::Spec) -> Result<(), LabError> {
         spec.dut.check_link()
     }
@@ -213,7 +216,7 @@ impl DutDriver for LinkDriver {
 
     /// A second worker carries dut1 → dut0, with `[dut.link.reverse]`.
     fn reverse_path(&self, _: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
-        Ok(crate::net::addresses::LG0_MAC)
+        Ok(crate::addresses::LG0_MAC)
     }
 
     fn joins_one_subnet(&self) -> bool {
@@ -228,6 +231,23 @@ impl DutDriver for LinkDriver {
         _dir: &std::path::Path,
     ) -> Result<Box<dyn RunningDut>, LabError> {
         Ok(Box::new(start(topo, dut)?))
+    }
+}
+
+impl Standalone for LinkDriver {
+    fn check(&self, dut: &DutSection) -> Result<(), LabError> {
+        dut.check_link()
+    }
+
+    fn run(
+        &self,
+        config: &StandaloneConfig,
+        duration: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<Counters, LabError> {
+        let stats = run_standalone(config, duration, stop)?;
+        let error = stats.error();
+        Counters::of(&stats, error)
     }
 }
 

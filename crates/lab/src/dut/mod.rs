@@ -12,9 +12,16 @@
 //! Each driver also says whether the kind carries probes the other way, from the
 //! recorder's port back to the generator's (`traffic.direction`), and where they go.
 //!
+//! Where other code needs to know what a kind does or carries (the OvS keys, IPv6
+//! and VLANs, the monitors, `nflab topo up`, `nflab dut`), it asks the driver; a
+//! sentence that lists kinds lists those whose driver says yes
+//! ([`registry::kinds_where`]).
+//!
 //! Adding a kind: a variant of `DutKind` (spec/dut.rs, with its keys in
-//! `DutSection`), a file here with its driver, and its line in the registry;
-//! the registry's match does not compile until the kind has one.
+//! `DutSection`), a file here with its driver and the check of its keys, and its
+//! line in the registry (`driver` and `KINDS`); the registry's match does not
+//! compile until the kind has one, nor its test until `KINDS` lists it. DESIGN
+//! §2.1 lists every method a driver answers.
 
 pub mod external;
 pub mod kernel;
@@ -23,6 +30,7 @@ pub mod nflab;
 pub mod ovs;
 pub mod registry;
 pub mod relay;
+pub mod standalone;
 pub mod testpmd;
 
 use std::path::Path;
@@ -66,9 +74,18 @@ pub trait DutDriver: Plumbing + Sync {
     }
 
     /// Check `[hosts]` for `topology.kind = "hosts"` with this kind; the sentence
-    /// names the key.
+    /// names the key. By default: the inventory of a DuT host set up as
+    /// [`DutDriver::remote_setup`] says, refused for a kind without one.
     fn check_hosts(&self, hosts: &Inventory) -> Result<(), String> {
-        crate::hosts::remote_dut::validate(hosts, self.kind().as_str(), self.remote_setup())
+        crate::hosts::remote_dut::validate(hosts)?;
+        if self.remote_setup().is_none() {
+            return Err(format!(
+                "dut.kind = \"{}\" on a remote host is not available yet; valid with topology.kind = \"hosts\": {}",
+                self.kind().as_str(),
+                registry::names_where(|d| d.remote_setup().is_some()).join(", ")
+            ));
+        }
+        Ok(())
     }
 
     /// The hosts topology of `spec` (checked by [`DutDriver::check_hosts`]): by default
@@ -92,6 +109,52 @@ pub trait DutDriver: Plumbing + Sync {
     /// `traffic.direction` = "reverse" or "both") are addressed on the netns topology,
     /// or why the kind carries one direction only (a sentence's end: "it …").
     fn reverse_path(&self, dut: &DutSection) -> Result<MacAddr, &'static str>;
+
+    /// Whether the kind's hosts topology (`topology.kind = "hosts"`) carries the reverse
+    /// direction's probes: nflab drives both of its ports from this machine.
+    fn reverse_on_hosts(&self) -> bool {
+        false
+    }
+
+    /// Whether the kind takes Open vSwitch's keys (`dut.hops`, `dut.hop_cables`,
+    /// `dut.hop_order`, `dut.port_type`, `dut.bridges`, `dut.shape`, `dut.depth`,
+    /// `dut.controller`, `dut.egress_rate_bps`, `dut.priority_dscp`); they are
+    /// refused in one sentence for every other kind.
+    fn takes_ovs_keys(&self) -> bool {
+        false
+    }
+
+    /// Whether the kind is known to carry IPv6 and VLAN-tagged probes
+    /// (`traffic.ip_version = 6`, `traffic.vlan`), as a DuT that cannot is refused
+    /// naming those that can.
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        false
+    }
+
+    /// Whether `[monitor] kind = "udp"` can watch it: a UDP VNF's socket in the DuT
+    /// namespace on the probe port.
+    fn udp_monitor(&self) -> bool {
+        false
+    }
+
+    /// The kernel stages `[monitor] kind = "stages"` timestamps on this kind's path,
+    /// in path order (`nflab_monitor::stages`); `None` for a kind without them.
+    fn stages(&self) -> Option<&'static [nflab_monitor::stages::Stage]> {
+        None
+    }
+
+    /// Whether the DuT is its namespace's plumbing alone: nflab runs nothing for it
+    /// (its `start` is [`NothingRunning`]), so `nflab topo up` can build its topology
+    /// and leave it up with nothing to stop.
+    fn plumbing_alone(&self) -> bool {
+        false
+    }
+
+    /// How `nflab dut CONFIG.toml` runs the kind alone on named interfaces; `None`
+    /// for a kind it does not run.
+    fn standalone(&self) -> Option<&dyn standalone::Standalone> {
+        None
+    }
 
     /// Whether both ends of an application in one subnet (a plant behind lg1, its
     /// controller on lg0) reach each other across this DuT, both ways.
@@ -194,5 +257,53 @@ pub(crate) fn write_dut_json<T: serde::Serialize>(
     match error {
         Some(e) => Err(LabError::Other(e)),
         None => Ok(Stopped::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_no_remote_host_can_be_is_refused_naming_those_that_can() {
+        let good = "[loadgen]\naddress = \"local\"\ntx_iface = \"a\"\nrx_iface = \"b\"\n[dut]\naddress = \"root@h\"\ningress_iface = \"c\"\negress_iface = \"d\"\n";
+        let hosts: Inventory = toml::from_str(good).unwrap();
+        driver(DutKind::LinuxRouter).check_hosts(&hosts).unwrap();
+        let e = driver(DutKind::Loopback).check_hosts(&hosts).unwrap_err();
+        assert_eq!(
+            e,
+            "dut.kind = \"loopback\" on a remote host is not available yet; valid with topology.kind = \"hosts\": linux-router, linux-bridge"
+        );
+    }
+
+    #[test]
+    fn dut_cpu_and_io_are_checked_alike_for_both_software_duts() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        type Check = fn(&DutSection) -> Result<(), LabError>;
+        let checks: [(DutKind, Check); 2] = [
+            (DutKind::Nflab, DutSection::check_nflab),
+            (DutKind::Testpmd, DutSection::check_testpmd),
+        ];
+        for (kind, check) in checks {
+            let dut = |cpu: Option<usize>, io: Option<&str>| DutSection {
+                kind,
+                pipeline: (kind == DutKind::Nflab).then(|| vec!["l2fwd".into()]),
+                cpu,
+                io: io.map(String::from),
+                ..DutSection::default()
+            };
+            assert_eq!(dut(None, None).dut_cpu().unwrap(), cpus - 1);
+            check(&dut(Some(cpus - 1), Some("af_packet"))).expect("last CPU, AF_PACKET");
+            let e = check(&dut(Some(cpus), None)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("dut.cpu = {cpus} does not exist")),
+                "{kind:?}: {e}"
+            );
+            let e = check(&dut(None, Some("dpdk"))).unwrap_err().to_string();
+            assert!(
+                e.contains("dut.io = \"dpdk\" is not known") && e.contains("af_packet"),
+                "{kind:?}: {e}"
+            );
+        }
     }
 }

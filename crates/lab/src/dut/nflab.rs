@@ -16,6 +16,7 @@ use nflab_dataplane::config::{build_chain, BuildContext};
 use nflab_dataplane::sock::RawSocket;
 use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
 
+use crate::dut::standalone::{Counters, Standalone, StandaloneConfig};
 use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::net::netns::NetnsGuard;
@@ -315,66 +316,6 @@ pub fn spawn(
     Ok(dut)
 }
 
-/// The file of `nflab dut CONFIG.toml`: a `[dut]` section with the keys of
-/// a spec's `[dut]`, and the ports.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StandaloneConfig {
-    /// The data plane, as in a spec.
-    pub dut: DutSection,
-    /// Where it runs.
-    pub ports: PortsSection,
-}
-
-/// `[ports]` of a standalone config.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortsSection {
-    /// Interface to receive on.
-    pub input: String,
-    /// Interface to send on.
-    pub output: String,
-    /// Network namespace of both (default: the current one).
-    #[serde(default)]
-    pub netns: Option<String>,
-}
-
-impl StandaloneConfig {
-    /// Read and check a standalone config file.
-    pub fn from_file(path: &std::path::Path) -> Result<StandaloneConfig, LabError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| LabError::Spec {
-            file: file.clone(),
-            message: format!("cannot read it: {e}"),
-        })?;
-        let c: StandaloneConfig = toml::from_str(&text).map_err(|e| LabError::Spec {
-            file: file.clone(),
-            message: e
-                .to_string()
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .collect::<Vec<_>>()
-                .join(" "),
-        })?;
-        // `kind = "link"` runs through crate::dut::link::run_standalone.
-        let checked = if c.dut.kind == DutKind::Link {
-            c.dut.check_link()
-        } else if c.dut.kind == DutKind::Nflab {
-            c.dut.check_nflab()
-        } else {
-            Err(LabError::Unsupported(format!(
-                "dut.kind = \"{}\": nflab dut runs kind \"nflab\" or \"link\"",
-                c.dut.kind.as_str()
-            )))
-        };
-        checked.map_err(|e| LabError::Spec {
-            file,
-            message: e.to_string(),
-        })?;
-        Ok(c)
-    }
-}
-
 /// `nflab dut`: run the data plane of `config` until `stop` is set or
 /// `duration` has passed; the counters come back even when a port failed
 /// (then with `error` set).
@@ -557,6 +498,14 @@ impl DutDriver for NflabDriver {
         dut.workers.unwrap_or(1)
     }
 
+    fn standalone(&self) -> Option<&dyn Standalone> {
+        Some(self)
+    }
+
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
+    }
+
     fn start(
         &self,
         topo: &Topology,
@@ -620,10 +569,57 @@ impl RunningDut for BothWays {
     }
 }
 
+impl Standalone for NflabDriver {
+    fn check(&self, dut: &DutSection) -> Result<(), LabError> {
+        dut.check_nflab()
+    }
+
+    fn run(
+        &self,
+        config: &StandaloneConfig,
+        duration: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<Counters, LabError> {
+        let stats = run_standalone(config, duration, stop)?;
+        let error = stats.error.clone();
+        Counters::of(&stats, error)
+    }
+}
+
 impl RunningDut for NflabDut {
     fn stop(self: Box<Self>, dir: &std::path::Path) -> Result<Stopped, LabError> {
         let stats = NflabDut::stop(*self);
         let error = stats.error.clone();
         write_dut_json(dir, &stats, error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{DutKind, DutSection};
+
+    #[test]
+    fn dut_workers_are_checked_in_one_sentence() {
+        let nflab = |workers: u32, io: Option<&str>| DutSection {
+            kind: DutKind::Nflab,
+            pipeline: Some(vec!["l2fwd".into()]),
+            workers: Some(workers),
+            io: io.map(String::from),
+            ..DutSection::default()
+        };
+        nflab(2, None)
+            .check_nflab()
+            .expect("two workers on auto ports");
+        nflab(64, Some("af_xdp")).check_nflab().expect("64 workers");
+        let e = nflab(0, None).check_nflab().unwrap_err().to_string();
+        assert!(
+            e.contains("dut.workers = 0") && e.contains("1 to 64"),
+            "{e}"
+        );
+        let e = nflab(2, Some("af_packet"))
+            .check_nflab()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dut.workers = 2") && e.contains("af_xdp"), "{e}");
     }
 }

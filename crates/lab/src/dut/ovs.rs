@@ -497,6 +497,10 @@ impl DutDriver for OvsDriver {
         check(&spec.dut)
     }
 
+    fn takes_ovs_keys(&self) -> bool {
+        true
+    }
+
     fn why_not_realtime(&self) -> Option<&'static str> {
         None
     }
@@ -504,7 +508,7 @@ impl DutDriver for OvsDriver {
     /// The bidirectional shapes cable dut1 back to dut0 (without the hops of `dut.hops`).
     fn reverse_path(&self, dut: &DutSection) -> Result<nflab_wire::MacAddr, &'static str> {
         match shape(dut) {
-            Ok(Shape::Bidirectional) | Err(_) => Ok(crate::net::addresses::LG0_MAC),
+            Ok(Shape::Bidirectional) | Err(_) => Ok(crate::addresses::LG0_MAC),
             Ok(_) => {
                 Err("forwards dut0 → dut1 only with dut.shape = \"unidirectional\" or \"staged\"")
             }

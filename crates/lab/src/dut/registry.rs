@@ -37,12 +37,33 @@ pub fn driver(kind: DutKind) -> &'static dyn DutDriver {
 /// The names of the kinds whose driver says `yes`, as "a, b or c" (`word` = "or")
 /// or "a, b and c".
 pub fn kinds_where(yes: impl Fn(&dyn DutDriver) -> bool, word: &str) -> String {
-    let names = names_where(yes);
+    as_sentence(&names_where(yes), word)
+}
+
+/// As [`kinds_where`], each name in quotes as the spec writes it: "\"a\" or \"b\"".
+pub fn quoted_kinds_where(yes: impl Fn(&dyn DutDriver) -> bool, word: &str) -> String {
+    let quoted: Vec<String> = names_where(yes)
+        .into_iter()
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    as_sentence(&quoted, word)
+}
+
+/// `names` as "a, b {word} c".
+fn as_sentence(names: &[impl AsRef<str>], word: &str) -> String {
     match names.split_last() {
         None => String::new(),
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} {word} {last}", rest.join(", ")),
+        Some((last, [])) => last.as_ref().to_string(),
+        Some((last, rest)) => {
+            let rest: Vec<&str> = rest.iter().map(|n| n.as_ref()).collect();
+            format!("{} {word} {}", rest.join(", "), last.as_ref())
+        }
     }
+}
+
+/// The kind the spec spells `name`.
+pub fn kind_named(name: &str) -> Option<DutKind> {
+    KINDS.into_iter().find(|k| k.as_str() == name)
 }
 
 /// The names of the kinds whose driver says `yes`, in [`KINDS`]' order.
@@ -108,11 +129,51 @@ mod tests {
                 .try_into()
                 .expect("name");
             assert_eq!(parsed, kind);
+            assert_eq!(kind_named(kind.as_str()), Some(kind));
         }
         let mut names: Vec<&str> = KINDS.iter().map(|k| k.as_str()).collect();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), KINDS.len());
+    }
+
+    /// The kind after `k` in `DutKind`'s declaration, `None` after the last. No `_`
+    /// arm: a new variant does not compile here until it has its place in the chain.
+    fn declared_after(k: Option<DutKind>) -> Option<DutKind> {
+        match k {
+            None => Some(DutKind::LinuxRouter),
+            Some(DutKind::LinuxRouter) => Some(DutKind::LinuxBridge),
+            Some(DutKind::LinuxBridge) => Some(DutKind::Loopback),
+            Some(DutKind::Loopback) => Some(DutKind::Nflab),
+            Some(DutKind::Nflab) => Some(DutKind::Link),
+            Some(DutKind::Link) => Some(DutKind::Testpmd),
+            Some(DutKind::Testpmd) => Some(DutKind::Ovs),
+            Some(DutKind::Ovs) => Some(DutKind::UdpRelay),
+            Some(DutKind::UdpRelay) => Some(DutKind::External),
+            Some(DutKind::External) => None,
+        }
+    }
+
+    #[test]
+    fn kinds_lists_every_kind() {
+        let mut every = Vec::new();
+        let mut k = declared_after(None);
+        while let Some(kind) = k {
+            assert!(KINDS.contains(&kind), "KINDS lacks {}", kind.as_str());
+            every.push(kind);
+            k = declared_after(k);
+        }
+        assert_eq!(every.len(), KINDS.len());
+        // And every name the spec accepts (serde's list of variants) is in the chain.
+        let e = toml::Value::String("no-such-kind".into())
+            .try_into::<DutKind>()
+            .unwrap_err()
+            .to_string();
+        let accepted: Vec<&str> = e.split('`').skip(3).step_by(2).collect();
+        assert_eq!(accepted.len(), KINDS.len(), "{e}");
+        for name in accepted {
+            assert!(every.iter().any(|k| k.as_str() == name), "{name}: {e}");
+        }
     }
 
     #[test]
@@ -124,6 +185,31 @@ mod tests {
         assert_eq!(
             kinds_where(|d| d.joins_one_subnet(), "or"),
             "loopback, linux-bridge or link"
+        );
+        assert_eq!(
+            kinds_where(|d| d.carries_ipv6_and_vlan(), "or"),
+            "loopback, linux-bridge, nflab or testpmd"
+        );
+        assert_eq!(
+            kinds_where(|d| d.remote_setup().is_some(), "or"),
+            "linux-router or linux-bridge"
+        );
+        assert_eq!(
+            names_where(|d| d.plumbing_alone()),
+            ["loopback", "linux-router", "linux-bridge"]
+        );
+        assert_eq!(
+            quoted_kinds_where(|d| d.standalone().is_some(), "or"),
+            "\"nflab\" or \"link\""
+        );
+        assert_eq!(quoted_kinds_where(|d| d.takes_ovs_keys(), "or"), "\"ovs\"");
+        assert_eq!(
+            quoted_kinds_where(|d| d.reverse_on_hosts(), "or"),
+            "\"external\""
+        );
+        assert_eq!(
+            quoted_kinds_where(|d| d.joins_one_subnet(), "and"),
+            "\"loopback\", \"linux-bridge\" and \"link\""
         );
     }
 

@@ -88,7 +88,7 @@ pub fn start(topo: &Topology, dut: &DutSection, seed: u64) -> Result<RelayDut, L
     let ns = crate::dut::dut_namespace(topo, "udp-relay")?;
     let cfg = dut.relay.clone().unwrap_or_default();
     let arms = cfg.delays().map_err(LabError::Unsupported)?;
-    let port = crate::net::addresses::PROBE_DST_PORT;
+    let port = crate::addresses::PROBE_DST_PORT;
     let to = SocketAddr::from((LG1_IP, port));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_t = Arc::clone(&stop);
@@ -193,11 +193,12 @@ impl Plumbing for RelayDriver {
         deliver_locally(ns, &|a| crate::net::cmd::ip(a))?;
         // The relay's datagrams must reach the recorder with their UDP checksum
         // filled in, not left to veth "hardware".
-        crate::net::cmd::checksums_in_software(ns, "dut1")
+        let who = format!("dut.kind = \"{}\"", DutKind::UdpRelay.as_str());
+        crate::net::cmd::checksums_in_software(ns, &["dut1"], &who)
     }
 
     fn probe_dst_mac(&self) -> nflab_wire::MacAddr {
-        crate::net::addresses::DUT0_MAC
+        crate::addresses::DUT0_MAC
     }
 }
 
@@ -218,6 +219,15 @@ impl DutDriver for RelayDriver {
         Err("relays datagrams from dut0 to dut1 only")
     }
 
+    /// The relay's socket, bound to the probe port in the DuT namespace.
+    fn udp_monitor(&self) -> bool {
+        true
+    }
+
+    fn stages(&self) -> Option<&'static [nflab_monitor::stages::Stage]> {
+        Some(nflab_monitor::stages::UDP_RELAY)
+    }
+
     fn start(
         &self,
         topo: &Topology,
@@ -231,10 +241,18 @@ impl DutDriver for RelayDriver {
 
 impl RunningDut for RelayDut {
     /// `relay_truth.parquet`, and `dut.json`: the relay's counters and whether it ran
-    /// under SCHED_FIFO (`dut.realtime`). The truth goes on to the monitor.
+    /// under SCHED_FIFO (`dut.realtime`). The truth goes on to the monitor. A relay
+    /// that failed leaves `dut.json` with `realtime` and its `error` (its counters
+    /// and truth went with it), then the run gets the error.
     fn stop(self: Box<Self>, dir: &Path) -> Result<Stopped, LabError> {
         let realtime = self.realtime;
-        let (truth, stats) = RelayDut::stop(*self)?;
+        let (truth, stats) = match RelayDut::stop(*self) {
+            Ok(ran) => ran,
+            Err(e) => {
+                let dut = serde_json::json!({ "realtime": realtime, "error": e.to_string() });
+                return crate::dut::write_dut_json(dir, &dut, Some(e.to_string()));
+            }
+        };
         write_truth(&truth, &dir.join("relay_truth.parquet"))?;
         let mut dut = serde_json::to_value(&stats).map_err(|e| LabError::Other(e.to_string()))?;
         if let Some(o) = dut.as_object_mut() {
@@ -266,4 +284,36 @@ pub fn write_truth(rows: &[TruthRow], path: &Path) -> Result<(), LabError> {
         ],
     };
     write_parquet(&t, path).map_err(|e| LabError::Other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_relay_writes_dut_json_before_its_error() {
+        let dir = nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-relay")
+            .expect("dir");
+        let relay = RelayDut {
+            realtime: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Some(std::thread::spawn(|| {
+                Err(std::io::Error::other("recv: network is down"))
+            })),
+        };
+        let e = RunningDut::stop(Box::new(relay), &dir)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the udp relay failed: recv: network is down"),
+            "{e}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("dut.json")).expect("dut.json"))
+                .expect("json");
+        assert_eq!(json["realtime"], false);
+        assert_eq!(json["error"].as_str(), Some(e.as_str()));
+        assert!(!dir.join("relay_truth.parquet").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -495,6 +495,44 @@ impl Plumbing for TestpmdDriver {
     }
 }
 
+impl DutSection {
+    /// Check a testpmd DuT section: its keys and their ranges.
+    pub fn check_testpmd(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::Unsupported(m));
+        for (key, set) in [
+            ("pipeline", self.pipeline.is_some()),
+            ("rx_mode", self.rx_mode.is_some()),
+            ("drain_us", self.drain_us.is_some()),
+            ("wake_early_us", self.wake_early_us.is_some()),
+            ("link_capacity", self.link_capacity.is_some()),
+            ("workers", self.workers.is_some()),
+            ("command", self.command.is_some()),
+        ] {
+            if set {
+                return bad(format!(
+                    "dut.{key} does not apply to dut.kind = \"testpmd\": it takes cpu, io, batch and forward_mode"
+                ));
+            }
+        }
+        if let Some(b) = self.batch {
+            // testpmd's MAX_PKT_BURST.
+            if !(1..=512).contains(&b) {
+                return bad(format!(
+                    "dut.batch = {b} is out of range for testpmd: use 1 to 512"
+                ));
+            }
+        }
+        self.dut_cpu()?;
+        self.check_io("use af_xdp (default) or af_packet")?;
+        match self.forward_mode.as_deref() {
+            None | Some("io") | Some("mac") => Ok(()),
+            Some(m) => bad(format!(
+                "dut.forward_mode = \"{m}\" is not known: use io (default) or mac"
+            )),
+        }
+    }
+}
+
 impl DutDriver for TestpmdDriver {
     fn kind(&self) -> DutKind {
         DutKind::Testpmd
@@ -508,6 +546,10 @@ impl DutDriver for TestpmdDriver {
 
     fn why_not_realtime(&self) -> Option<&'static str> {
         Some("testpmd's forwarding lcore busy-polls all the time, so SCHED_FIFO would only starve the other threads of its CPU")
+    }
+
+    fn carries_ipv6_and_vlan(&self) -> bool {
+        true
     }
 
     /// testpmd forwards its two ports to each other, both ways.
@@ -665,6 +707,13 @@ Done.
                     ..base.clone()
                 },
                 "does not exist on this host",
+            ),
+            (
+                DutSection {
+                    workers: Some(2),
+                    ..base.clone()
+                },
+                "dut.workers does not apply",
             ),
         ] {
             let e = dut.check_testpmd().unwrap_err().to_string();

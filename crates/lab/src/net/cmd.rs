@@ -12,27 +12,35 @@ pub fn ip(args: &[&str]) -> Result<(), LabError> {
     run("ip", args)
 }
 
-/// `ethtool -K DEV tx off` in `ns`: the kernel computes transmit checksums itself.
-pub fn checksums_in_software(ns: &str, dev: &str) -> Result<(), LabError> {
-    let out = Command::new(system_tool("ip"))
-        .args(["netns", "exec", ns])
-        .arg(system_tool("ethtool"))
-        .args(["-K", dev, "tx", "off"])
-        .output()
-        .map_err(|e| {
-            LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
-        })?;
-    if out.status.success() {
-        return Ok(());
+/// `ethtool -K DEV tx off` in `ns` for each of `devs`: the kernel computes transmit
+/// checksums itself. `who` is what needs it, the subject of the sentence when
+/// ethtool is missing (`dut.kind = "ovs"`).
+pub fn checksums_in_software(ns: &str, devs: &[&str], who: &str) -> Result<(), LabError> {
+    for dev in devs {
+        let out = Command::new(system_tool("ip"))
+            .args(["netns", "exec", ns])
+            .arg(system_tool("ethtool"))
+            .args(["-K", dev, "tx", "off"])
+            .output()
+            .map_err(|e| {
+                LabError::Host(format!("cannot run 'ip netns exec': {e}; install iproute2"))
+            })?;
+        if out.status.success() {
+            continue;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(LabError::Topology(
+            if err.contains("ethtool") && err.contains("No such file") {
+                format!(
+                    "{who} needs ethtool to have the kernel compute checksums on {}: install ethtool",
+                    devs.join(" and ")
+                )
+            } else {
+                format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
+            },
+        ));
     }
-    let err = String::from_utf8_lossy(&out.stderr);
-    Err(LabError::Topology(
-        if err.contains("ethtool") && err.contains("No such file") {
-            "dut.kind = \"link\" and \"ovs\" need ethtool to have the kernel compute checksums on lg0 and lg1: install ethtool".into()
-        } else {
-            format!("'ethtool -K {dev} tx off' failed: {}", err.trim())
-        },
-    ))
+    Ok(())
 }
 
 /// `sysctl -qw SETTINGS` in namespace `ns`.

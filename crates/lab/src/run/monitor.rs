@@ -5,10 +5,11 @@
 use std::path::Path;
 
 use nflab_analyze::export::{write_parquet, Column, Table};
-use nflab_monitor::stages::{stages_of, StagesConfig, StagesMonitor, StagesResult};
+use nflab_monitor::stages::{StagesConfig, StagesMonitor, StagesResult};
 use nflab_monitor::udp::{RotationMode, UdpMonitor, UdpMonitorConfig, UdpMonitorResult};
 use serde::Serialize;
 
+use crate::dut::registry::quoted_kinds_where;
 use crate::error::LabError;
 pub use crate::spec::monitor::{MonitorSection, SampleSpec};
 use crate::spec::DutKind;
@@ -25,9 +26,10 @@ pub fn check(m: &MonitorSection, dut: DutKind) -> Result<(), LabError> {
             m.sample()?;
             m.matching()?;
             m.rotation(0)?;
-            if dut != DutKind::UdpRelay {
+            if !crate::dut::driver(dut).udp_monitor() {
                 return Err(bad(format!(
-                    "monitor.kind = \"udp\" watches a UDP VNF in the DuT namespace: it needs dut.kind = \"udp-relay\", not \"{}\"",
+                    "monitor.kind = \"udp\" watches a UDP VNF in the DuT namespace: it needs dut.kind = {}, not \"{}\"",
+                    quoted_kinds_where(|d| d.udp_monitor(), "or"),
                     dut.as_str()
                 )));
             }
@@ -43,9 +45,10 @@ pub fn check(m: &MonitorSection, dut: DutKind) -> Result<(), LabError> {
                     "monitor.sample, monitor.match, monitor.subtract_offset, monitor.rotate and monitor.rotate_block_s apply to monitor.kind = \"udp\" only".into(),
                 ));
             }
-            if stages_of(dut.as_str()).is_none() {
+            if crate::dut::driver(dut).stages().is_none() {
                 return Err(bad(format!(
-                    "monitor.kind = \"stages\" has stages for dut.kind = \"linux-router\", \"linux-bridge\" or \"udp-relay\", not \"{}\"",
+                    "monitor.kind = \"stages\" has stages for dut.kind = {}, not \"{}\"",
+                    quoted_kinds_where(|d| d.stages().is_some(), "or"),
                     dut.as_str()
                 )));
             }
@@ -95,7 +98,10 @@ pub fn start(
             netns,
             ingress_dev: "dut0".into(),
             egress_dev: "dut1".into(),
-            stages: stages_of(dut.as_str()).unwrap_or_default().to_vec(),
+            stages: crate::dut::driver(dut)
+                .stages()
+                .unwrap_or_default()
+                .to_vec(),
         })
         .map(RunningMonitor::Stages)
         .map_err(err),
@@ -411,10 +417,14 @@ mod tests {
         let e = |m: &str, dut| check(&section(m), dut).unwrap_err().to_string();
         assert!(e("kind = \"kprobe\"", DutKind::UdpRelay)
             .contains("monitor.kind = \"kprobe\" is unknown"));
-        assert!(
-            e("kind = \"udp\"", DutKind::LinuxRouter).contains("needs dut.kind = \"udp-relay\"")
+        assert_eq!(
+            e("kind = \"udp\"", DutKind::LinuxRouter),
+            "monitor.kind = \"udp\" watches a UDP VNF in the DuT namespace: it needs dut.kind = \"udp-relay\", not \"linux-router\""
         );
-        assert!(e("kind = \"stages\"", DutKind::Nflab).contains("not \"nflab\""));
+        assert_eq!(
+            e("kind = \"stages\"", DutKind::Nflab),
+            "monitor.kind = \"stages\" has stages for dut.kind = \"linux-router\", \"linux-bridge\" or \"udp-relay\", not \"nflab\""
+        );
         assert!(e("kind = \"udp\"\nsample = \"some\"", DutKind::UdpRelay)
             .contains("monitor.sample = \"some\""));
         assert!(e(

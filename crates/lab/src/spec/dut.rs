@@ -168,42 +168,6 @@ impl DutSection {
             ))),
         }
     }
-
-    /// Check a testpmd DuT section: its keys and their ranges.
-    pub fn check_testpmd(&self) -> Result<(), LabError> {
-        let bad = |m: String| Err(LabError::Unsupported(m));
-        for (key, set) in [
-            ("pipeline", self.pipeline.is_some()),
-            ("rx_mode", self.rx_mode.is_some()),
-            ("drain_us", self.drain_us.is_some()),
-            ("wake_early_us", self.wake_early_us.is_some()),
-            ("link_capacity", self.link_capacity.is_some()),
-            ("workers", self.workers.is_some()),
-            ("command", self.command.is_some()),
-        ] {
-            if set {
-                return bad(format!(
-                    "dut.{key} does not apply to dut.kind = \"testpmd\": it takes cpu, io, batch and forward_mode"
-                ));
-            }
-        }
-        if let Some(b) = self.batch {
-            // testpmd's MAX_PKT_BURST.
-            if !(1..=512).contains(&b) {
-                return bad(format!(
-                    "dut.batch = {b} is out of range for testpmd: use 1 to 512"
-                ));
-            }
-        }
-        self.dut_cpu()?;
-        self.check_io("use af_xdp (default) or af_packet")?;
-        match self.forward_mode.as_deref() {
-            None | Some("io") | Some("mac") => Ok(()),
-            Some(m) => bad(format!(
-                "dut.forward_mode = \"{m}\" is not known: use io (default) or mac"
-            )),
-        }
-    }
 }
 
 /// Kind of device under test (DESIGN §1).

@@ -10,7 +10,7 @@ use std::time::Duration;
 use nflab_wire::MacAddr;
 use serde::{Deserialize, Serialize};
 
-use crate::net::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
+use crate::addresses::{DUT0_IP, DUT1_IP, LG0_IP, LG1_IP};
 
 /// Longest time a hook may take unless it says otherwise.
 pub const DEFAULT_HOOK_TIMEOUT_S: f64 = 60.0;

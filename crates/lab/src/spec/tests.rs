@@ -19,38 +19,6 @@ duration_s = 1
 "#;
 
 #[test]
-fn dut_workers_are_checked_in_one_sentence() {
-    let nflab = |workers: u32, io: Option<&str>| DutSection {
-        kind: DutKind::Nflab,
-        pipeline: Some(vec!["l2fwd".into()]),
-        workers: Some(workers),
-        io: io.map(String::from),
-        ..DutSection::default()
-    };
-    nflab(2, None)
-        .check_nflab()
-        .expect("two workers on auto ports");
-    nflab(64, Some("af_xdp")).check_nflab().expect("64 workers");
-    let e = nflab(0, None).check_nflab().unwrap_err().to_string();
-    assert!(
-        e.contains("dut.workers = 0") && e.contains("1 to 64"),
-        "{e}"
-    );
-    let e = nflab(2, Some("af_packet"))
-        .check_nflab()
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("dut.workers = 2") && e.contains("af_xdp"), "{e}");
-    let testpmd = DutSection {
-        kind: DutKind::Testpmd,
-        workers: Some(2),
-        ..DutSection::default()
-    };
-    let e = testpmd.check_testpmd().unwrap_err().to_string();
-    assert!(e.contains("dut.workers does not apply"), "{e}");
-}
-
-#[test]
 fn a_link_spec_checks_each_direction_and_names_the_bad_key() {
     let check = |dut: &str| {
         let text = format!("[experiment]\nname = \"x\"\n[dut]\nkind = \"link\"\n{dut}\n");
@@ -210,36 +178,6 @@ fn traffic_the_dut_cannot_forward_is_refused_before_the_run() {
     .expect("a bridge carries both");
     check("loopback", "ip_version = 6\nvlan = 100\nframe_bytes = 128")
         .expect("loopback carries both");
-}
-
-#[test]
-fn dut_cpu_and_io_are_checked_alike_for_both_software_duts() {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    for kind in [DutKind::Nflab, DutKind::Testpmd] {
-        let dut = |cpu: Option<usize>, io: Option<&str>| DutSection {
-            kind,
-            pipeline: (kind == DutKind::Nflab).then(|| vec!["l2fwd".into()]),
-            cpu,
-            io: io.map(String::from),
-            ..DutSection::default()
-        };
-        let check = |d: DutSection| match kind {
-            DutKind::Nflab => d.check_nflab(),
-            _ => d.check_testpmd(),
-        };
-        assert_eq!(dut(None, None).dut_cpu().unwrap(), cpus - 1);
-        check(dut(Some(cpus - 1), Some("af_packet"))).expect("last CPU, AF_PACKET");
-        let e = check(dut(Some(cpus), None)).unwrap_err().to_string();
-        assert!(
-            e.contains(&format!("dut.cpu = {cpus} does not exist")),
-            "{kind:?}: {e}"
-        );
-        let e = check(dut(None, Some("dpdk"))).unwrap_err().to_string();
-        assert!(
-            e.contains("dut.io = \"dpdk\" is not known") && e.contains("af_packet"),
-            "{kind:?}: {e}"
-        );
-    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! so it sits above them (the spec itself only parses and checks its keys).
 
 use crate::error::LabError;
-use crate::spec::{AppSection, Backend, DutKind, Spec, TopologyKind};
+use crate::spec::{AppSection, Backend, Spec, TopologyKind};
 
 impl Spec {
     /// Check that this (resolved) spec can run in this version of nflab.
@@ -27,11 +27,12 @@ impl Spec {
             || qos_keys.contains(&true)
             || d.depth.is_some()
             || d.controller.is_some())
-            && d.kind != DutKind::Ovs
+            && !crate::dut::driver(d.kind).takes_ovs_keys()
         {
-            return Err(LabError::Unsupported(
-                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = \"ovs\" only".into(),
-            ));
+            return Err(LabError::Unsupported(format!(
+                "dut.hops, dut.hop_cables, dut.hop_order, dut.port_type, dut.bridges, dut.shape, dut.depth, dut.controller, dut.egress_rate_bps and dut.priority_dscp apply to dut.kind = {} only",
+                crate::dut::registry::quoted_kinds_where(|d| d.takes_ovs_keys(), "or")
+            )));
         }
         if self.dut.realtime == Some(true) {
             crate::dut::registry::check_realtime(self.dut.kind)?;
@@ -127,11 +128,13 @@ impl Spec {
             ));
         }
         if !self.pair.is_empty()
-            || (self.topology.kind == TopologyKind::Hosts && self.dut.kind != DutKind::External)
+            || (self.topology.kind == TopologyKind::Hosts
+                && !crate::dut::driver(self.dut.kind).reverse_on_hosts())
         {
-            return refuse(
-                "is not available on a remote DuT host yet: with topology.kind = \"hosts\" it needs dut.kind = \"external\" (the box behind [hosts.loadgen]'s two ports)".into(),
-            );
+            return refuse(format!(
+                "is not available on a remote DuT host yet: with topology.kind = \"hosts\" it needs dut.kind = {} (the box behind [hosts.loadgen]'s two ports)",
+                crate::dut::registry::quoted_kinds_where(|d| d.reverse_on_hosts(), "or")
+            ));
         }
         if t.backend == Backend::XdpLive {
             return refuse(

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use nflab_wire::MacAddr;
 use serde::Serialize;
 
-use crate::error::LabError;
-use crate::hosts::remote_dut::{RemoteDut, RemoteSetup};
-pub use crate::net::addresses::{
+pub use crate::addresses::{
     DUT0_IP, DUT0_MAC, DUT1_IP, DUT1_MAC, LG0_IP, LG0_MAC, LG1_IP, LG1_MAC,
 };
+use crate::error::LabError;
+use crate::hosts::remote_dut::{RemoteDut, RemoteSetup};
 use crate::net::cmd::{checksums_in_software, ip};
 pub use crate::net::namespaces::{
     list_namespaces, remove_namespace, NamespaceInfo, NS_PREFIX, OWNER_DIR,
@@ -316,9 +316,8 @@ impl Topology {
             ip(&["-n", &lg, "link", "set", dev, "up"])?;
         }
         if dut.software_checksums_at_loadgen() {
-            for dev in ["lg0", "lg1"] {
-                checksums_in_software(&lg, dev)?;
-            }
+            let who = format!("dut.kind = \"{}\"", self.dut.as_str());
+            checksums_in_software(&lg, &["lg0", "lg1"], &who)?;
         }
         if let Some(ns) = self.dut_ns.clone() {
             dut.plumb(&ns)?;
