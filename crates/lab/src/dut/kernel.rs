@@ -70,21 +70,13 @@ impl DutDriver for LinuxRouter {
         DutKind::LinuxRouter
     }
 
-    /// It routes untagged IPv4 only: other frames would be lost to the last one.
-    fn check(&self, spec: &Spec) -> Result<(), LabError> {
-        let t = &spec.traffic;
-        let others = super::registry::kinds_where(|d| d.carries_ipv6_and_vlan(), "or");
-        if t.ip_version == 6 {
-            return Err(LabError::Unsupported(format!(
-                "traffic.ip_version = 6 cannot cross dut.kind = \"linux-router\", which routes IPv4 only: use dut.kind = {others}"
-            )));
-        }
-        if let Some(v) = t.vlan {
-            return Err(LabError::Unsupported(format!(
-                "traffic.vlan = {v} cannot cross dut.kind = \"linux-router\", which has no VLAN interfaces: use dut.kind = {others}"
-            )));
-        }
+    fn check(&self, _: &Spec) -> Result<(), LabError> {
         Ok(())
+    }
+
+    /// It routes untagged IPv4 only: other frames would be lost to the last one.
+    fn refuses_ipv6_and_vlan(&self) -> Option<(&'static str, &'static str)> {
+        Some(("routes IPv4 only", "has no VLAN interfaces"))
     }
 
     fn why_not_realtime(&self) -> Option<&'static str> {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use nflab_dataplane::WorkerStats;
 
+use crate::dut::alone::{Counters, Standalone, StandaloneConfig};
 use crate::dut::nflab::{lab_context, spawn, NflabDut, INPUT_IFACE, OUTPUT_IFACE};
-use crate::dut::standalone::{Counters, Standalone, StandaloneConfig};
 use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::spec::{DutKind, DutSection};

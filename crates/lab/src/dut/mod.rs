@@ -23,6 +23,7 @@
 //! compile until the kind has one, nor its test until `KINDS` lists it. DESIGN
 //! §2.1 lists every method a driver answers.
 
+pub mod alone;
 pub mod external;
 pub mod kernel;
 pub mod link;
@@ -131,6 +132,12 @@ pub trait DutDriver: Plumbing + Sync {
         false
     }
 
+    /// Why the kind cannot carry IPv6 probes and why not VLAN-tagged ones, where it
+    /// cannot (each the end of a sentence: "which …"); checked before a run.
+    fn refuses_ipv6_and_vlan(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
     /// Whether `[monitor] kind = "udp"` can watch it: a UDP VNF's socket in the DuT
     /// namespace on the probe port.
     fn udp_monitor(&self) -> bool {
@@ -152,7 +159,7 @@ pub trait DutDriver: Plumbing + Sync {
 
     /// How `nflab dut CONFIG.toml` runs the kind alone on named interfaces; `None`
     /// for a kind it does not run.
-    fn standalone(&self) -> Option<&dyn standalone::Standalone> {
+    fn standalone(&self) -> Option<&dyn alone::Standalone> {
         None
     }
 

@@ -16,7 +16,7 @@ use nflab_dataplane::config::{build_chain, BuildContext};
 use nflab_dataplane::sock::RawSocket;
 use nflab_dataplane::{Chain, Port, RxMode, Worker, WorkerConfig, WorkerStats};
 
-use crate::dut::standalone::{Counters, Standalone, StandaloneConfig};
+use crate::dut::alone::{Counters, Standalone, StandaloneConfig};
 use crate::dut::{write_dut_json, DutDriver, RunningDut, Stopped};
 use crate::error::LabError;
 use crate::net::netns::NetnsGuard;

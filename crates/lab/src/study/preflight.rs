@@ -43,6 +43,21 @@ impl Spec {
             return unsupported("dut.kind", self.dut.kind.as_str(), &valid);
         }
         dut.check(self)?;
+        if let Some((no_ipv6, no_vlan)) = dut.refuses_ipv6_and_vlan() {
+            let t = &self.traffic;
+            let kind = self.dut.kind.as_str();
+            let others = crate::dut::registry::kinds_where(|d| d.carries_ipv6_and_vlan(), "or");
+            if t.ip_version == 6 {
+                return Err(LabError::Unsupported(format!(
+                    "traffic.ip_version = 6 cannot cross dut.kind = \"{kind}\", which {no_ipv6}: use dut.kind = {others}"
+                )));
+            }
+            if let Some(v) = t.vlan {
+                return Err(LabError::Unsupported(format!(
+                    "traffic.vlan = {v} cannot cross dut.kind = \"{kind}\", which {no_vlan}: use dut.kind = {others}"
+                )));
+            }
+        }
         // [[pair]] is checked with the spec (crate::spec::pairs), but for what its DuT
         // host can be set up as.
         if !self.pair.is_empty() && dut.remote_setup().is_none() {
