@@ -140,27 +140,59 @@ fn through_sudo_the_result_tree_belongs_to_the_caller() {
     assert!(seen > 10, "{seen}");
 }
 
-#[test]
-fn a_planted_ip_on_path_is_never_run() {
+/// Tools a caller's `PATH` could plant: each fake writes its name to the marker
+/// file and fails. Returns the PATH with them first and the marker.
+fn planted_tools(tmp: &std::path::Path) -> (String, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    require_root!();
-    let tmp = TempDir::new("sec-path");
-    // An `ip` first on PATH, as a caller's ~/.cargo/bin can hold one.
-    let bin = tmp.0.join("bin");
+    // A directory first on PATH, as a caller's ~/.cargo/bin can be.
+    let bin = tmp.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    let marker = tmp.0.join("ran");
-    let fake = bin.join("ip");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = tmp.join("ran");
+    for tool in [
+        "ip",
+        "tc",
+        "sysctl",
+        "ethtool",
+        "tee",
+        "sh",
+        "bash",
+        "dash",
+        "stdbuf",
+        "setpriv",
+        "python3",
+        "nft",
+        "ssh",
+        "true",
+        "sleep",
+        "ovs-vsctl",
+        "ovs-vswitchd",
+        "dpdk-testpmd",
+    ] {
+        let fake = bin.join(tool);
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho {tool} >> {}\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    (path, marker)
+}
+
+fn planted_ran(marker: &std::path::Path) -> String {
+    std::fs::read_to_string(marker).unwrap_or_default()
+}
+
+#[test]
+fn a_planted_ip_on_path_is_never_run() {
+    require_root!();
+    let tmp = TempDir::new("sec-path");
+    let (path, marker) = planted_tools(&tmp.0);
     let up = nflab()
         .args(["topo", "up"])
         .env("PATH", &path)
@@ -177,6 +209,55 @@ fn a_planted_ip_on_path_is_never_run() {
             .unwrap();
         assert!(down.status.success(), "{}", stderr(&down));
     }
-    assert!(!marker.exists(), "nflab ran the ip it found on PATH");
+    let ran = planted_ran(&marker);
+    assert!(ran.is_empty(), "nflab ran these from PATH: {ran}");
     assert!(up.status.success(), "{}", stderr(&up));
+}
+
+/// `nflab run` of a tiny spec, and of an external DuT whose hooks run `sh -c
+/// "ip …"`, with planted tools first on PATH: none of them runs (nflab's own
+/// tools and the hooks' come from the system's directories).
+#[test]
+fn nflab_run_with_planted_tools_on_path_never_runs_them() {
+    require_root!();
+    let tmp = TempDir::new("sec-path-run");
+    let (path, marker) = planted_tools(&tmp.0);
+    let out = tmp.0.join("results");
+    let traffic =
+        "[traffic]\nbackend = \"af_packet\"\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n";
+    let tiny = write_spec(
+        &tmp.0,
+        "tiny",
+        &format!("[experiment]\nname = \"tiny\"\n[dut]\nkind = \"loopback\"\n{traffic}"),
+    );
+    let external = write_spec(
+        &tmp.0,
+        "hooks",
+        &format!(
+            "[experiment]\nname = \"hooks\"\n[dut]\nkind = \"external\"\n{traffic}\
+             [dut.external]\n\
+             setup = [\"sh\", \"-c\", \"ip -n $NFLAB_DUT_NETNS addr add 198.18.0.2/24 dev $NFLAB_INGRESS && ip -n $NFLAB_DUT_NETNS addr add 198.19.0.2/24 dev $NFLAB_EGRESS && ip netns exec $NFLAB_DUT_NETNS sysctl -qw net.ipv4.ip_forward=1\"]\n\
+             teardown = [\"true\"]\n"
+        ),
+    );
+    for spec in [&tiny, &external] {
+        let o = nflab()
+            .args([
+                "run",
+                spec.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .args(["--json"])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let ran = planted_ran(&marker);
+        assert!(
+            ran.is_empty(),
+            "nflab run {} ran these from PATH: {ran}",
+            spec.display()
+        );
+        assert!(o.status.success(), "{}: {}", spec.display(), stderr(&o));
+    }
 }
