@@ -261,3 +261,55 @@ fn nflab_run_with_planted_tools_on_path_never_runs_them() {
         assert!(o.status.success(), "{}: {}", spec.display(), stderr(&o));
     }
 }
+
+/// The README's scripts re-run themselves through `sudo` with the cargo bin
+/// directory and the system's directories as PATH, never the rest of the
+/// caller's PATH (where a planted `ip` could wait). `id` and `sudo` are fakes
+/// here: the first says "not root", the second writes down what it was given.
+#[test]
+fn the_scripts_hand_root_no_path_of_the_callers() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new("sec-sudo-path");
+    let bin = tmp.0.join("caller-bin");
+    std::fs::create_dir(&bin).unwrap();
+    let argv = tmp.0.join("sudo-argv");
+    for (tool, body) in [
+        ("id", "echo 1000".to_string()),
+        (
+            "sudo",
+            format!("printf '%s\\n' \"$@\" > {}", argv.display()),
+        ),
+    ] {
+        let p = bin.join(tool);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let common = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/common.sh");
+    let o = std::process::Command::new("/bin/bash")
+        .arg("-c")
+        .arg(format!(
+            ". {common}; become_root /nonexistent/script.sh a b"
+        ))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", "/home/caller")
+        .env_remove("CARGO_HOME")
+        .env_remove("RUSTUP_HOME")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let args = std::fs::read_to_string(&argv).unwrap();
+    let path = args
+        .lines()
+        .find_map(|l| l.strip_prefix("PATH="))
+        .unwrap_or_else(|| panic!("no PATH= given to sudo: {args}"));
+    assert_eq!(
+        path,
+        "/home/caller/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    );
+    assert!(args.contains("CARGO_HOME=/home/caller/.cargo\n"), "{args}");
+    assert!(
+        args.contains("RUSTUP_HOME=/home/caller/.rustup\n"),
+        "{args}"
+    );
+    assert!(args.ends_with("/nonexistent/script.sh\na\nb\n"), "{args}");
+}
