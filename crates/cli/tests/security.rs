@@ -313,3 +313,68 @@ fn the_scripts_hand_root_no_path_of_the_callers() {
     );
     assert!(args.ends_with("/nonexistent/script.sh\na\nb\n"), "{args}");
 }
+
+/// `--resume` of a tree another user could have prepared: a `.disk-reserve`
+/// symlink is replaced, never followed; a run directory that is a symlink is
+/// redone as a plain directory, what it pointed to untouched; a `runs/`
+/// that is a symlink is refused in one sentence before anything is written.
+#[test]
+fn resume_follows_no_symlink_planted_in_the_tree() {
+    require_root!();
+    let tmp = TempDir::new("sec-resume");
+    let out = tmp.0.join("results");
+    let spec = write_spec(
+        &tmp.0,
+        "again",
+        "[experiment]\nname = \"again\"\n[dut]\nkind = \"loopback\"\n\
+         [traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n",
+    );
+    let (_, result, _) = run_ok(&spec, &out);
+    let exp = std::path::PathBuf::from(result["dir"].as_str().unwrap());
+    let resume = || {
+        nflab()
+            .args(["run", "--resume", exp.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap()
+    };
+    // Outside the tree: a file and a directory the plants point at.
+    let victim = tmp.0.join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let elsewhere = tmp.0.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("mine"), "keep").unwrap();
+    let listing = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let reserve = exp.join(".disk-reserve");
+    let _ = std::fs::remove_file(&reserve);
+    std::os::unix::fs::symlink(&victim, &reserve).unwrap();
+    let run0 = exp.join("runs/000");
+    std::fs::remove_dir_all(&run0).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &run0).unwrap();
+    let o = resume();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept = std::fs::read(&victim).unwrap() == b"keep";
+    assert!(kept, "the reserve was written through the symlink");
+    assert_eq!(listing(&elsewhere), ["mine"]);
+    let m = std::fs::symlink_metadata(&run0).unwrap();
+    assert!(m.is_dir(), "runs/000 is still a symlink");
+    assert!(run0.join(".complete").is_file());
+    // runs/ itself a symlink: refused, nothing written anywhere.
+    let runs = exp.join("runs");
+    std::fs::remove_dir_all(&runs).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &runs).unwrap();
+    let before = listing(&exp);
+    let o = resume();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("runs") && err.contains("symlink"), "{err}");
+    assert_eq!(listing(&elsewhere), ["mine"]);
+    assert_eq!(listing(&exp), before);
+}
