@@ -9,9 +9,13 @@ become_root() {
     return 0
   fi
   if command -v sudo >/dev/null 2>&1; then
-    # Keep the caller's toolchain (rustup lives in the user's home).
-    exec sudo env "PATH=$HOME/.cargo/bin:$PATH" \
-      "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
+    # Keep the caller's toolchain (rustup lives in the user's home), but not
+    # the rest of the caller's PATH: root gets the cargo bin directory and the
+    # system's directories only, so a tool planted in a directory the caller
+    # can write is never run as root.
+    local cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+    exec sudo env "PATH=$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+      "CARGO_HOME=$cargo_home" "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" \
       "CI=${CI:-}" "NFLAB_ALLOW_SKIP=${NFLAB_ALLOW_SKIP:-}" bash "$script" "$@"
   fi
   echo "error: $(basename "$script") needs root (network namespaces, raw sockets, apt): run it as root" >&2

@@ -25,7 +25,7 @@ const BATCH: usize = 256;
 /// thread's network namespace (sysfs shows the namespace it was mounted in,
 /// not the thread's).
 pub fn rx_queues(iface: &str) -> Result<usize, CaptureError> {
-    let out = std::process::Command::new("ip")
+    let out = std::process::Command::new(nflab_io::process::system_tool("ip"))
         .args(["-d", "-j", "link", "show", "dev", iface])
         .output()
         .map_err(|e| CaptureError::Config(format!("cannot run ip to inspect {iface}: {e}")))?;

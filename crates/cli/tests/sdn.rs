@@ -104,12 +104,31 @@ fn sdn_bench_json_has_the_contract_keys_directly_and_via_proxy() {
     }
 }
 
+/// The first python3 on this test's PATH when it imports os_ken (resolved
+/// through `sys.executable`, so a pyenv shim names the real interpreter).
+fn python_with_os_ken() -> Option<String> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import os_ken, sys; print(sys.executable)"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let exe = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    exe.starts_with('/').then_some(exe)
+}
+
 #[test]
 fn sdn_acl_installs_n_plus_m_flows_and_misforwards_nothing() {
     require_root!();
     require_tool!("ovs-vswitchd", "openvswitch-switch");
     let (n, m) = (7, 5);
-    let child = common::nflab()
+    let mut nflab = common::nflab();
+    // nflab takes the system's python3, never PATH's; the test's own (a
+    // pyenv or virtualenv one, where scripts/deps.sh put os-ken) by name.
+    if let Some(python) = python_with_os_ken() {
+        nflab.env("NFLAB_PYTHON", python);
+    }
+    let child = nflab
         .args([
             "sdn",
             "acl",

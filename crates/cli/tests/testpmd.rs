@@ -2,7 +2,8 @@
 //! (Debian package dpdk-dev) with the same generator and recorder as every
 //! other DuT. Needs root and dpdk-testpmd (scripts/deps.sh test installs
 //! dpdk-dev); without dpdk-testpmd the test fails naming the package. The
-//! missing-binary message is checked everywhere.
+//! missing-binary message is checked where it is not installed (nflab never
+//! searches PATH for it), a wrong `NFLAB_TESTPMD` everywhere.
 
 use std::path::PathBuf;
 
@@ -79,18 +80,28 @@ fn a_missing_testpmd_is_one_sentence_naming_the_package() {
     let tmp = TempDir::new("testpmd-missing");
     let spec = tmp.0.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
-    for (env, want) in [
-        // Not on PATH: the package to install.
-        (
-            vec![("PATH", "/nonexistent"), ("NFLAB_TESTPMD", "")],
-            "apt-get install dpdk-dev",
-        ),
-        // A wrong override: the variable to fix.
-        (
-            vec![("NFLAB_TESTPMD", "/nonexistent/dpdk-testpmd")],
-            "NFLAB_TESTPMD",
-        ),
-    ] {
+    // Not in the system's directories (PATH is never searched): the package
+    // to install. Only where it is not installed.
+    let installed = [
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+        "/usr/local/sbin",
+        "/usr/local/bin",
+    ]
+    .iter()
+    .any(|d| std::path::Path::new(d).join("dpdk-testpmd").exists());
+    let missing = (
+        vec![("PATH", "/nonexistent"), ("NFLAB_TESTPMD", "")],
+        "apt-get install dpdk-dev",
+    );
+    // A wrong override: the variable to fix.
+    let wrong = (
+        vec![("NFLAB_TESTPMD", "/nonexistent/dpdk-testpmd")],
+        "NFLAB_TESTPMD",
+    );
+    for (env, want) in (!installed).then_some(missing).into_iter().chain([wrong]) {
         let out = nflab()
             .args(["run", spec.to_str().unwrap(), "--out"])
             .arg(&tmp.0)

@@ -90,7 +90,17 @@ pub const SYSTEM_DIRS: [&str; 6] = [
 /// When none has it, the path in the first directory: running it then fails
 /// with "No such file or directory", naming the tool.
 pub fn system_tool(name: &str) -> std::path::PathBuf {
+    find_system_tool(name).unwrap_or_else(|| std::path::Path::new(SYSTEM_DIRS[0]).join(name))
+}
+
+/// The absolute path of the system tool `name`, the first of [`SYSTEM_DIRS`]
+/// that has it as an executable file; None when none has it (not installed).
+/// A `name` with a `/` is never looked up: None.
+pub fn find_system_tool(name: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
     SYSTEM_DIRS
         .iter()
         .map(|d| std::path::Path::new(d).join(name))
@@ -98,7 +108,12 @@ pub fn system_tool(name: &str) -> std::path::PathBuf {
             p.metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-        .unwrap_or_else(|| std::path::Path::new(SYSTEM_DIRS[0]).join(name))
+}
+
+/// [`SYSTEM_DIRS`] as a `PATH` value, for the commands nflab runs that look
+/// programs up themselves (a hook's `sh -c "ip …"`, `ip netns exec`).
+pub fn system_path() -> String {
+    SYSTEM_DIRS.join(":")
 }
 
 #[cfg(test)]
@@ -119,5 +134,12 @@ mod system_tool_tests {
             missing,
             std::path::Path::new("/usr/sbin/nflab-no-such-tool")
         );
+        assert_eq!(find_system_tool("nflab-no-such-tool"), None);
+        assert_eq!(find_system_tool("../bin/sh"), None);
+        assert_eq!(
+            find_system_tool("sh").as_deref(),
+            Some(system_tool("sh").as_path())
+        );
+        assert!(system_path().split(':').all(|d| SYSTEM_DIRS.contains(&d)));
     }
 }

@@ -15,6 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use nflab_io::process::system_tool;
+
 use crate::error::SdnError;
 use crate::netns::{owner_alive, owner_line, OWNER_DIR};
 
@@ -78,7 +80,7 @@ impl Ovs {
             children: Vec::new(),
         };
         let db = ovs.path("conf.db");
-        let out = Command::new("ovsdb-tool")
+        let out = Command::new(system_tool("ovsdb-tool"))
             .args(["create", &db, SCHEMA])
             .output()
             .map_err(|e| SdnError::Host(format!("cannot run ovsdb-tool: {e}")))?;
@@ -119,14 +121,15 @@ impl Ovs {
     fn spawn(&mut self, daemon: &str, args: &[&str]) -> Result<(), SdnError> {
         let mut cmd = match &self.ns {
             Some(ns) => {
-                let mut c = Command::new(nflab_io::process::system_tool("ip"));
-                c.args(["netns", "exec", ns])
-                    .arg(nflab_io::process::system_tool("setpriv"));
+                let mut c = Command::new(system_tool("ip"));
+                c.args(["netns", "exec", ns]).arg(system_tool("setpriv"));
                 c
             }
-            None => Command::new(nflab_io::process::system_tool("setpriv")),
+            None => Command::new(system_tool("setpriv")),
         };
-        cmd.args(["--pdeathsig", "KILL", daemon])
+        // setpriv would search PATH for a bare name.
+        cmd.args(["--pdeathsig", "KILL"])
+            .arg(system_tool(daemon))
             .args(args)
             .arg(format!("--pidfile={}", self.path(&format!("{daemon}.pid"))))
             .arg(format!("--unixctl={}", self.path(&format!("{daemon}.ctl"))))
@@ -212,7 +215,7 @@ impl Ovs {
     }
 
     fn tool(&self, prog: &str, args: &[&str]) -> Result<String, SdnError> {
-        let out = Command::new(prog)
+        let out = Command::new(system_tool(prog))
             .args(args)
             .envs(self.env())
             .output()
@@ -438,10 +441,9 @@ impl Drop for Ovs {
     }
 }
 
+/// `bin` is installed in the system's directories (never looked up on PATH).
 fn which(bin: &str) -> Result<(), SdnError> {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(bin).is_file()));
-    if found {
+    if nflab_io::process::find_system_tool(bin).is_some() {
         Ok(())
     } else {
         let pkg = if bin == "setpriv" {

@@ -592,3 +592,64 @@ fn idle_connections_beyond_the_cap_are_closed_and_a_switch_still_gets_in() {
     handle.stop().unwrap();
     real.join().unwrap();
 }
+
+/// A peer that trickles its HELLO one byte at a time, each byte well within
+/// the handshake limit of the one before: the limit is for the whole
+/// handshake, so the proxy closes it about then (not once the message is
+/// whole, minutes later), and a real switch still gets in.
+#[test]
+fn a_peer_trickling_its_handshake_is_closed_by_the_handshake_limit() {
+    use std::io::{Read, Write};
+    if !nflab_testkit::require_root() {
+        return;
+    }
+    let ns = PrivateNetns::create("sdntrickle").unwrap();
+    let _in_ns = NetnsGuard::enter(ns.name()).unwrap();
+    let ctl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let handle = start_proxy(ONE_SWITCH, &ctl);
+    let listen = handle.listen;
+    let limit = proxy::HANDSHAKE_TIMEOUT;
+    // A HELLO of 1000 bytes (header, then elements), at a byte each 250 ms:
+    // whole only after more than 4 minutes.
+    let mut hello = vec![4u8, 0, 0x03, 0xe8, 0, 0, 0, 1];
+    hello.resize(1000, 0);
+    let mut s = TcpStream::connect(listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(250)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut sent = 0;
+    let mut buf = [0u8; 256];
+    let closed = loop {
+        if started.elapsed() > 3 * limit {
+            break false;
+        }
+        if s.write_all(&hello[sent..sent + 1]).is_err() {
+            break true;
+        }
+        sent += 1;
+        // The wait between bytes; the proxy's HELLO is read, its close seen.
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let took = started.elapsed();
+    assert!(
+        closed,
+        "a trickling peer kept its handshake open for {took:?} ({sent} bytes), beyond 3 × {limit:?}"
+    );
+    assert!(took >= limit / 2, "closed after {took:?}, before its time");
+    let real = answering(listen, 0xa1, STAYS);
+    let (mut w, mut r) = controller(&ctl);
+    assert_eq!(aggregate(&mut w, &mut r, 40), STAYS);
+    drop((w, r));
+    handle.stop().unwrap();
+    real.join().unwrap();
+}

@@ -156,20 +156,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                     "xdp_on_veth",
                     xdp.map(|_| "an XDP program attaches to a veth and detaches".into()),
                 ));
-                let netem = Command::new("ip")
+                let netem = Command::new(nflab_io::process::system_tool("ip"))
+                    .args(["netns", "exec", &topo.lg_ns])
+                    .arg(nflab_io::process::system_tool("tc"))
                     .args([
-                        "netns",
-                        "exec",
-                        &topo.lg_ns,
-                        "tc",
-                        "qdisc",
-                        "add",
-                        "dev",
-                        "lg0",
-                        "root",
-                        "netem",
-                        "delay",
-                        "1ms",
+                        "qdisc", "add", "dev", "lg0", "root", "netem", "delay", "1ms",
                     ])
                     .output();
                 checks.push(match netem {

@@ -125,6 +125,31 @@ fn err(e: impl std::fmt::Display) -> LabError {
     LabError::Other(format!("sdn acl: {e}"))
 }
 
+/// Environment variable naming the Python that runs the os-ken app (a
+/// virtualenv's, say): an absolute path to an executable file.
+pub const PYTHON_ENV: &str = "NFLAB_PYTHON";
+
+/// The Python of the os-ken app: `$NFLAB_PYTHON`, else `python3` from the
+/// system's directories — never one found on PATH, as this runs as root.
+fn python() -> Result<std::path::PathBuf, LabError> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(p) = std::env::var_os(PYTHON_ENV).filter(|p| !p.is_empty()) else {
+        return Ok(nflab_io::process::system_tool("python3"));
+    };
+    let p = std::path::PathBuf::from(p);
+    let executable = p
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if p.is_absolute() && executable {
+        Ok(p)
+    } else {
+        Err(LabError::Host(format!(
+            "{PYTHON_ENV} = {} is not the absolute path of an executable file: point it at a Python that has os-ken or unset it",
+            p.display()
+        )))
+    }
+}
+
 /// Set up, program, send `packets` probes, check each, tear down.
 pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
     if n == 0 || n > 250 {
@@ -140,15 +165,17 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
     if packets == 0 {
         return Err(LabError::Unsupported("--packets must be at least 1".into()));
     }
-    let ok = Command::new("python3")
+    let python = python()?;
+    let ok = Command::new(&python)
         .args(["-c", "import os_ken"])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        return Err(LabError::Host(
-            "the ACL use case runs an os-ken app: pip install os-ken (scripts/deps.sh test)".into(),
-        ));
+        return Err(LabError::Host(format!(
+            "the ACL use case runs an os-ken app with {}, which has no os_ken: pip install os-ken for it (scripts/deps.sh test), or name a Python that has it in {PYTHON_ENV}",
+            python.display()
+        )));
     }
     let sw = PrivateNetns::create("aclsw").map_err(err)?;
     let lg = PrivateNetns::create("acllg").map_err(err)?;
@@ -193,7 +220,7 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
             "netns",
             "exec",
             lg.name(),
-            "sysctl",
+            &nflab_io::process::system_tool("sysctl").to_string_lossy(),
             "-qw",
             "net.ipv6.conf.all.disable_ipv6=1",
         ],
@@ -206,15 +233,10 @@ pub fn run(n: usize, m: usize, packets: usize) -> Result<AclReport, LabError> {
     let app = work.join("acl_app.py");
     std::fs::write(&app, APP).map_err(|e| err(format!("cannot write {}: {e}", app.display())))?;
     let mut osken = Command::new(nflab_io::process::system_tool("ip"))
-        .args([
-            "netns",
-            "exec",
-            sw.name(),
-            "setpriv",
-            "--pdeathsig",
-            "KILL",
-            "python3",
-        ])
+        .args(["netns", "exec", sw.name()])
+        .arg(nflab_io::process::system_tool("setpriv"))
+        .args(["--pdeathsig", "KILL"])
+        .arg(&python)
         .arg(&app)
         .args([
             "--ofp-listen-host",

@@ -55,8 +55,9 @@ fn read(path: &str) -> String {
         .unwrap_or_else(|_| "unavailable".into())
 }
 
+/// The output of the system tool `prog` (never one found on PATH).
 fn command_output(prog: &str, args: &[&str]) -> String {
-    Command::new(prog)
+    Command::new(nflab_io::process::system_tool(prog))
         .args(args)
         .output()
         .ok()

@@ -170,18 +170,13 @@ pub fn check(dut: &DutSection) -> Result<(), LabError> {
         )));
     }
     for bin in ["ovs-vswitchd", "ovsdb-server"] {
-        if !on_path(bin) {
+        if nflab_io::process::find_system_tool(bin).is_none() {
             return Err(LabError::Host(format!(
                 "dut.kind = \"ovs\" needs {bin}: apt-get install openvswitch-switch"
             )));
         }
     }
     Ok(())
-}
-
-fn on_path(bin: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
 }
 
 /// The pipeline shape of `dut` (bidirectional unless `dut.shape` says otherwise).
@@ -417,7 +412,7 @@ impl OvsDut {
             .map(Proxied::stop)
             .and_then(Result::err)
             .map(|e| format!("the proxy: {e}"));
-        let version = std::process::Command::new("ovs-vswitchd")
+        let version = std::process::Command::new(nflab_io::process::system_tool("ovs-vswitchd"))
             .arg("--version")
             .output()
             .map(|o| {

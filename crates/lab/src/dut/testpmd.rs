@@ -27,7 +27,7 @@ use crate::spec::{DutKind, DutSection};
 use crate::topo::Plumbing;
 use crate::topo::{Topology, LG0_MAC, LG1_MAC};
 
-/// Name of the binary on `PATH`.
+/// Name of the binary in the system's directories.
 pub const BINARY: &str = "dpdk-testpmd";
 /// Environment variable naming another testpmd binary (a DPDK build of one's own).
 pub const BINARY_ENV: &str = "NFLAB_TESTPMD";
@@ -42,15 +42,17 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// testpmd prints this once forwarding has started (non-interactive mode).
 const READY_LINE: &str = "Press enter to exit";
 
-/// The testpmd binary: `$NFLAB_TESTPMD`, else `dpdk-testpmd` on `PATH`.
+/// The testpmd binary: `$NFLAB_TESTPMD`, else `dpdk-testpmd` in the system's
+/// directories (`nflab_io::process::SYSTEM_DIRS`), never one found on `PATH`.
 pub fn find_binary() -> Result<PathBuf, LabError> {
     find_binary_in(
         std::env::var_os(BINARY_ENV),
-        std::env::var_os("PATH").unwrap_or_default(),
+        nflab_io::process::system_path().into(),
     )
 }
 
-/// [`find_binary`] with the environment given (testable).
+/// [`find_binary`] with `$NFLAB_TESTPMD` and the directories to search given
+/// (a `PATH`-like list; testable).
 pub fn find_binary_in(
     env: Option<std::ffi::OsString>,
     path: std::ffi::OsString,
@@ -312,10 +314,22 @@ pub fn start(topo: &Topology, dut: &DutSection) -> Result<TestpmdDut, LabError> 
     let settings = TestpmdSettings::from_dut(dut, cpus);
     // EAL keeps its run-time files under /var/run/dpdk/<prefix>: one per topology.
     let file_prefix = format!("nflab-{}", topo.id);
-    let mut command: Vec<String> = ["ip", "netns", "exec", &ns, "stdbuf", "-oL", "-eL"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let (ip, stdbuf) = (
+        nflab_io::process::system_tool("ip"),
+        nflab_io::process::system_tool("stdbuf"),
+    );
+    let mut command: Vec<String> = [
+        &ip.to_string_lossy(),
+        "netns",
+        "exec",
+        &ns,
+        &stdbuf.to_string_lossy(),
+        "-oL",
+        "-eL",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     // stdbuf: testpmd's stdout is a pipe here; line buffering lets us see
     // "Press enter to exit" when it is printed, not at exit.
     command.push(bin.display().to_string());

@@ -54,7 +54,10 @@ pub fn check_writable(dir: &Path, what: &str) -> Result<(), LabError> {
 
 /// A file that holds [`RESERVE_BYTES`] of the experiment's file system, let
 /// go when a run fails so that the failure's marks and `results.parquet`
-/// still fit on a disk the run filled.
+/// still fit on a disk the run filled. Made exclusively (`O_EXCL`,
+/// `O_NOFOLLOW`), after a stale one is unlinked: a `--resume`d tree may be
+/// another user's, and a `.disk-reserve` planted there as a symlink is
+/// removed, never followed.
 #[derive(Debug)]
 pub struct DiskReserve {
     path: PathBuf,
@@ -64,12 +67,20 @@ impl DiskReserve {
     /// Take the reserve in `dir` (best effort: a disk already too full has none).
     pub fn take(dir: &Path) -> DiskReserve {
         let path = dir.join(".disk-reserve");
-        let ok = std::fs::File::create(&path).and_then(|mut f| {
-            f.write_all(&vec![0u8; RESERVE_BYTES])
-                .and_then(|_| f.sync_all())
-        });
-        if ok.is_err() {
-            let _ = std::fs::remove_file(&path);
+        // unlink removes a symlink itself, never what it points to.
+        let _ = std::fs::remove_file(&path);
+        match nflab_io::safe_fs::create_exclusive(&path, 0o600) {
+            Ok(mut f) => {
+                let ok = f
+                    .write_all(&vec![0u8; RESERVE_BYTES])
+                    .and_then(|_| f.sync_all());
+                if ok.is_err() {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+            // Made again between the unlink and the open: no reserve, and
+            // nothing of ours to remove.
+            Err(_) => {}
         }
         DiskReserve { path }
     }
@@ -125,6 +136,27 @@ mod tests {
             e.starts_with("the output directory ") && e.contains("file/sub") && !e.contains('\n'),
             "{e}"
         );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_planted_reserve_symlink_is_removed_never_followed() {
+        let base =
+            nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-reserve-link")
+                .unwrap();
+        let victim = base.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let p = base.join(".disk-reserve");
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        let r = DiskReserve::take(&base);
+        let kept = std::fs::read(&victim).unwrap() == b"keep";
+        assert!(kept, "the reserve was written through the symlink");
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert!(m.is_file(), "{m:?}");
+        assert_eq!(m.len(), RESERVE_BYTES as u64);
+        r.release();
+        assert!(std::fs::symlink_metadata(&p).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -76,6 +76,16 @@ fn run_experiment_in(
                     dir.display()
                 )));
             }
+            // Runs are removed and remade under runs/: a symlink there would
+            // have root delete and write wherever it points.
+            let runs = dir.join("runs");
+            if std::fs::symlink_metadata(&runs).is_ok_and(|m| !m.is_dir()) {
+                return Err(LabError::Other(format!(
+                    "{} is not a directory (a symlink or a file), so {} cannot be resumed: nflab makes runs/ a plain directory",
+                    runs.display(),
+                    dir.display()
+                )));
+            }
             let (spec, text) = Spec::from_file_with(&stored, opts.allow_include_outside)?;
             (Some(dir.clone()), spec, text)
         }
@@ -176,7 +186,10 @@ fn run_experiment_in(
         let rd = run_dir(&dir, plan.index);
         opts.events
             .emit(&crate::study::events::run_start(plan, None));
-        if let Some(summary) = completed_summary(&rd) {
+        // A run directory that is a symlink is no run of this tree: removed
+        // (the link itself) and redone.
+        let plain = std::fs::symlink_metadata(&rd).is_ok_and(|m| m.is_dir());
+        if let Some(summary) = completed_summary(&rd).filter(|_| plain) {
             if same_params(&rd, plan) {
                 resumed_runs += 1;
                 opts.events.emit(&crate::artifacts::events::Event::run_end(
@@ -188,7 +201,9 @@ fn run_experiment_in(
                 return Ok(RunRow::new(plan, &summary).with_app(&rd));
             }
         }
-        if rd.exists() {
+        // Whatever is there, a dangling symlink too (remove_dir_all removes a
+        // symlink itself, never what it points to).
+        if std::fs::symlink_metadata(&rd).is_ok() {
             std::fs::remove_dir_all(&rd).map_err(|e| LabError::artifact(&rd, e))?;
         }
         std::fs::create_dir_all(&rd).map_err(|e| LabError::artifact(&rd, e))?;

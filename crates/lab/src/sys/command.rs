@@ -113,8 +113,12 @@ fn run_here(argv: &[String], env: &[(&str, String)], timeout: Duration) -> Comma
         run.spawn_error = Some("an empty command".into());
         return run;
     };
+    // PATH of the system's directories only: a hook's `sh` and the `ip` its
+    // script names are root's, never a caller's planted ones (the lookup of
+    // `program` itself uses the child's PATH).
     let child = Command::new(program)
         .args(args)
+        .env("PATH", nflab_io::process::system_path())
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

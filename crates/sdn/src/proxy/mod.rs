@@ -202,21 +202,6 @@ fn accept_loop(listener: TcpListener, dpids: Vec<u64>, tx: Sender<Event>, stop: 
     }
 }
 
-/// Time left of a handshake that must end by `deadline`, as the socket's
-/// read timeout; an error once it is over.
-fn handshake_left(stream: &TcpStream, deadline: Instant) -> Result<(), SdnError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(SdnError::Protocol(format!(
-            "no complete handshake within {} s: closed",
-            HANDSHAKE_TIMEOUT.as_secs()
-        )));
-    }
-    stream
-        .set_read_timeout(Some(left))
-        .map_err(|e| SdnError::io("switch connection", e))
-}
-
 /// Handshake with one switch (hello, features, port descriptions), then
 /// forward what it says to the core.
 fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(), SdnError> {
@@ -229,21 +214,28 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
         .try_clone()
         .map_err(|e| SdnError::io("switch connection", e))?;
     let mut r = Reader::new(stream.try_clone().map_err(|e| SdnError::io("switch", e))?);
+    // Absolute: every read of the handshake, also each within one message,
+    // ends by the deadline, however slowly the peer trickles its bytes.
+    r.set_deadline(
+        deadline,
+        format!(
+            "no complete handshake within {} s: closed",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ),
+    );
     send(&mut w, &Message::new(INTERNAL_XID, Body::Hello(vec![])))?;
     // The switch's HELLO says its version: 1.0 (0x01) takes the 1.0 path.
-    handshake_left(&stream, deadline)?;
     let hello = r
         .next_raw()?
         .ok_or_else(|| SdnError::Protocol("the switch closed before its HELLO".into()))?;
     if hello.first() == Some(&crate::of10::VERSION) {
-        return switch_conn_v10(stream, w, r, dpids, tx, deadline);
+        return switch_conn_v10(stream, w, r, dpids, tx);
     }
     send(
         &mut w,
         &Message::new(INTERNAL_XID + 1, Body::FeaturesRequest),
     )?;
     let features: Features = loop {
-        handshake_left(&stream, deadline)?;
         let (m, _) = r.expect("the switch's features")?;
         match m.body {
             Body::FeaturesReply(f) => break f,
@@ -272,7 +264,6 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
     )?;
     let mut ports = Vec::new();
     loop {
-        handshake_left(&stream, deadline)?;
         let (m, _) = r.expect("the switch's port descriptions")?;
         match m.body {
             Body::MultipartReply(mp::PORT_DESC, flags, body) => {
@@ -288,6 +279,7 @@ fn switch_conn(stream: TcpStream, dpids: &[u64], tx: &Sender<Event>) -> Result<(
         }
     }
     // Served now: a switch may stay silent for as long as it likes.
+    r.clear_deadline();
     stream
         .set_read_timeout(None)
         .map_err(|e| SdnError::io("switch connection", e))?;
@@ -312,7 +304,6 @@ fn switch_conn_v10(
     mut r: Reader,
     dpids: &[u64],
     tx: &Sender<Event>,
-    deadline: Instant,
 ) -> Result<(), SdnError> {
     use crate::of10::{Body as B10, Message10};
     let proto = |e: crate::of13::CodecError| SdnError::Protocol(format!("OpenFlow 1.0: {e}"));
@@ -321,7 +312,6 @@ fn switch_conn_v10(
         &Message10::new(INTERNAL_XID + 1, B10::FeaturesRequest).encode(),
     )?;
     let features = loop {
-        handshake_left(&stream, deadline)?;
         let raw = r.next_raw()?.ok_or_else(|| {
             SdnError::Protocol(
                 "the connection closed while waiting for the switch's features".into(),
@@ -343,6 +333,7 @@ fn switch_conn_v10(
         )));
     };
     let ports = features.ports.iter().map(v10::port_up_desc).collect();
+    r.clear_deadline();
     stream
         .set_read_timeout(None)
         .map_err(|e| SdnError::io("switch connection", e))?;

@@ -205,7 +205,8 @@ struct Netns {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
+    // From the system's directories, never PATH: this runs as root.
+    let out = Command::new(nflab_io::process::system_tool("ip"))
         .args(args)
         .output()
         .context("cannot run ip (iproute2)")?;
