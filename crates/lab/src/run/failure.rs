@@ -69,18 +69,15 @@ impl DiskReserve {
         let path = dir.join(".disk-reserve");
         // unlink removes a symlink itself, never what it points to.
         let _ = std::fs::remove_file(&path);
-        match nflab_io::safe_fs::create_exclusive(&path, 0o600) {
-            Ok(mut f) => {
-                let ok = f
-                    .write_all(&vec![0u8; RESERVE_BYTES])
-                    .and_then(|_| f.sync_all());
-                if ok.is_err() {
-                    let _ = std::fs::remove_file(&path);
-                }
+        // Made again between the unlink and the open: no reserve, and nothing of
+        // ours to remove.
+        if let Ok(mut f) = nflab_io::safe_fs::create_exclusive(&path, 0o600) {
+            let ok = f
+                .write_all(&vec![0u8; RESERVE_BYTES])
+                .and_then(|_| f.sync_all());
+            if ok.is_err() {
+                let _ = std::fs::remove_file(&path);
             }
-            // Made again between the unlink and the open: no reserve, and
-            // nothing of ours to remove.
-            Err(_) => {}
         }
         DiskReserve { path }
     }
