@@ -378,3 +378,60 @@ fn resume_follows_no_symlink_planted_in_the_tree() {
     assert_eq!(listing(&elsewhere), ["mine"]);
     assert_eq!(listing(&exp), before);
 }
+
+/// `nflab report DIR` through sudo hands back what it wrote (report.html,
+/// figures/ and its files) and nothing else of a tree that may be another
+/// user's; a figures/ planted as a symlink is refused, nothing written
+/// where it points.
+#[test]
+fn report_through_sudo_hands_back_only_what_it_wrote() {
+    use std::os::unix::fs::MetadataExt;
+    require_root!();
+    let tmp = TempDir::new("sec-report");
+    let out = tmp.0.join("results");
+    let spec = write_spec(
+        &tmp.0,
+        "redraw",
+        "[experiment]\nname = \"redraw\"\n[dut]\nkind = \"loopback\"\n\
+         [traffic]\nrate_pps = 2000\nduration_s = 0.3\nwarmup_s = 0.1\n",
+    );
+    let (_, result, _) = run_ok(&spec, &out);
+    let exp = std::path::PathBuf::from(result["dir"].as_str().unwrap());
+    let report = || {
+        nflab()
+            .args(["report", exp.to_str().unwrap()])
+            .env("SUDO_UID", "4242")
+            .env("SUDO_GID", "4243")
+            .output()
+            .unwrap()
+    };
+    let owner = |p: &std::path::Path| {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        (m.uid(), m.gid())
+    };
+    let o = report();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let figures = exp.join("figures");
+    let mut drawn: Vec<_> = std::fs::read_dir(&figures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(drawn.len() > 3, "{drawn:?}");
+    drawn.extend([exp.join("report.html"), figures.clone()]);
+    for p in &drawn {
+        assert_eq!(owner(p), (4242, 4243), "{}", p.display());
+    }
+    for p in ["", "spec.toml", "runs", "runs/000", "runs/000/summary.json"] {
+        assert_eq!(owner(&exp.join(p)), (0, 0), "{p} was handed over");
+    }
+    // figures/ a symlink to a directory elsewhere.
+    let elsewhere = tmp.0.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::remove_dir_all(&figures).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &figures).unwrap();
+    let o = report();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("figures") && err.contains("symlink"), "{err}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}

@@ -163,6 +163,16 @@ pub fn write_report_with(dir: &Path, opts: &Options) -> Result<Written, ReportEr
         }
     };
     let fdir = dir.join("figures");
+    // A figures/ planted as a symlink would have the report written (as root)
+    // wherever it points.
+    if std::fs::symlink_metadata(&fdir).is_ok_and(|m| !m.is_dir()) {
+        return Err(ReportError::Write {
+            path: fdir.display().to_string(),
+            source: std::io::Error::other(
+                "it is a symlink or a file, not the directory nflab writes figures into",
+            ),
+        });
+    }
     std::fs::create_dir_all(&fdir).map_err(|e| ReportError::Write {
         path: fdir.display().to_string(),
         source: e,

@@ -23,12 +23,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     // An NCSbench tree's summary across runs is redone from its runs first.
-    if opts.only_figure.is_none() && args.dir.join("spec.toml").is_file() {
-        nflab_lab::app::ncs::write_challenge(&args.dir)?;
+    let mut written = Vec::new();
+    if opts.only_figure.is_none()
+        && args.dir.join("spec.toml").is_file()
+        && nflab_lab::app::ncs::write_challenge(&args.dir)?.is_some()
+    {
+        written.push(args.dir.join("ncs-challenge.json"));
     }
     let w = nflab_report::write_report_with(&args.dir, &opts)?;
-    // Through sudo, what was redrawn is the caller's like the rest of the tree.
-    nflab_lab::artifacts::files::give_to_invoking_user(&args.dir)?;
+    // Through sudo, what was redrawn is the caller's: report.html, figures/
+    // and the files written there, nothing else of a tree that may be
+    // another user's.
+    written.extend(w.report.iter().cloned());
+    written.push(args.dir.join("figures"));
+    written.extend(w.files.iter().cloned());
+    nflab_lab::artifacts::files::give_written_to_invoking_user(&args.dir, &written)?;
     for p in &w.problems {
         eprintln!("note: {p}");
     }
