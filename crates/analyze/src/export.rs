@@ -2,13 +2,14 @@
 //! CDF / CCDF and histograms, and an HdrHistogram interval log (V2, DEFLATE
 //! compressed, base64) that HdrHistogram's own log readers decode.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
+
+use nflab_io::safe_fs::ReplaceFile;
 
 use crate::dist::{percentile_ladder, Distribution};
 use crate::{Analysis, AnalyzeError};
@@ -349,9 +350,26 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> AnalyzeError + '_ {
     }
 }
 
+/// Every table file is written beside its name, fsynced and renamed over it
+/// ([`ReplaceFile`]): a failure or a kill mid-write (a full disk) leaves the
+/// old file whole (or none), which `--resume` and the report trust.
+fn replace(path: &Path) -> Result<BufWriter<ReplaceFile>, AnalyzeError> {
+    Ok(BufWriter::new(
+        ReplaceFile::create(path).map_err(io_err(path))?,
+    ))
+}
+
+/// Flush what [`replace`] buffered and move the file into place.
+fn commit(w: BufWriter<ReplaceFile>, path: &Path) -> Result<(), AnalyzeError> {
+    w.into_inner()
+        .map_err(|e| io_err(path)(e.into_error()))?
+        .commit()
+        .map_err(io_err(path))
+}
+
 /// Write a table as CSV (header row, empty cell for null).
 pub fn write_csv(t: &Table, path: &Path) -> Result<(), AnalyzeError> {
-    let mut w = BufWriter::new(File::create(path).map_err(io_err(path))?);
+    let mut w = replace(path)?;
     let names: Vec<&str> = t.columns.iter().map(|(n, _)| n.as_str()).collect();
     writeln!(w, "{}", names.join(",")).map_err(io_err(path))?;
     for i in 0..t.rows() {
@@ -365,7 +383,7 @@ pub fn write_csv(t: &Table, path: &Path) -> Result<(), AnalyzeError> {
             .collect();
         writeln!(w, "{}", cells.join(",")).map_err(io_err(path))?;
     }
-    w.flush().map_err(io_err(path))
+    commit(w, path)
 }
 
 /// Write a table as a JSON array of row objects.
@@ -388,7 +406,7 @@ pub fn write_json(t: &Table, path: &Path) -> Result<(), AnalyzeError> {
         .collect();
     let text =
         serde_json::to_string_pretty(&rows).map_err(|e| AnalyzeError::Invalid(e.to_string()))?;
-    std::fs::write(path, text).map_err(io_err(path))
+    nflab_io::safe_fs::replace_file(path, text.as_bytes()).map_err(io_err(path))
 }
 
 /// Write a table as Parquet (INT64 / DOUBLE columns, optional, uncompressed).
@@ -423,7 +441,7 @@ pub fn write_parquet(t: &Table, path: &Path) -> Result<(), AnalyzeError> {
             .build()
             .map_err(perr)?,
     );
-    let file = File::create(path).map_err(io_err(path))?;
+    let file = replace(path)?;
     let mut writer =
         SerializedFileWriter::new(file, schema, Arc::new(WriterProperties::builder().build()))
             .map_err(perr)?;
@@ -448,8 +466,8 @@ pub fn write_parquet(t: &Table, path: &Path) -> Result<(), AnalyzeError> {
         cw.close().map_err(perr)?;
     }
     rg.close().map_err(perr)?;
-    writer.close().map_err(perr)?;
-    Ok(())
+    // The footer written, then the whole file moved into place.
+    commit(writer.into_inner().map_err(perr)?, path)
 }
 
 /// Table file format.
@@ -497,7 +515,7 @@ pub fn write_table(t: &Table, dir: &Path, fmt: TableFormat) -> Result<PathBuf, A
 /// (timestamps in seconds from the first window, values in ns; one line per
 /// window, tag `latency`). Whole-run histogram when there are no windows.
 pub fn write_interval_log(a: &Analysis, path: &Path) -> Result<(), AnalyzeError> {
-    let mut out = BufWriter::new(File::create(path).map_err(io_err(path))?);
+    let mut out = replace(path)?;
     let mut ser = V2DeflateSerializer::new();
     let hist_err = |e: String| AnalyzeError::Input {
         path: path.to_path_buf(),
@@ -528,5 +546,81 @@ pub fn write_interval_log(a: &Analysis, path: &Path) -> Result<(), AnalyzeError>
             }
         }
     }
-    out.flush().map_err(io_err(path))
+    commit(out, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small tmpfs mounted for the test; unmounted and removed when dropped.
+    struct SmallDisk(PathBuf);
+    impl Drop for SmallDisk {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new(nflab_io::process::system_tool("umount"))
+                .arg(&self.0)
+                .status();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn table(rows: usize) -> Table {
+        Table {
+            name: "windows".into(),
+            columns: vec![
+                (
+                    "t_ns".into(),
+                    Column::I64((0..rows as i64).map(Some).collect()),
+                ),
+                (
+                    "p99_ns".into(),
+                    Column::F64((0..rows).map(|i| Some(i as f64 * 1.5)).collect()),
+                ),
+            ],
+        }
+    }
+
+    /// A per-run Parquet file rewritten on a disk that fills up: the old file
+    /// stays whole (the same bytes), no partial file is left, and so for CSV.
+    #[test]
+    fn a_table_written_on_a_full_disk_keeps_its_old_file_whole() {
+        if !nflab_testkit::require_root() {
+            return;
+        }
+        let dir = nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-export-full")
+            .unwrap();
+        let disk = SmallDisk(dir);
+        let ok = std::process::Command::new(nflab_io::process::system_tool("mount"))
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(&disk.0)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mount tmpfs");
+        let small = table(10);
+        let mut before = Vec::new();
+        for fmt in [TableFormat::Parquet, TableFormat::Csv] {
+            let p = write_table(&small, &disk.0, fmt).unwrap();
+            before.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+        // Fill the rest of the disk.
+        let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+        let block = vec![7u8; 4096];
+        while filler.write_all(&block).is_ok() {}
+        drop(filler);
+        let big = table(200_000);
+        for (fmt, (path, old)) in [TableFormat::Parquet, TableFormat::Csv]
+            .into_iter()
+            .zip(&before)
+        {
+            let e = write_table(&big, &disk.0, fmt).unwrap_err().to_string();
+            assert!(e.contains("windows."), "{e}");
+            let kept = std::fs::read(path).unwrap() == *old;
+            assert!(kept, "{} torn by a failed write", path.display());
+        }
+        let left: Vec<_> = std::fs::read_dir(&disk.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 3, "a partial file was left: {left:?}");
+    }
 }

@@ -98,7 +98,11 @@ pub fn write_packets(path: &Path, rows: &[PrrtPacket]) -> Result<(), AnalyzeErro
             .build()
             .map_err(perr)?,
     );
-    let file = File::create(path).map_err(|e| input_err(path, format!("cannot create: {e}")))?;
+    // Beside its name, fsynced and renamed over it: the old file or the new one, never part.
+    let file = std::io::BufWriter::new(
+        nflab_io::safe_fs::ReplaceFile::create(path)
+            .map_err(|e| input_err(path, format!("cannot create: {e}")))?,
+    );
     let props = WriterProperties::builder()
         .set_created_by(format!("nflab {}", env!("CARGO_PKG_VERSION")))
         .build();
@@ -136,8 +140,13 @@ pub fn write_packets(path: &Path, rows: &[PrrtPacket]) -> Result<(), AnalyzeErro
         col += 1;
     }
     rg.close().map_err(perr)?;
-    writer.close().map_err(perr)?;
-    Ok(())
+    writer
+        .into_inner()
+        .map_err(perr)?
+        .into_inner()
+        .map_err(|e| input_err(path, format!("cannot write: {}", e.error())))?
+        .commit()
+        .map_err(|e| input_err(path, format!("cannot write: {e}")))
 }
 
 /// Read a `prrt-packets.parquet` back.

@@ -189,7 +189,8 @@ pub struct PrrtRun {
 pub fn write_prrt_json(path: &Path, run: &PrrtRun) -> io::Result<()> {
     let mut text = serde_json::to_string_pretty(run).map_err(io::Error::other)?;
     text.push('\n');
-    std::fs::write(path, text)
+    // Whole or not at all: `--resume` and the report trust it.
+    nflab_io::safe_fs::replace_file(path, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -159,9 +159,9 @@ impl NcsRun {
             .map_err(|_| panicked("controller"))??;
         let mut r = report(&records, fell, &self.cfg);
         r.controller_answered = Some(answered);
+        // Whole or not at all: `--resume` and the report trust them.
         let write = |name: &str, text: &str| {
-            std::fs::write(dir.join(name), text)
-                .map_err(|e| LabError::Host(format!("cannot write {name}: {e}")))
+            crate::artifacts::files::write_file(&dir.join(name), text.as_bytes())
         };
         let json = serde_json::to_string_pretty(&r)
             .map_err(|e| LabError::Other(format!("ncs.json: {e}")))?;

@@ -103,11 +103,11 @@ pub fn mark_failed(run_dir: &Path, index: usize, error: &LabError) -> FailedRun 
         error: error.to_string().replace('\n', " "),
     };
     let text = serde_json::to_string_pretty(&f).unwrap_or_default() + "\n";
-    if let Err(e) = std::fs::write(run_dir.join(FAILED_MARKER), text) {
-        eprintln!(
-            "warning: could not write {}: {e}",
-            run_dir.join(FAILED_MARKER).display()
-        );
+    // Whole or not at all, and a symlink of that name replaced, never followed.
+    if let Err(e) =
+        crate::artifacts::files::write_file(&run_dir.join(FAILED_MARKER), text.as_bytes())
+    {
+        eprintln!("warning: could not write {e}");
     }
     f
 }
@@ -154,6 +154,24 @@ mod tests {
         r.release();
         assert!(std::fs::symlink_metadata(&p).is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_failure_marker_replaces_a_planted_symlink_and_is_whole() {
+        let base =
+            nflab_io::safe_fs::fresh_private_dir(&std::env::temp_dir(), "nflab-marker").unwrap();
+        let victim = base.join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let marker = base.join(FAILED_MARKER);
+        std::os::unix::fs::symlink(&victim, &marker).unwrap();
+        let f = mark_failed(&base, 3, &LabError::Other("the DuT died".into()));
+        assert_eq!(f.run, "003");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep", "followed");
+        assert!(std::fs::symlink_metadata(&marker).unwrap().is_file());
+        let back: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+        assert_eq!(back["error"], "the DuT died");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -394,13 +394,8 @@ pub fn finish(
     truth: Option<&[nflab_apps::relay::TruthRow]>,
 ) -> Result<(), LabError> {
     let report = finish_stopped(stopped, dir, truth)?;
-    write_json(&dir.join("monitor.json"), &report)
-}
-
-fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), LabError> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| LabError::Other(e.to_string()))?;
-    std::fs::write(path, s + "\n")
-        .map_err(|e| LabError::Other(format!("cannot write {}: {e}", path.display())))
+    // Whole or not at all (`--resume` and the report trust it).
+    crate::artifacts::files::write_json(&dir.join("monitor.json"), &report)
 }
 
 #[cfg(test)]
