@@ -167,8 +167,7 @@ pub fn run_one_with(
         *kept = None;
     }
 
-    let (summary, generator, recorder) = analyse_each_way(spec, dir, traffic)?;
-    let mut summary = summary;
+    let (mut summary, generator, recorder) = analyse_each_way(spec, dir, traffic)?;
     if let Some(c) = &capture {
         note_capture(&mut summary, c);
     }

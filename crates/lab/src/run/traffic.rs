@@ -204,18 +204,14 @@ pub fn run_legs(
     stop: &AtomicBool,
 ) -> Result<Vec<TrafficOutcome>, LabError> {
     let live = traffic.backend == Backend::XdpLive;
-    for leg in legs {
-        let plan = leg.sending.plan;
-        if live {
-            if traffic.tx_threads != 1 {
-                return Err(LabError::Unsupported(
-                    "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1"
-                        .into(),
-                ));
-            }
-            if let Some(why) = nflab_gen::live::unsupported(plan) {
-                return Err(LabError::Unsupported(why));
-            }
+    if live && traffic.tx_threads != 1 {
+        return Err(LabError::Unsupported(
+            "traffic.backend = \"xdp_live\" sends from one thread: set tx_threads = 1".into(),
+        ));
+    }
+    for leg in legs.iter().filter(|_| live) {
+        if let Some(why) = nflab_gen::live::unsupported(leg.sending.plan) {
+            return Err(LabError::Unsupported(why));
         }
     }
     let mut open = Vec::with_capacity(legs.len());
